@@ -1,0 +1,126 @@
+//! The `Channel` trait every backend implements.
+
+use std::os::fd::RawFd;
+
+/// What a channel can do; the runtime and stack adapt to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Backend name as shown to users (`"xdp"`, `"packet"`, `"tap"`, `"sim"`).
+    pub name: &'static str,
+    /// The link MTU: the largest IP packet (without the Ethernet header) it carries.
+    pub mtu: usize,
+    /// The largest frame (Ethernet header included) that `Tx::send` accepts.
+    pub max_frame_len: usize,
+    /// Received frames have had their IP/TCP/UDP checksums verified by the device.
+    pub rx_checksum_verified: bool,
+    /// The device fills in transmit checksums (the stack may leave them zero).
+    pub tx_checksum_offload: bool,
+    /// How many frames one `rx_batch` call hands out at most.
+    pub batch_count: usize,
+    /// A human-readable description of the mode in use (e.g. `"native, copy"`).
+    pub mode: String,
+}
+
+/// Counters every channel keeps. Drops at the ring are counted here, before any work is
+/// spent on the frame (seed 000).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Frames handed to the program.
+    pub rx_frames: u64,
+    /// Bytes handed to the program.
+    pub rx_bytes: u64,
+    /// Frames the device or ring dropped before the program saw them, where known.
+    pub rx_dropped: u64,
+    /// Frames queued for transmission.
+    pub tx_frames: u64,
+    /// Bytes queued for transmission.
+    pub tx_bytes: u64,
+    /// Frames dropped because the transmit ring or pool was full, or too large.
+    pub tx_dropped: u64,
+    /// System calls made to wake the device (doorbells that needed the kernel).
+    pub kicks: u64,
+    /// Receive polls that found nothing.
+    pub empty_polls: u64,
+}
+
+/// Why a frame could not be queued for transmission. The frame is dropped and counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TxError {
+    /// The transmit ring or buffer pool is full.
+    Full,
+    /// The frame is larger than the channel's `max_frame_len`.
+    TooLarge,
+}
+
+impl core::fmt::Display for TxError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            TxError::Full => f.write_str("transmit ring full"),
+            TxError::TooLarge => f.write_str("frame larger than the channel's maximum"),
+        }
+    }
+}
+
+impl std::error::Error for TxError {}
+
+/// The transmit half of a channel: frames are written in place into the channel's own
+/// buffers, then submitted with one doorbell per batch.
+pub trait Tx {
+    /// Reserves a `len`-byte transmit buffer, lets `fill` write the frame into it in
+    /// place and queues it. Nothing reaches the device before [`Tx::flush`].
+    ///
+    /// # Errors
+    /// [`TxError::Full`] when no buffer is free, [`TxError::TooLarge`] when `len`
+    /// exceeds the channel's maximum frame length; the frame is dropped and counted.
+    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), TxError>;
+
+    /// Hands every queued frame to the device: one doorbell for the batch, and a system
+    /// call only when the device needs a wake-up.
+    ///
+    /// # Errors
+    /// The failing system call.
+    fn flush(&mut self) -> crate::Result<()>;
+}
+
+/// A batched, bidirectional frame channel.
+///
+/// The receive callback gets the transmit half too, so the stack can answer a frame
+/// (an ACK, an ARP reply) while carrying it through, run to completion, without the
+/// frame being queued in between.
+pub trait Channel {
+    /// Hands up to `max_count` received frames to `f`, one at a time, each borrowed from
+    /// the ring for the duration of the call and returned to it afterwards. Does not
+    /// block. Returns how many frames were handed out.
+    ///
+    /// # Errors
+    /// The failing system call.
+    fn rx_batch(
+        &mut self,
+        max_count: usize,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> crate::Result<usize>;
+
+    /// The transmit half, for frames that do not answer a received one (timers,
+    /// application sends).
+    fn tx(&mut self) -> &mut dyn Tx;
+
+    /// What this channel can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The counters so far.
+    fn stats(&self) -> Stats;
+
+    /// A file descriptor that becomes readable when frames arrive, for sleeping in
+    /// `poll(2)`; `None` for channels with nothing to wait on (the simulator).
+    fn wait_fd(&self) -> Option<RawFd>;
+
+    /// Prepares the channel for the program to sleep on [`Channel::wait_fd`] (for AF_XDP,
+    /// makes sure the fill ring is stocked and the kernel knows to wake us).
+    ///
+    /// # Errors
+    /// The failing system call.
+    fn prepare_wait(&mut self) -> crate::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,33 @@
+//! Netchannels: batched frame channels from a device to the program, with no protocol
+//! work in between (seed 004).
+//!
+//! Owns: the [`Channel`] trait and its backends — [`sim`] (a virtual wire with seeded
+//! impairments, for tests), [`tap`], [`packet`] (AF_PACKET TPACKET_V3) and [`xdp`]
+//! (AF_XDP with a flow-steering XDP program) — and the [`pcap`] adapter any channel can
+//! be wrapped in. In: frames from the device; out: frames to the device.
+//!
+//! Invariants: a received frame is borrowed from the ring only for the duration of the
+//! callback that sees it and returns to the ring afterwards (no per-packet allocation);
+//! a full ring drops and counts, never blocks or grows. `unsafe` lives only in [`sys`]
+//! and `ring` (STYLE.md 4.6).
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod pcap;
+pub mod sim;
+pub mod sys;
+
+#[cfg(target_os = "linux")]
+pub mod packet;
+#[cfg(target_os = "linux")]
+pub mod ring;
+#[cfg(target_os = "linux")]
+pub mod tap;
+#[cfg(target_os = "linux")]
+pub mod xdp;
+
+mod channel;
+mod error;
+
+pub use channel::{Capabilities, Channel, Stats, Tx, TxError};
+pub use error::{Error, Result};

@@ -1,0 +1,35 @@
+//! The fenced system-call layer: every `unsafe` call into the kernel lives here or in
+//! `ring/`, each with a `SAFETY:` note (STYLE.md 4.6). Everything above it is safe code.
+#![allow(unsafe_code)]
+
+#[cfg(target_os = "linux")]
+pub mod bpf;
+#[cfg(target_os = "linux")]
+pub mod mmap;
+#[cfg(target_os = "linux")]
+pub mod netns;
+#[cfg(target_os = "linux")]
+pub mod packet;
+#[cfg(target_os = "linux")]
+pub mod tap;
+#[cfg(target_os = "linux")]
+pub mod xsk;
+
+/// Calls a libc function and turns `-1` into a channel [`Error`](crate::Error) naming
+/// the call (mio's `syscall!`).
+///
+/// The expansion contains an `unsafe` block: callers are themselves inside `sys/` or
+/// `ring/` and must write a `// SAFETY:` comment before each use.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! syscall {
+    ($op:literal, $fn:ident ( $($arg:expr),* $(,)? )) => {{
+        #[allow(unused_unsafe, clippy::undocumented_unsafe_blocks)]
+        let res = unsafe { ::libc::$fn($($arg),*) };
+        if res == -1 {
+            Err($crate::Error::last_os_error($op))
+        } else {
+            Ok(res)
+        }
+    }};
+}
