@@ -1,6 +1,43 @@
-//! The `ulnet` command-line tool.
+//! The `ulnet` command-line tool: one subcommand per file under `cmd/`.
 #![forbid(unsafe_code)]
 
-fn main() {
-    println!("ulnet {}", env!("CARGO_PKG_VERSION"));
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// User-level networking for Linux: a TCP/IP stack in your process over kernel-bypass
+/// channels, and the experiments that show what bypassing the kernel buys.
+#[derive(Debug, Parser)]
+#[command(name = "ulnet", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the end-to-end demonstration (until `ulnet bench` exists, the main job).
+    Demo(cmd::demo::Args),
+    /// Run transfers between stacks on the simulated wire, in virtual time.
+    #[command(subcommand)]
+    Sim(cmd::sim::Command),
+    /// Build, list and remove test hosts (network namespaces joined by veth).
+    #[command(subcommand)]
+    Testbed(cmd::testbed::Command),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Sim(c) => cmd::sim::run(c),
+        Command::Testbed(c) => cmd::testbed::run(c),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ulnet: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
