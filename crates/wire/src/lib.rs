@@ -7,3 +7,7 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+pub mod seq;
+
+pub use seq::SeqNumber;
