@@ -165,7 +165,7 @@ impl Mmap {
             .ptr_at(offset, size)
             .unwrap_or_else(|| panic!("mmap access {offset}+{size} outside {} bytes", self.len));
         assert!(
-            (p as usize) % std::mem::align_of::<T>() == 0,
+            p.cast::<T>().is_aligned(),
             "misaligned mmap access at offset {offset}"
         );
         p.cast::<T>()
