@@ -1,1 +1,365 @@
-//! (placeholder: being written)
+//! The `packet` channel: AF_PACKET with a TPACKET_V3 receive ring and a transmit ring
+//! (`PACKET_QDISC_BYPASS`), on any Ethernet interface, with no XDP program needed.
+//!
+//! In: frames the interface receives, walked block by block from the shared ring (no
+//! system call and no copy per frame; a block goes back to the kernel once all its
+//! frames were handed out). Out: frames written in place into transmit-ring slots,
+//! handed to the kernel with one `send(fd, NULL, 0, MSG_DONTWAIT)` per [`Tx::flush`].
+//!
+//! # The kernel still sees every packet
+//!
+//! AF_PACKET receives a *copy*: the kernel's own stack also processes each packet that
+//! arrives on the interface. If the address ulnet uses is configured on that interface
+//! in the kernel, the kernel answers too: a TCP RST for a port it has no socket on, an
+//! ICMP port unreachable for UDP, its own ARP replies. So:
+//!
+//! - **ulnet's address must not be assigned to the interface in the kernel** (`ip addr`
+//!   on the interface must not list it). With no local address, the kernel drops the
+//!   packets at IP input (not for this host) and stays silent. Forwarding
+//!   (`net.ipv4.ip_forward`) should also be off for that interface, or the kernel routes
+//!   the copies onward.
+//! - Alternatively, drop the packets in the kernel after AF_PACKET has captured them:
+//!   taps run before the ingress hooks, so an nftables `netdev` ingress chain on the
+//!   interface (`nft add table netdev ulnet; nft add chain netdev ulnet in '{ type
+//!   filter hook ingress device <ifname> priority 0; }'; nft add rule netdev ulnet in
+//!   drop`) or a tc ingress filter (`tc qdisc add dev <ifname> ingress; tc filter add dev
+//!   <ifname> ingress matchall action drop`) stops the kernel's processing while the ring
+//!   still receives everything. That also roughly doubles the receive rate (LINUX-NOTES:
+//!   ~306 kpps → ~600 kpps on veth), at the price of the host losing that interface for
+//!   its own traffic. This module does not install such rules.
+//!
+//! # Latency
+//!
+//! TPACKET_V3 hands a block to user space only when it is full or when its retire timer
+//! (`block_timeout_ms`, at least 1 ms) fires. Under load blocks fill quickly; at low
+//! rates every frame waits up to the timeout. Use the `xdp` channel where latency
+//! matters.
+//!
+//! Invariants: no heap allocation after [`PacketChannel::open`]; the ring never grows —
+//! when it is full the kernel drops and counts (`PACKET_STATISTICS`, reported as
+//! `rx_dropped`).
+
+use std::cell::Cell;
+use std::os::fd::{AsFd, RawFd};
+
+use crate::sys::netns;
+use crate::sys::packet::{
+    self as sys, RxGeometry, RxRing, TxGeometry, TxRing, RX_FRAME_OVERHEAD, TX_DATA_OFFSET,
+};
+use crate::{Capabilities, Channel, Error, Result, Stats, Tx, TxError};
+
+#[cfg(test)]
+pub(crate) mod testnet;
+#[cfg(test)]
+mod tests;
+
+/// Ethernet header plus one VLAN tag: what a frame carries beyond the MTU.
+const L2_OVERHEAD: usize = 14 + 4;
+
+/// How to open a [`PacketChannel`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketConfig {
+    /// The interface to attach to.
+    pub interface: String,
+    /// The named network namespace (`ip netns add`) the interface lives in; `None` for
+    /// the calling thread's current namespace.
+    pub netns: Option<String>,
+    /// Bytes per receive block (a page multiple); raised automatically to hold at least
+    /// two largest frames.
+    pub rx_block_size: usize,
+    /// Number of receive blocks.
+    pub rx_block_count: usize,
+    /// Milliseconds before a partly filled block is handed over (≥ 1): the latency
+    /// floor at low packet rates.
+    pub rx_block_timeout_ms: u32,
+    /// Number of transmit slots (each holds one frame of up to MTU + 18 bytes).
+    pub tx_frame_count: usize,
+    /// Most frames one `rx_batch` hands out.
+    pub batch_count: usize,
+    /// Send with `PACKET_QDISC_BYPASS` (straight to the driver, no qdisc).
+    pub qdisc_bypass: bool,
+}
+
+impl PacketConfig {
+    /// Defaults for `interface`: 64 × 64 KiB receive blocks with a 1 ms timeout, 1024
+    /// transmit slots, batches of 64, qdisc bypass on.
+    pub fn new(interface: impl Into<String>) -> Self {
+        PacketConfig {
+            interface: interface.into(),
+            netns: None,
+            rx_block_size: 64 * 1024,
+            rx_block_count: 64,
+            rx_block_timeout_ms: 1,
+            tx_frame_count: 1024,
+            batch_count: 64,
+            qdisc_bypass: true,
+        }
+    }
+
+    /// The same configuration inside network namespace `netns`.
+    #[must_use]
+    pub fn in_netns(mut self, netns: impl Into<String>) -> Self {
+        self.netns = Some(netns.into());
+        self
+    }
+}
+
+/// Where the receive walk stands inside the current block.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    remaining: u32,
+    offset: usize,
+}
+
+#[derive(Debug)]
+struct PacketRx {
+    ring: RxRing,
+    block: usize,
+    cursor: Option<Cursor>,
+    frames: u64,
+    bytes: u64,
+    /// Frames dropped here (truncated, or a block whose layout made no sense).
+    dropped: u64,
+    empty_polls: u64,
+}
+
+/// The transmit half of a [`PacketChannel`].
+#[derive(Debug)]
+pub struct PacketTx {
+    ring: TxRing,
+    head: usize,
+    pending: usize,
+    max_frame_len: usize,
+    frames: u64,
+    bytes: u64,
+    dropped: u64,
+    kicks: u64,
+}
+
+/// An AF_PACKET channel on one interface (see the module docs for what the kernel
+/// still does with received packets).
+#[derive(Debug)]
+pub struct PacketChannel {
+    rx: PacketRx,
+    tx: PacketTx,
+    caps: Capabilities,
+    /// Kernel ring drops read so far (`PACKET_STATISTICS` resets on read).
+    kernel_drops: Cell<u64>,
+}
+
+fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+impl PacketChannel {
+    /// Opens the channel on `cfg.interface`, inside `cfg.netns` if given (the sockets
+    /// are created there, then the thread returns to its namespace).
+    ///
+    /// # Errors
+    /// - `open(netns)`/`setns` when the namespace is missing or not enterable;
+    /// - `ioctl(SIOCGIFINDEX)` `ENODEV` when the interface does not exist there;
+    /// - `socket(AF_PACKET)` `EPERM` without root/CAP_NET_RAW;
+    /// - `setsockopt(PACKET_RX_RING/TX_RING)` `ENOMEM` for a ring too large;
+    /// - `config` (`EINVAL`) for zero counts.
+    ///
+    /// Each error carries a hint naming the fix.
+    pub fn open(cfg: &PacketConfig) -> Result<PacketChannel> {
+        if cfg.batch_count == 0 || cfg.rx_block_count == 0 || cfg.tx_frame_count == 0 {
+            return Err(Error::new("config", std::io::Error::from_raw_os_error(libc::EINVAL))
+                .with_hint("batch_count, rx_block_count and tx_frame_count must be non-zero"));
+        }
+        let _ns = cfg.netns.as_deref().map(netns::enter).transpose()?;
+        let ctl = sys::control_socket()?;
+        let ifindex = sys::interface_index(ctl.as_fd(), &cfg.interface)?;
+        let mtu = sys::interface_mtu(ctl.as_fd(), &cfg.interface)?;
+        let largest = mtu + L2_OVERHEAD;
+        // A block starts with its 48-byte descriptor; each frame takes the overhead.
+        let min_block = round_up(2 * (largest + RX_FRAME_OVERHEAD) + 48, sys::page_size());
+        let rx_geo = RxGeometry {
+            block_size: round_up(cfg.rx_block_size.max(min_block), sys::page_size()),
+            block_count: cfg.rx_block_count,
+            block_timeout_ms: cfg.rx_block_timeout_ms.max(1),
+        };
+        let tx_geo = TxGeometry {
+            frame_size: (TX_DATA_OFFSET + largest).next_power_of_two().max(128),
+            frame_count: cfg.tx_frame_count,
+        };
+        let rx = RxRing::open(ifindex, rx_geo)?;
+        let tx = TxRing::open(ifindex, tx_geo, cfg.qdisc_bypass)?;
+        let max_frame_len = (mtu + 14).min(tx.max_frame_len());
+        let caps = Capabilities {
+            name: "packet",
+            mtu,
+            max_frame_len,
+            rx_checksum_verified: false,
+            tx_checksum_offload: false,
+            batch_count: cfg.batch_count,
+            mode: format!(
+                "tpacket_v3 rx ({} x {} KiB blocks, {} ms timeout), tx ring ({} slots){}",
+                rx.block_count(),
+                rx.block_size() / 1024,
+                rx_geo.block_timeout_ms,
+                tx.frame_count(),
+                if cfg.qdisc_bypass { ", qdisc bypass" } else { "" },
+            ),
+        };
+        Ok(PacketChannel {
+            rx: PacketRx {
+                ring: rx,
+                block: 0,
+                cursor: None,
+                frames: 0,
+                bytes: 0,
+                dropped: 0,
+                empty_polls: 0,
+            },
+            tx: PacketTx {
+                ring: tx,
+                head: 0,
+                pending: 0,
+                max_frame_len,
+                frames: 0,
+                bytes: 0,
+                dropped: 0,
+                kicks: 0,
+            },
+            caps,
+            kernel_drops: Cell::new(0),
+        })
+    }
+
+    /// The transmit half, concretely typed.
+    pub fn packet_tx(&mut self) -> &mut PacketTx {
+        &mut self.tx
+    }
+}
+
+impl Tx for PacketTx {
+    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> std::result::Result<(), TxError> {
+        if len > self.max_frame_len {
+            self.dropped += 1;
+            return Err(TxError::TooLarge);
+        }
+        // Slots are used in ring order, the order the kernel sends them in, so the head
+        // slot being busy means the ring is full.
+        if !self.ring.fill(self.head, len, fill) {
+            self.dropped += 1;
+            return Err(TxError::Full);
+        }
+        self.head += 1;
+        if self.head == self.ring.frame_count() {
+            self.head = 0;
+        }
+        self.pending += 1;
+        self.frames += 1;
+        self.bytes += len as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending == 0 {
+            return Ok(());
+        }
+        self.kicks += 1;
+        match self.ring.kick() {
+            Ok(_) => {
+                self.pending = 0;
+                Ok(())
+            }
+            // Congested: the slots stay queued and go with the next flush.
+            Err(e)
+                if matches!(
+                    e.source.raw_os_error(),
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(match e.source.raw_os_error() {
+                Some(libc::ENETDOWN) | Some(libc::ENXIO) => {
+                    e.with_hint("the interface is down: `ip link set <if> up`")
+                }
+                _ => e,
+            }),
+        }
+    }
+}
+
+impl Channel for PacketChannel {
+    fn rx_batch(
+        &mut self,
+        max_count: usize,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> Result<usize> {
+        let max = max_count.min(self.caps.batch_count);
+        let (rx, tx) = (&mut self.rx, &mut self.tx);
+        let mut n = 0;
+        while n < max {
+            let index = rx.block;
+            let Some(block) = rx.ring.block(index) else { break };
+            let mut cur = rx.cursor.unwrap_or(Cursor {
+                remaining: block.frame_count(),
+                offset: block.first_offset(),
+            });
+            while cur.remaining > 0 && n < max {
+                let Some(frame) = block.frame(cur.offset) else {
+                    // The kernel's layout is inconsistent: nothing after this point can
+                    // be trusted, so drop the rest of the block.
+                    rx.dropped += u64::from(cur.remaining);
+                    cur.remaining = 0;
+                    break;
+                };
+                cur.remaining -= 1;
+                cur.offset = frame.next_offset;
+                if frame.data.len() < frame.wire_len {
+                    rx.dropped += 1;
+                    continue;
+                }
+                n += 1;
+                rx.frames += 1;
+                rx.bytes += frame.data.len() as u64;
+                f(frame.data, tx);
+            }
+            if cur.remaining == 0 {
+                rx.cursor = None;
+                rx.ring.release(index);
+                rx.block = if index + 1 == rx.ring.block_count() { 0 } else { index + 1 };
+            } else {
+                rx.cursor = Some(cur);
+            }
+        }
+        if n == 0 {
+            rx.empty_polls += 1;
+        }
+        Ok(n)
+    }
+
+    fn tx(&mut self) -> &mut dyn Tx {
+        &mut self.tx
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps.clone()
+    }
+
+    fn stats(&self) -> Stats {
+        // A failing getsockopt leaves the count where it was; the counters are advisory.
+        if let Ok(d) = self.rx.ring.take_drops() {
+            self.kernel_drops.set(self.kernel_drops.get() + d);
+        }
+        Stats {
+            rx_frames: self.rx.frames,
+            rx_bytes: self.rx.bytes,
+            rx_dropped: self.rx.dropped + self.kernel_drops.get(),
+            tx_frames: self.tx.frames,
+            tx_bytes: self.tx.bytes,
+            tx_dropped: self.tx.dropped,
+            kicks: self.tx.kicks,
+            empty_polls: self.rx.empty_polls,
+        }
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.rx.ring.raw_fd())
+    }
+}

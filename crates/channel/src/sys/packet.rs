@@ -1,1 +1,669 @@
-//! (placeholder: being written)
+//! AF_PACKET sockets with TPACKET_V3 memory-mapped rings (`Documentation/networking/
+//! packet_mmap.rst` in the kernel tree), and the interface ioctls the `packet` and `tap`
+//! backends share.
+//!
+//! Two sockets make one channel: [`RxRing`] (a TPACKET_V3 receive ring of blocks, bound
+//! to the interface with `ETH_P_ALL`, `PACKET_IGNORE_OUTGOING`) and [`TxRing`] (a
+//! TPACKET_V3 transmit ring of fixed-size frames, `PACKET_QDISC_BYPASS`, bound with
+//! protocol 0 so the kernel never queues received packets on it). Each owns its
+//! descriptor and its mapping.
+//!
+//! Ownership protocol (the reason the safe API below is sound):
+//! - rx: a block belongs to user space once its `block_status` has `TP_STATUS_USER`
+//!   (read with acquire); the kernel then never writes it until user space stores
+//!   `TP_STATUS_KERNEL` (release). [`RxBlock`] borrows the ring shared, and
+//!   [`RxRing::release`] needs `&mut`, so no frame slice outlives its block's ownership.
+//! - tx: a frame belongs to user space while its `tp_status` is `TP_STATUS_AVAILABLE`
+//!   (or `TP_STATUS_WRONG_FORMAT`); user space writes it and publishes it with a release
+//!   store of `TP_STATUS_SEND_REQUEST`, after which it does not touch it again until the
+//!   kernel sets it available.
+
+use std::mem::{offset_of, size_of};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering;
+
+use super::mmap::Mmap;
+use crate::{Error, Result};
+
+// The kernel ABI (include/uapi/linux/if_packet.h). libc defines the structs; check that
+// its layout is the one this module's offsets assume.
+const _: () = assert!(size_of::<libc::tpacket_req3>() == 28);
+const _: () = assert!(size_of::<libc::tpacket_hdr_variant1>() == 12);
+const _: () = assert!(size_of::<libc::tpacket3_hdr>() == 48);
+const _: () = assert!(size_of::<libc::tpacket_bd_ts>() == 8);
+const _: () = assert!(size_of::<libc::tpacket_hdr_v1>() == 40);
+const _: () = assert!(size_of::<libc::tpacket_block_desc>() == 48);
+const _: () = assert!(size_of::<libc::tpacket_stats_v3>() == 12);
+const _: () = assert!(size_of::<libc::sockaddr_ll>() == 20);
+const _: () = assert!(size_of::<libc::ifreq>() == 40);
+
+/// Offset of `tpacket_hdr_v1` inside a block descriptor.
+const BLOCK_HDR: usize = offset_of!(libc::tpacket_block_desc, hdr);
+const BLOCK_STATUS: usize = BLOCK_HDR + offset_of!(libc::tpacket_hdr_v1, block_status);
+const BLOCK_NUM_PKTS: usize = BLOCK_HDR + offset_of!(libc::tpacket_hdr_v1, num_pkts);
+const BLOCK_FIRST_PKT: usize = BLOCK_HDR + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt);
+
+const PKT_NEXT: usize = offset_of!(libc::tpacket3_hdr, tp_next_offset);
+const PKT_SNAPLEN: usize = offset_of!(libc::tpacket3_hdr, tp_snaplen);
+const PKT_LEN: usize = offset_of!(libc::tpacket3_hdr, tp_len);
+const PKT_STATUS: usize = offset_of!(libc::tpacket3_hdr, tp_status);
+const PKT_MAC: usize = offset_of!(libc::tpacket3_hdr, tp_mac);
+
+/// Where frame data starts in a transmit slot: the kernel reads it at
+/// `tp_hdrlen - sizeof(sockaddr_ll)` unless `PACKET_TX_HAS_OFF` is set (af_packet.c,
+/// `tpacket_parse_header`).
+pub const TX_DATA_OFFSET: usize = libc::TPACKET3_HDRLEN - size_of::<libc::sockaddr_ll>();
+const _: () = assert!(TX_DATA_OFFSET == 48);
+
+/// The alignment the kernel wants for ring frame sizes (`TPACKET_ALIGNMENT`).
+pub const TPACKET_ALIGNMENT: usize = libc::TPACKET_ALIGNMENT;
+
+/// Receive headroom the kernel reserves before each frame in a V3 block: the packet
+/// header, then the MAC header placed so the network header is 16-byte aligned
+/// (`tpacket_rcv`: `TPACKET_ALIGN(tp_hdrlen + max(16, maclen))`).
+pub const RX_FRAME_OVERHEAD: usize = 96;
+
+const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
+
+/// The page size, for block-size checks.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf reads a process-wide constant and has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+}
+
+fn hint_for(e: Error, what: &'static str) -> Error {
+    match e.source.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => e.with_hint(what),
+        Some(libc::ENODEV) | Some(libc::ENXIO) => e.with_hint(
+            "no such interface in this network namespace: check the name (`ip link`) and \
+             the namespace the channel was opened in",
+        ),
+        Some(libc::ENOMEM) => {
+            e.with_hint("the kernel could not allocate the ring: use fewer or smaller blocks")
+        }
+        _ => e,
+    }
+}
+
+const PACKET_PRIV_HINT: &str = "AF_PACKET needs root or CAP_NET_RAW";
+
+fn packet_socket() -> Result<OwnedFd> {
+    // Protocol 0: the socket receives nothing until `bind` names the interface, so no
+    // other interface's packets land in the ring first.
+    // SAFETY: plain socket creation; no pointers.
+    let fd = crate::syscall!(
+        "socket(AF_PACKET)",
+        socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0)
+    )
+    .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
+    // SAFETY: `socket` returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn setsockopt<T>(fd: BorrowedFd<'_>, op: &'static str, name: libc::c_int, value: &T) -> Result<()> {
+    // SAFETY: `value` points to a live `T` of exactly the length passed; the kernel
+    // copies it and keeps no pointer.
+    crate::syscall!(
+        "setsockopt(SOL_PACKET)",
+        setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t
+        )
+    )
+    .map_err(|e| Error { op, ..e })?;
+    Ok(())
+}
+
+fn bind(fd: BorrowedFd<'_>, ifindex: i32, protocol_be: u16) -> Result<()> {
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = protocol_be;
+    sll.sll_ifindex = ifindex;
+    // SAFETY: `sll` is a live sockaddr_ll and the length passed is its size.
+    crate::syscall!(
+        "bind(AF_PACKET)",
+        bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t
+        )
+    )
+    .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
+    Ok(())
+}
+
+/// An `ifreq` naming `name`.
+///
+/// # Errors
+/// `interface name` (`EINVAL`) when the name is empty, has a NUL or `/`, or does not fit
+/// `IFNAMSIZ - 1` bytes.
+pub fn ifreq(name: &str) -> Result<libc::ifreq> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(['\0', '/']) {
+        return Err(Error::new(
+            "interface name",
+            std::io::Error::from_raw_os_error(libc::EINVAL),
+        )
+        .with_hint("an interface name is 1 to 15 bytes with no NUL or '/'"));
+    }
+    // SAFETY: ifreq is plain data (a name and a union of integers/pointers); all-zero is
+    // a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, &src) in req.ifr_name.iter_mut().zip(name.as_bytes()) {
+        *dst = src as libc::c_char;
+    }
+    Ok(req)
+}
+
+fn ioctl_ifreq(
+    fd: BorrowedFd<'_>,
+    op: &'static str,
+    request: libc::c_ulong,
+    req: &mut libc::ifreq,
+) -> Result<()> {
+    // SAFETY: every request passed here (SIOC[GS]IF*) reads or writes one `ifreq`, which
+    // `req` is, live and writable for the call.
+    crate::syscall!(
+        "ioctl(ifreq)",
+        ioctl(fd.as_raw_fd(), request as _, req as *mut libc::ifreq)
+    )
+    .map_err(|e| hint_for(Error { op, ..e }, "changing an interface needs root or CAP_NET_ADMIN"))?;
+    Ok(())
+}
+
+/// The index of interface `name` in the namespace of socket `fd` (`SIOCGIFINDEX`).
+///
+/// # Errors
+/// `ioctl(SIOCGIFINDEX)`: `ENODEV` when there is no such interface (with a hint).
+pub fn interface_index(fd: BorrowedFd<'_>, name: &str) -> Result<i32> {
+    let mut req = ifreq(name)?;
+    ioctl_ifreq(fd, "ioctl(SIOCGIFINDEX)", libc::SIOCGIFINDEX, &mut req)?;
+    // SAFETY: SIOCGIFINDEX filled the `ifru_ifindex` member of the union.
+    Ok(unsafe { req.ifr_ifru.ifru_ifindex })
+}
+
+/// The MTU of interface `name` (`SIOCGIFMTU`).
+///
+/// # Errors
+/// `ioctl(SIOCGIFMTU)`, e.g. `ENODEV`.
+pub fn interface_mtu(fd: BorrowedFd<'_>, name: &str) -> Result<usize> {
+    let mut req = ifreq(name)?;
+    ioctl_ifreq(fd, "ioctl(SIOCGIFMTU)", libc::SIOCGIFMTU, &mut req)?;
+    // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member of the union.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    Ok(usize::try_from(mtu).unwrap_or(0))
+}
+
+/// Sets the MTU of interface `name` (`SIOCSIFMTU`).
+///
+/// # Errors
+/// `ioctl(SIOCSIFMTU)`: `EPERM` without CAP_NET_ADMIN, `EINVAL` for an MTU the device
+/// refuses.
+pub fn set_interface_mtu(fd: BorrowedFd<'_>, name: &str, mtu: usize) -> Result<()> {
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu)
+        .map_err(|_| Error::new("MTU", std::io::Error::from_raw_os_error(libc::EINVAL)))?;
+    ioctl_ifreq(fd, "ioctl(SIOCSIFMTU)", libc::SIOCSIFMTU, &mut req)
+}
+
+/// Sets `IFF_UP` on interface `name` (`SIOCGIFFLAGS`, then `SIOCSIFFLAGS`).
+///
+/// # Errors
+/// The failing ioctl: `EPERM` without CAP_NET_ADMIN, `ENODEV`.
+pub fn set_interface_up(fd: BorrowedFd<'_>, name: &str) -> Result<()> {
+    let mut req = ifreq(name)?;
+    ioctl_ifreq(fd, "ioctl(SIOCGIFFLAGS)", libc::SIOCGIFFLAGS, &mut req)?;
+    // SAFETY: SIOCGIFFLAGS filled the `ifru_flags` member of the union.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    req.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
+    ioctl_ifreq(fd, "ioctl(SIOCSIFFLAGS)", libc::SIOCSIFFLAGS, &mut req)
+}
+
+/// A datagram socket for interface ioctls in the calling thread's network namespace.
+///
+/// # Errors
+/// `socket(AF_INET, SOCK_DGRAM)`.
+pub fn control_socket() -> Result<OwnedFd> {
+    // SAFETY: plain socket creation; no pointers.
+    let fd = crate::syscall!(
+        "socket(AF_INET, SOCK_DGRAM)",
+        socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
+    )?;
+    // SAFETY: `socket` returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Shape of a TPACKET_V3 receive ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxGeometry {
+    /// Bytes per block: a multiple of the page size, holding at least one largest frame
+    /// plus [`RX_FRAME_OVERHEAD`] and the block header.
+    pub block_size: usize,
+    /// Number of blocks.
+    pub block_count: usize,
+    /// Milliseconds after which the kernel hands over a block that is not full (the
+    /// latency floor of TPACKET_V3 at low rates); at least 1.
+    pub block_timeout_ms: u32,
+}
+
+/// A TPACKET_V3 receive ring on an AF_PACKET socket bound to one interface.
+#[derive(Debug)]
+pub struct RxRing {
+    map: Mmap,
+    fd: OwnedFd,
+    block_size: usize,
+    block_count: usize,
+}
+
+fn invalid(op: &'static str, hint: &'static str) -> Error {
+    Error::new(op, std::io::Error::from_raw_os_error(libc::EINVAL)).with_hint(hint)
+}
+
+impl RxRing {
+    /// Opens a receive ring on interface `ifindex` of the calling thread's namespace,
+    /// receiving every protocol (`ETH_P_ALL`) but not the interface's outgoing packets.
+    ///
+    /// # Errors
+    /// `ring geometry` (`EINVAL`) for a block size that is not a page multiple or a zero
+    /// count; otherwise the failing call (`socket` `EPERM` without CAP_NET_RAW,
+    /// `setsockopt(PACKET_RX_RING)` `ENOMEM`, `bind` `ENODEV`), with a hint.
+    pub fn open(ifindex: i32, geo: RxGeometry) -> Result<RxRing> {
+        let page = page_size();
+        if geo.block_size == 0 || geo.block_size % page != 0 || geo.block_count == 0 {
+            return Err(invalid(
+                "ring geometry",
+                "the rx block size must be a non-zero multiple of the page size",
+            ));
+        }
+        let total = geo
+            .block_size
+            .checked_mul(geo.block_count)
+            .filter(|&t| u32::try_from(t).is_ok())
+            .ok_or_else(|| invalid("ring geometry", "the rx ring must stay below 4 GiB"))?;
+        let fd = packet_socket()?;
+        let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+        setsockopt(fd.as_fd(), "setsockopt(PACKET_VERSION)", libc::PACKET_VERSION, &v3)?;
+        let one: libc::c_int = 1;
+        setsockopt(
+            fd.as_fd(),
+            "setsockopt(PACKET_IGNORE_OUTGOING)",
+            libc::PACKET_IGNORE_OUTGOING,
+            &one,
+        )?;
+        // tp_frame_size/nr only have to be consistent for V3 (frames are packed
+        // variably into blocks); the kernel checks frames_per_block * block_nr.
+        let frame_size = 2048u32.min(geo.block_size as u32);
+        let req = libc::tpacket_req3 {
+            tp_block_size: geo.block_size as u32,
+            tp_block_nr: geo.block_count as u32,
+            tp_frame_size: frame_size,
+            tp_frame_nr: (total / frame_size as usize) as u32,
+            tp_retire_blk_tov: geo.block_timeout_ms.max(1),
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt(fd.as_fd(), "setsockopt(PACKET_RX_RING)", libc::PACKET_RX_RING, &req)
+            .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
+        let map = Mmap::shared(fd.as_fd(), total, 0)?;
+        bind(fd.as_fd(), ifindex, ETH_P_ALL_BE)?;
+        Ok(RxRing { map, fd, block_size: geo.block_size, block_count: geo.block_count })
+    }
+
+    /// The socket, for `poll(2)` (readable once a block has been handed over).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The raw socket descriptor.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Number of blocks in the ring.
+    pub fn block_count(&self) -> usize {
+        self.block_count
+    }
+
+    /// Bytes per block.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// Block `index` if the kernel has handed it to user space, else `None`.
+    ///
+    /// # Panics
+    /// If `index >= block_count()`.
+    pub fn block(&self, index: usize) -> Option<RxBlock<'_>> {
+        assert!(index < self.block_count, "rx block {index} out of range");
+        let base = index * self.block_size;
+        let status = self.map.atomic_u32(base + BLOCK_STATUS).load(Ordering::Acquire);
+        if status & libc::TP_STATUS_USER == 0 {
+            return None;
+        }
+        Some(RxBlock {
+            ring: self,
+            base,
+            num_pkts: self.map.read::<u32>(base + BLOCK_NUM_PKTS),
+            first: self.map.read::<u32>(base + BLOCK_FIRST_PKT) as usize,
+        })
+    }
+
+    /// Returns block `index` to the kernel. Every frame slice of it must be gone, which
+    /// the `&mut` borrow guarantees.
+    ///
+    /// # Panics
+    /// If `index >= block_count()`.
+    pub fn release(&mut self, index: usize) {
+        assert!(index < self.block_count, "rx block {index} out of range");
+        let base = index * self.block_size;
+        self.map
+            .atomic_u32(base + BLOCK_STATUS)
+            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+    }
+
+    /// Frames the kernel dropped for lack of ring space since the last call
+    /// (`PACKET_STATISTICS` resets its counters when read).
+    ///
+    /// # Errors
+    /// `getsockopt(PACKET_STATISTICS)`.
+    pub fn take_drops(&self) -> Result<u64> {
+        let mut st = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
+        let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are live and writable; `len` holds the size of `st`.
+        crate::syscall!(
+            "getsockopt(PACKET_STATISTICS)",
+            getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats_v3).cast(),
+                &mut len
+            )
+        )?;
+        Ok(u64::from(st.tp_drops))
+    }
+}
+
+/// A receive block owned by user space; frames are read from it by offset.
+#[derive(Debug, Clone, Copy)]
+pub struct RxBlock<'a> {
+    ring: &'a RxRing,
+    base: usize,
+    num_pkts: u32,
+    first: usize,
+}
+
+/// One received frame in a block.
+#[derive(Debug, Clone, Copy)]
+pub struct RxFrame<'a> {
+    /// The captured bytes, from the Ethernet header on.
+    pub data: &'a [u8],
+    /// The frame's length on the wire; larger than `data.len()` when it was truncated.
+    pub wire_len: usize,
+    /// The kernel's `tp_status` bits (`TP_STATUS_CSUMNOTREADY`, `TP_STATUS_CSUM_VALID`, ...).
+    pub status: u32,
+    /// Offset of the next frame in the block (meaningless for the last one).
+    pub next_offset: usize,
+}
+
+impl<'a> RxBlock<'a> {
+    /// Number of frames in the block.
+    pub fn frame_count(&self) -> u32 {
+        self.num_pkts
+    }
+
+    /// Offset of the first frame.
+    pub fn first_offset(&self) -> usize {
+        self.first
+    }
+
+    /// The frame whose header is at `offset` within the block, or `None` if the header
+    /// or its data would leave the block (a broken kernel promise; the caller drops the
+    /// rest of the block).
+    pub fn frame(&self, offset: usize) -> Option<RxFrame<'a>> {
+        let bs = self.ring.block_size;
+        let hdr_end = offset.checked_add(size_of::<libc::tpacket3_hdr>())?;
+        if hdr_end > bs || offset % 4 != 0 {
+            return None;
+        }
+        let at = self.base + offset;
+        let m = &self.ring.map;
+        let next = m.read::<u32>(at + PKT_NEXT) as usize;
+        let snaplen = m.read::<u32>(at + PKT_SNAPLEN) as usize;
+        let wire_len = m.read::<u32>(at + PKT_LEN) as usize;
+        let status = m.read::<u32>(at + PKT_STATUS);
+        let mac = usize::from(m.read::<u16>(at + PKT_MAC));
+        let start = offset.checked_add(mac)?;
+        if start.checked_add(snaplen)? > bs {
+            return None;
+        }
+        // SAFETY: the block's status had TP_STATUS_USER (checked with acquire in
+        // `RxRing::block`), so the kernel does not write it until `RxRing::release`,
+        // which needs `&mut RxRing` and therefore cannot run while this `'a` borrow of
+        // the ring lives. The range is inside the block (checked above).
+        let data = unsafe { m.slice(self.base + start, snaplen) };
+        Some(RxFrame { data, wire_len, status, next_offset: offset.wrapping_add(next) })
+    }
+}
+
+/// Shape of a TPACKET_V3 transmit ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxGeometry {
+    /// Bytes per slot, header included: a power of two from 128 (the kernel wants room
+    /// for the 68-byte `TPACKET3_HDRLEN`) so slots tile the blocks.
+    pub frame_size: usize,
+    /// Number of slots.
+    pub frame_count: usize,
+}
+
+/// State of one transmit slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxSlot {
+    /// User space may fill it.
+    Free,
+    /// Queued for, or being sent by, the kernel.
+    Busy,
+    /// The kernel refused the frame in it (`TP_STATUS_WRONG_FORMAT`); it may be refilled.
+    Rejected,
+}
+
+/// A TPACKET_V3 transmit ring on an AF_PACKET socket bound to one interface.
+#[derive(Debug)]
+pub struct TxRing {
+    map: Mmap,
+    fd: OwnedFd,
+    frame_size: usize,
+    frame_count: usize,
+}
+
+impl TxRing {
+    /// Opens a transmit ring on interface `ifindex` of the calling thread's namespace.
+    /// With `qdisc_bypass`, frames go straight to the driver (`PACKET_QDISC_BYPASS`):
+    /// no queueing discipline, and no copy to other packet sockets on the interface.
+    ///
+    /// # Errors
+    /// `ring geometry` (`EINVAL`) for a frame size that is not a power of two in
+    /// 128..=1 MiB or a zero count; otherwise the failing call, with a hint.
+    pub fn open(ifindex: i32, geo: TxGeometry, qdisc_bypass: bool) -> Result<TxRing> {
+        let page = page_size();
+        if !geo.frame_size.is_power_of_two()
+            || !(128..=1 << 20).contains(&geo.frame_size)
+            || geo.frame_count == 0
+        {
+            return Err(invalid(
+                "ring geometry",
+                "the tx frame size must be a power of two between 128 and 1 MiB",
+            ));
+        }
+        // Power-of-two slots tile page-multiple blocks exactly, so slot `i` sits at
+        // `i * frame_size` in the mapping.
+        let block_size = geo.frame_size.max(page);
+        let per_block = block_size / geo.frame_size;
+        let frame_count = geo.frame_count.div_ceil(per_block) * per_block;
+        let total = frame_count
+            .checked_mul(geo.frame_size)
+            .filter(|&t| u32::try_from(t).is_ok())
+            .ok_or_else(|| invalid("ring geometry", "the tx ring must stay below 4 GiB"))?;
+        let fd = packet_socket()?;
+        let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+        setsockopt(fd.as_fd(), "setsockopt(PACKET_VERSION)", libc::PACKET_VERSION, &v3)?;
+        let one: libc::c_int = 1;
+        if qdisc_bypass {
+            setsockopt(
+                fd.as_fd(),
+                "setsockopt(PACKET_QDISC_BYPASS)",
+                libc::PACKET_QDISC_BYPASS,
+                &one,
+            )?;
+        }
+        // With PACKET_LOSS a malformed frame is skipped and its slot made available
+        // instead of stopping the ring at it (af_packet.c, `tpacket_snd`).
+        setsockopt(fd.as_fd(), "setsockopt(PACKET_LOSS)", libc::PACKET_LOSS, &one)?;
+        // V3 transmit rings take the V3 request with the block-retire fields zero.
+        let req = libc::tpacket_req3 {
+            tp_block_size: block_size as u32,
+            tp_block_nr: (total / block_size) as u32,
+            tp_frame_size: geo.frame_size as u32,
+            tp_frame_nr: frame_count as u32,
+            tp_retire_blk_tov: 0,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt(fd.as_fd(), "setsockopt(PACKET_TX_RING)", libc::PACKET_TX_RING, &req)
+            .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
+        let map = Mmap::shared(fd.as_fd(), total, 0)?;
+        // Protocol 0: no receive hook, so nothing is ever queued on this socket; the
+        // kernel takes the EtherType from each frame's header (`packet_parse_headers`).
+        bind(fd.as_fd(), ifindex, 0)?;
+        Ok(TxRing { map, fd, frame_size: geo.frame_size, frame_count })
+    }
+
+    /// Number of slots (the requested count rounded up to whole blocks).
+    pub fn frame_count(&self) -> usize {
+        self.frame_count
+    }
+
+    /// The largest frame one slot carries.
+    pub fn max_frame_len(&self) -> usize {
+        self.frame_size - TX_DATA_OFFSET
+    }
+
+    /// The state of slot `index`.
+    ///
+    /// # Panics
+    /// If `index >= frame_count()`.
+    pub fn slot(&self, index: usize) -> TxSlot {
+        assert!(index < self.frame_count, "tx slot {index} out of range");
+        let status = self
+            .map
+            .atomic_u32(index * self.frame_size + PKT_STATUS)
+            .load(Ordering::Acquire);
+        match status {
+            libc::TP_STATUS_AVAILABLE => TxSlot::Free,
+            libc::TP_STATUS_WRONG_FORMAT => TxSlot::Rejected,
+            _ => TxSlot::Busy,
+        }
+    }
+
+    /// Lets `fill` write a `len`-byte frame into slot `index` and hands the slot to the
+    /// kernel (`TP_STATUS_SEND_REQUEST`); it leaves at the next [`TxRing::kick`].
+    /// Returns `false`, writing nothing, when the slot is busy or `len` exceeds
+    /// [`TxRing::max_frame_len`].
+    ///
+    /// # Panics
+    /// If `index >= frame_count()`.
+    pub fn fill(&mut self, index: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        if len > self.max_frame_len() || self.slot(index) == TxSlot::Busy {
+            return false;
+        }
+        let base = index * self.frame_size;
+        {
+            // SAFETY: the slot's status is AVAILABLE or WRONG_FORMAT (acquire load in
+            // `slot`), so the kernel neither reads nor writes its bytes until we publish
+            // SEND_REQUEST below; `&mut self` excludes any other slice of this ring.
+            let buf = unsafe { self.map.slice_mut(base + TX_DATA_OFFSET, len) };
+            fill(buf);
+        }
+        self.map.write::<u32>(base + PKT_LEN, len as u32);
+        self.map.write::<u32>(base + PKT_SNAPLEN, len as u32);
+        // V3 transmit slots are fixed-size: a non-zero next offset is refused.
+        self.map.write::<u32>(base + PKT_NEXT, 0);
+        self.map
+            .atomic_u32(base + PKT_STATUS)
+            .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
+        true
+    }
+
+    /// Marks a rejected slot free again.
+    ///
+    /// # Panics
+    /// If `index >= frame_count()`.
+    pub fn reclaim(&mut self, index: usize) {
+        if self.slot(index) == TxSlot::Rejected {
+            self.map
+                .atomic_u32(index * self.frame_size + PKT_STATUS)
+                .store(libc::TP_STATUS_AVAILABLE, Ordering::Release);
+        }
+    }
+
+    /// Asks the kernel to send every slot in `TP_STATUS_SEND_REQUEST`, without waiting
+    /// for completion: `send(fd, NULL, 0, MSG_DONTWAIT)`. Returns the bytes queued.
+    ///
+    /// # Errors
+    /// `send(AF_PACKET tx ring)`; `EAGAIN`/`ENOBUFS` mean the device is congested and the
+    /// remaining slots stay queued for the next kick.
+    pub fn kick(&self) -> Result<usize> {
+        // SAFETY: a NULL buffer of length 0 is how the tx ring is flushed; the kernel
+        // reads frames from the mapping, not from the buffer argument.
+        let n = crate::syscall!(
+            "send(AF_PACKET tx ring)",
+            send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT)
+        )?;
+        Ok(n as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abi_offsets() {
+        assert_eq!(BLOCK_STATUS, 8);
+        assert_eq!(BLOCK_NUM_PKTS, 12);
+        assert_eq!(BLOCK_FIRST_PKT, 16);
+        assert_eq!((PKT_NEXT, PKT_SNAPLEN, PKT_LEN, PKT_STATUS, PKT_MAC), (0, 12, 16, 20, 24));
+        assert_eq!(libc::TPACKET3_HDRLEN, 68);
+    }
+
+    #[test]
+    fn ifreq_rejects_bad_names() {
+        for name in ["", "0123456789abcdef", "a/b", "x\0"] {
+            let e = ifreq(name).unwrap_err();
+            assert_eq!(e.source.raw_os_error(), Some(libc::EINVAL), "{name:?}");
+        }
+        let r = ifreq("veth0").unwrap();
+        assert_eq!(r.ifr_name[..6].iter().map(|&c| c as u8).collect::<Vec<_>>(), b"veth0\0");
+    }
+
+    #[test]
+    fn geometry_is_checked_before_any_syscall() {
+        let e = RxRing::open(1, RxGeometry { block_size: 1000, block_count: 4, block_timeout_ms: 1 })
+            .unwrap_err();
+        assert_eq!(e.op, "ring geometry");
+        let e = TxRing::open(1, TxGeometry { frame_size: 3000, frame_count: 4 }, true).unwrap_err();
+        assert_eq!(e.op, "ring geometry");
+    }
+
+    #[test]
+    fn missing_interface_names_the_cause() {
+        let s = control_socket().unwrap();
+        let e = interface_index(s.as_fd(), "ulnet-nope0").unwrap_err();
+        assert_eq!(e.source.raw_os_error(), Some(libc::ENODEV));
+        assert!(e.to_string().contains("no such interface"), "{e}");
+    }
+}
