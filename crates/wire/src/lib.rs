@@ -1,13 +1,38 @@
 //! Packet formats as zero-copy typed views over byte buffers, and their emitters.
 //!
-//! Owns: Ethernet II, ARP, IPv4, ICMPv4, UDP, TCP (with options) and the Internet
-//! checksum. In: byte slices from a channel. Out: typed views (`*Packet<T>`) and
-//! high-level representations (`*Repr`). Invariant: nothing panics after `check_len`
-//! (or `new_checked`) returns `Ok`.
+//! Owns: Ethernet II, ARP, IPv4, ICMPv4, UDP, TCP (with options), the Internet checksum
+//! and a tcpdump-like pretty-printer. In: byte slices from a channel. Out: typed views
+//! (`*Packet<T>`, checked once with `new_checked`) and representations (`*Repr`) that
+//! `parse` from a view and `emit` into one.
+//!
+//! Invariants: nothing panics after `check_len` (or `new_checked`) returns `Ok`; every
+//! `Repr::parse` checks lengths itself and returns a typed [`Error`] for truncated,
+//! malformed or unsupported input; `emit` panics only when handed a buffer shorter than
+//! the `buffer_len` it was told to fill (a caller bug, documented per function).
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod seq;
+mod bytes;
 
+pub mod arp;
+pub mod checksum;
+pub mod error;
+pub mod ethernet;
+pub mod ip;
+pub mod ipv4;
+pub mod seq;
+pub mod tcp;
+pub mod udp;
+
+pub use arp::{ArpOperation, ArpPacket, ArpRepr};
+pub use checksum::ChecksumMode;
+pub use error::{Error, Result};
+pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+pub use ip::IpProtocol;
+pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use seq::SeqNumber;
+pub use tcp::{
+    SackBlocks, TcpFlags, TcpOption, TcpOptions, TcpOptionsIter, TcpPacket, TcpRepr, TcpTimestamp,
+};
+pub use udp::{UdpPacket, UdpRepr};
