@@ -1,0 +1,311 @@
+//! The flow-steering XDP program, emitted instruction by instruction (see `bpf/README.md`
+//! for the same logic in prose).
+//!
+//! Verdicts: a frame that belongs to ulnet is redirected to the AF_XDP socket of its
+//! receive queue through the XSKMAP; everything else gets `XDP_PASS`, so the host's own
+//! traffic on the link keeps working. "Belongs to ulnet" means:
+//! - ARP (Ethernet/IPv4) whose target protocol address is in the IPv4 address map;
+//! - IPv4 whose destination is in the IPv4 address map, and, when flow rules are on,
+//!   whose (protocol, destination port) or (protocol, any port) is in the rule map; a
+//!   fragment with a nonzero offset carries no port and goes by address only;
+//! - IPv6 whose destination is in the IPv6 address map (ulnet's addresses and their
+//!   solicited-node groups, RFC 4291 §2.7.1), with the same rules, except that ICMPv6
+//!   (neighbour discovery, RFC 4861) and fragments go by address only.
+//!
+//! One 802.1Q/802.1ad tag is looked through. Every packet access is preceded by a
+//! bounds check against `data_end`, which is what the verifier demands; a frame too
+//! short for the header being read gets `XDP_PASS` and the kernel judges it.
+//!
+//! `bpf_redirect_map` is called with `XDP_PASS` in the flags: if no socket is bound on
+//! the queue, the frame goes to the kernel instead of being dropped.
+
+use super::asm::{Alu, Asm, AsmError, Cond, Label, Reg, Size};
+use crate::sys::bpf::BpfInsn;
+
+/// `XDP_DROP`.
+pub const XDP_DROP: i32 = 1;
+/// `XDP_PASS`.
+pub const XDP_PASS: i32 = 2;
+/// `XDP_REDIRECT`.
+pub const XDP_REDIRECT: i32 = 4;
+
+const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
+const HELPER_REDIRECT_MAP: i32 = 51;
+
+/// Offsets in `struct xdp_md`.
+const MD_DATA: i16 = 0;
+const MD_DATA_END: i16 = 4;
+const MD_RX_QUEUE_INDEX: i16 = 16;
+
+/// EtherTypes as a little-endian `u16` load of the two wire bytes sees them.
+const fn wire16(v: u16) -> i32 {
+    v.swap_bytes() as i32
+}
+const ETH_P_IP: i32 = wire16(0x0800);
+const ETH_P_ARP: i32 = wire16(0x0806);
+const ETH_P_IPV6: i32 = wire16(0x86dd);
+const ETH_P_8021Q: i32 = wire16(0x8100);
+const ETH_P_8021AD: i32 = wire16(0x88a8);
+
+/// IP protocol numbers whose header starts with (source port, destination port).
+const PORT_PROTOCOLS: [i32; 4] = [
+    6,   /* TCP */
+    17,  /* UDP */
+    132, /* SCTP */
+    136, /* UDP-Lite */
+];
+const IPPROTO_ICMPV6: i32 = 58;
+const IPV6_FRAGMENT: i32 = 44;
+
+/// Stack slots (offsets from r10).
+const KEY_RULE: i16 = -8; // 4 bytes: proto, 0, port (network order)
+const KEY_V4: i16 = -4; // 4 bytes
+const KEY_V6: i16 = -24; // 16 bytes
+
+/// File descriptors of the maps the program refers to.
+#[derive(Debug, Clone, Copy)]
+pub struct MapFds {
+    /// XSKMAP: rx queue index → AF_XDP socket.
+    pub xsks: i32,
+    /// HASH: IPv4 address (4 bytes, network order) → u8.
+    pub addrs4: i32,
+    /// HASH: IPv6 address (16 bytes) → u8.
+    pub addrs6: i32,
+    /// HASH: rule key (see [`rule_key`]) → u8.
+    pub rules: i32,
+}
+
+/// What the program does with a frame it steers. Tests replace the redirect with a
+/// constant verdict so the classification can be run through `BPF_PROG_TEST_RUN`
+/// without a bound socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steer {
+    /// `bpf_redirect_map(xsks, rx_queue_index, XDP_PASS)`.
+    Redirect,
+    /// Return this XDP verdict.
+    Verdict(i32),
+}
+
+/// The rule-map key for (protocol, destination port); port 0 means any port.
+pub fn rule_key(protocol: u8, dst_port: u16) -> [u8; 4] {
+    let p = dst_port.to_be_bytes();
+    [protocol, 0, p[0], p[1]]
+}
+
+struct Gen {
+    a: Asm,
+    maps: MapFds,
+    rules: bool,
+    steer: Label,
+    pass: Label,
+    /// Shared rule check: r1 = protocol, r3 = pointer to the L4 header.
+    rule_check: Label,
+}
+
+/// Emits the steering program. With `rules` false, every frame addressed to ulnet is
+/// steered whatever its protocol and port.
+///
+/// # Errors
+/// [`AsmError`] only for a bug in this generator.
+pub fn steering_program(maps: MapFds, rules: bool, steer: Steer) -> Result<Vec<BpfInsn>, AsmError> {
+    let mut a = Asm::new();
+    let steer_l = a.label();
+    let pass = a.label();
+    let rule_check = a.label();
+    let mut g = Gen {
+        a,
+        maps,
+        rules,
+        steer: steer_l,
+        pass,
+        rule_check,
+    };
+    g.ethernet();
+    g.tails(steer);
+    g.a.finish()
+}
+
+impl Gen {
+    /// r6 = ctx, r7 = data, r8 = data_end; dispatch on the EtherType.
+    fn ethernet(&mut self) {
+        let vlan = self.a.label();
+        let a = &mut self.a;
+        a.mov(Reg::R6, Reg::R1)
+            .ldx(Size::W, Reg::R7, Reg::R6, MD_DATA)
+            .ldx(Size::W, Reg::R8, Reg::R6, MD_DATA_END);
+        self.need(14);
+        self.a.ldx(Size::H, Reg::R1, Reg::R7, 12);
+        self.a
+            .jmp_imm(Cond::Eq, Reg::R1, ETH_P_8021Q, vlan)
+            .jmp_imm(Cond::Eq, Reg::R1, ETH_P_8021AD, vlan);
+        self.l3(14);
+        self.a.bind(vlan);
+        self.need(18);
+        self.a.ldx(Size::H, Reg::R1, Reg::R7, 16);
+        self.l3(18);
+    }
+
+    /// `if data + len > data_end goto pass` (clobbers r2).
+    fn need(&mut self, len: i32) {
+        self.a
+            .mov(Reg::R2, Reg::R7)
+            .alu_imm(Alu::Add, Reg::R2, len)
+            .jmp(Cond::Gt, Reg::R2, Reg::R8, self.pass);
+    }
+
+    /// r1 = EtherType (wire order), L3 header at `l3`.
+    fn l3(&mut self, l3: i16) {
+        let (ip4, arp, ip6) = (self.a.label(), self.a.label(), self.a.label());
+        self.a
+            .jmp_imm(Cond::Eq, Reg::R1, ETH_P_IP, ip4)
+            .jmp_imm(Cond::Eq, Reg::R1, ETH_P_ARP, arp)
+            .jmp_imm(Cond::Eq, Reg::R1, ETH_P_IPV6, ip6)
+            .ja(self.pass);
+        self.a.bind(arp);
+        self.arp(l3);
+        self.a.bind(ip4);
+        self.ipv4(l3);
+        self.a.bind(ip6);
+        self.ipv6(l3);
+    }
+
+    /// Looks up the key at `r10 + key` in `map`; goes to `pass` on a miss.
+    fn lookup_or_pass(&mut self, map: i32, key: i16) {
+        self.a
+            .ld_map_fd(Reg::R1, map)
+            .mov(Reg::R2, Reg::R10)
+            .alu_imm(Alu::Add, Reg::R2, key.into())
+            .call(HELPER_MAP_LOOKUP_ELEM)
+            .jmp_imm(Cond::Eq, Reg::R0, 0, self.pass);
+    }
+
+    /// ARP for IPv4 over Ethernet (RFC 826): steer when the target protocol address is
+    /// ours, requests and replies alike.
+    fn arp(&mut self, l3: i16) {
+        self.need(i32::from(l3) + 28);
+        self.a
+            .ldx(Size::H, Reg::R1, Reg::R7, l3 + 2)
+            .jmp_imm(Cond::Ne, Reg::R1, ETH_P_IP, self.pass)
+            .ldx(Size::B, Reg::R1, Reg::R7, l3 + 5)
+            .jmp_imm(Cond::Ne, Reg::R1, 4, self.pass)
+            .ldx(Size::W, Reg::R1, Reg::R7, l3 + 24)
+            .stx(Size::W, Reg::R10, KEY_V4, Reg::R1);
+        self.lookup_or_pass(self.maps.addrs4, KEY_V4);
+        self.a.ja(self.steer);
+    }
+
+    /// IPv4 (RFC 791).
+    fn ipv4(&mut self, l3: i16) {
+        self.need(i32::from(l3) + 20);
+        self.a
+            .ldx(Size::B, Reg::R9, Reg::R7, l3)
+            .mov(Reg::R1, Reg::R9)
+            .alu_imm(Alu::Rsh, Reg::R1, 4)
+            .jmp_imm(Cond::Ne, Reg::R1, 4, self.pass)
+            // r9 = IHL in bytes, 20..=60: the verifier tracks this range for the
+            // variable-offset L4 access below.
+            .alu_imm(Alu::And, Reg::R9, 0xf)
+            .jmp_imm(Cond::Lt, Reg::R9, 5, self.pass)
+            .alu_imm(Alu::Lsh, Reg::R9, 2)
+            .ldx(Size::W, Reg::R1, Reg::R7, l3 + 16)
+            .stx(Size::W, Reg::R10, KEY_V4, Reg::R1);
+        self.lookup_or_pass(self.maps.addrs4, KEY_V4);
+        if !self.rules {
+            self.a.ja(self.steer);
+            return;
+        }
+        // Flags+fragment offset, loaded little-endian: the offset bits are 0xff1f.
+        self.a
+            .ldx(Size::H, Reg::R1, Reg::R7, l3 + 6)
+            .jmp_imm(Cond::Set, Reg::R1, 0xff1f, self.steer)
+            .ldx(Size::B, Reg::R1, Reg::R7, l3 + 9)
+            .mov(Reg::R3, Reg::R7)
+            .alu_imm(Alu::Add, Reg::R3, l3.into())
+            .alu(Alu::Add, Reg::R3, Reg::R9)
+            .ja(self.rule_check);
+    }
+
+    /// IPv6 (RFC 8200).
+    fn ipv6(&mut self, l3: i16) {
+        self.need(i32::from(l3) + 40);
+        self.a
+            .ldx(Size::B, Reg::R1, Reg::R7, l3)
+            .alu_imm(Alu::Rsh, Reg::R1, 4)
+            .jmp_imm(Cond::Ne, Reg::R1, 6, self.pass);
+        for i in 0..4 {
+            self.a.ldx(Size::W, Reg::R1, Reg::R7, l3 + 24 + 4 * i).stx(
+                Size::W,
+                Reg::R10,
+                KEY_V6 + 4 * i,
+                Reg::R1,
+            );
+        }
+        self.lookup_or_pass(self.maps.addrs6, KEY_V6);
+        if !self.rules {
+            self.a.ja(self.steer);
+            return;
+        }
+        self.a
+            .ldx(Size::B, Reg::R1, Reg::R7, l3 + 6)
+            .jmp_imm(Cond::Eq, Reg::R1, IPPROTO_ICMPV6, self.steer)
+            .jmp_imm(Cond::Eq, Reg::R1, IPV6_FRAGMENT, self.steer)
+            .mov(Reg::R3, Reg::R7)
+            .alu_imm(Alu::Add, Reg::R3, i32::from(l3) + 40)
+            .ja(self.rule_check);
+    }
+
+    /// The rule check (r1 = protocol, r3 = L4 header), then the two exits.
+    fn tails(&mut self, steer: Steer) {
+        if self.rules {
+            let no_port = self.a.label();
+            let has_port = self.a.label();
+            self.a.bind(self.rule_check);
+            self.a
+                .st_imm(Size::W, Reg::R10, KEY_RULE, 0)
+                .stx(Size::B, Reg::R10, KEY_RULE, Reg::R1);
+            for p in PORT_PROTOCOLS {
+                self.a.jmp_imm(Cond::Eq, Reg::R1, p, has_port);
+            }
+            self.a.ja(no_port);
+            self.a.bind(has_port);
+            self.a
+                .mov(Reg::R2, Reg::R3)
+                .alu_imm(Alu::Add, Reg::R2, 4)
+                .jmp(Cond::Gt, Reg::R2, Reg::R8, self.pass)
+                .ldx(Size::H, Reg::R2, Reg::R3, 2)
+                .stx(Size::H, Reg::R10, KEY_RULE + 2, Reg::R2)
+                .ld_map_fd(Reg::R1, self.maps.rules)
+                .mov(Reg::R2, Reg::R10)
+                .alu_imm(Alu::Add, Reg::R2, KEY_RULE.into())
+                .call(HELPER_MAP_LOOKUP_ELEM)
+                .jmp_imm(Cond::Ne, Reg::R0, 0, self.steer)
+                // Fall back to the (protocol, any port) rule.
+                .st_imm(Size::H, Reg::R10, KEY_RULE + 2, 0);
+            self.a.bind(no_port);
+            self.lookup_or_pass(self.maps.rules, KEY_RULE);
+            // Falls through to steer.
+        } else {
+            // No rule check is emitted; bind the label to keep the generator uniform.
+            self.a.bind(self.rule_check);
+        }
+        self.a.bind(self.steer);
+        match steer {
+            Steer::Redirect => {
+                self.a
+                    .ld_map_fd(Reg::R1, self.maps.xsks)
+                    .ldx(Size::W, Reg::R2, Reg::R6, MD_RX_QUEUE_INDEX)
+                    .mov_imm(Reg::R3, XDP_PASS)
+                    .call(HELPER_REDIRECT_MAP)
+                    .exit();
+            }
+            Steer::Verdict(v) => {
+                self.a.mov_imm(Reg::R0, v).exit();
+            }
+        }
+        self.a.bind(self.pass);
+        self.a.mov_imm(Reg::R0, XDP_PASS).exit();
+    }
+}
+
+#[cfg(test)]
+mod tests;
