@@ -19,6 +19,7 @@ pub mod arp;
 pub mod checksum;
 pub mod error;
 pub mod ethernet;
+pub mod icmpv4;
 pub mod ip;
 pub mod ipv4;
 pub mod seq;
@@ -29,6 +30,9 @@ pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use checksum::ChecksumMode;
 pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+pub use icmpv4::{
+    Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, Icmpv4TimeExceeded,
+};
 pub use ip::IpProtocol;
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use seq::SeqNumber;
