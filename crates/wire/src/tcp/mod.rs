@@ -485,3 +485,6 @@ impl fmt::Write for LazyPrefix<'_> {
         self.inner.write_str(s)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -183,7 +183,7 @@ impl<'a> TcpOption<'a> {
                 tsval: get_u32(data, 0),
                 tsecr: get_u32(data, 4),
             }),
-            (kind::SACK, _) if data.len() % 8 == 0 && (8..=32).contains(&data.len()) => {
+            (kind::SACK, 10 | 18 | 26 | 34) => {
                 let mut blocks = SackBlocks::new();
                 for b in data.chunks_exact(8) {
                     blocks.push((SeqNumber(get_u32(b, 0)), SeqNumber(get_u32(b, 4))));

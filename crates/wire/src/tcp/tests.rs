@@ -1,0 +1,176 @@
+//! TCP view and representation tests against a Linux-style SYN whose checksum was
+//! computed independently (plain RFC 1071 sum in Python).
+
+use super::*;
+use core::net::Ipv4Addr;
+
+const SRC: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+const DST: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+
+const SYN: [u8; 40] = [
+    0x13, 0x88, 0x00, 0x50, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0xa0, 0x02, 0xfa, 0xf0,
+    0xad, 0x0d, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a, 0x00, 0x00, 0x00, 0x01,
+    0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x03, 0x07,
+];
+
+fn syn_repr() -> TcpRepr<'static> {
+    TcpRepr {
+        src_port: 5000,
+        dst_port: 80,
+        seq: SeqNumber(1),
+        ack: SeqNumber(0),
+        flags: TcpFlags::SYN,
+        window: 64240,
+        urgent: 0,
+        options: TcpOptions {
+            mss: Some(1460),
+            window_scale: Some(7),
+            sack_permitted: true,
+            sack_blocks: SackBlocks::new(),
+            timestamp: Some(TcpTimestamp { tsval: 1, tsecr: 0 }),
+        },
+        payload: &[],
+    }
+}
+
+#[test]
+fn deconstruct_syn() {
+    let p = TcpPacket::new_checked(&SYN[..]).unwrap();
+    assert_eq!((p.src_port(), p.dst_port()), (5000, 80));
+    assert_eq!(p.header_len(), 40);
+    assert!(p.syn() && !p.ack() && !p.fin());
+    assert_eq!(p.segment_len(), 1);
+    assert!(p.verify_checksum(&SRC, &DST));
+    assert_eq!(
+        TcpRepr::parse(&p, &SRC, &DST, ChecksumMode::Full).unwrap(),
+        syn_repr()
+    );
+}
+
+#[test]
+fn construct_syn() {
+    let r = syn_repr();
+    assert_eq!(r.header_len(), 40);
+    let mut out = [0xeeu8; 40];
+    r.emit(
+        &mut TcpPacket::new_unchecked(&mut out[..]),
+        &SRC,
+        &DST,
+        ChecksumMode::Full,
+    );
+    assert_eq!(out, SYN);
+    assert_eq!(
+        r.to_string(),
+        "5000 > 80: Flags [S], seq 1, win 64240, \
+         options [mss 1460,sackOK,TS val 1 ecr 0,nop,wscale 7], length 0"
+    );
+}
+
+#[test]
+fn data_segment_round_trip_and_in_place_payload() {
+    let payload = b"GET / HTTP/1.0\r\n\r\n";
+    let mut r = syn_repr();
+    r.flags = TcpFlags::PSH | TcpFlags::ACK;
+    r.ack = SeqNumber(0xdead_beef);
+    r.options = TcpOptions::none();
+    r.options.timestamp = Some(TcpTimestamp { tsval: 7, tsecr: 9 });
+    r.options.sack_blocks.push((SeqNumber(10), SeqNumber(20)));
+    r.payload = payload;
+    let mut buf = vec![0u8; r.buffer_len()];
+    r.emit(
+        &mut TcpPacket::new_unchecked(&mut buf[..]),
+        &SRC,
+        &DST,
+        ChecksumMode::Full,
+    );
+    let p = TcpPacket::new_checked(&buf[..]).unwrap();
+    assert_eq!(
+        TcpRepr::parse(&p, &SRC, &DST, ChecksumMode::Full).unwrap(),
+        r
+    );
+    assert_eq!(
+        r.to_string(),
+        "5000 > 80: Flags [P.], seq 1:19, ack 3735928559, win 64240, \
+         options [nop,nop,TS val 7 ecr 9,nop,nop,sack 1 {10:20}], length 18"
+    );
+
+    // Same segment with the payload written in place and the checksum filled after.
+    let mut hdr = r;
+    hdr.payload = &[];
+    let mut buf2 = vec![0u8; r.buffer_len()];
+    let mut p2 = TcpPacket::new_unchecked(&mut buf2[..]);
+    hdr.emit(&mut p2, &SRC, &DST, ChecksumMode::Offload);
+    p2.payload_mut().copy_from_slice(payload);
+    p2.fill_checksum(&SRC, &DST);
+    assert_eq!(buf2, buf);
+}
+
+#[test]
+fn partial_checksum_completes_to_full() {
+    let r = syn_repr();
+    let mut full = [0u8; 40];
+    r.emit(
+        &mut TcpPacket::new_unchecked(&mut full[..]),
+        &SRC,
+        &DST,
+        ChecksumMode::Full,
+    );
+    let mut partial = [0u8; 40];
+    r.emit(
+        &mut TcpPacket::new_unchecked(&mut partial[..]),
+        &SRC,
+        &DST,
+        ChecksumMode::Partial,
+    );
+    // What a device does with CHECKSUM_PARTIAL: sum from the start of the TCP header
+    // (the field holds the pseudo-header sum) and store the complement.
+    let completed = !checksum::data(&partial);
+    assert_eq!(completed.to_be_bytes(), full[16..18]);
+}
+
+#[test]
+fn hostile_flags_parse() {
+    let mut b = SYN;
+    b[13] = 0x03 | 0x04 | 0x20; // SYN|FIN|RST|URG
+    b[12] |= 0x0e; // reserved bits
+    let p = TcpPacket::new_checked(&b[..]).unwrap();
+    let r = TcpRepr::parse(&p, &SRC, &DST, ChecksumMode::Offload).unwrap();
+    assert!(r
+        .flags
+        .contains(TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST | TcpFlags::URG));
+    assert!(!r.flags.contains(TcpFlags::AE));
+    assert_eq!(r.segment_len(), 2);
+}
+
+#[test]
+fn errors() {
+    assert_eq!(
+        TcpPacket::new_checked(&SYN[..19]).unwrap_err(),
+        Error::Truncated
+    );
+    assert_eq!(
+        TcpPacket::new_checked(&SYN[..39]).unwrap_err(),
+        Error::Truncated
+    );
+    let mut bad = SYN;
+    bad[12] = 0x40; // data offset 4
+    assert_eq!(
+        TcpPacket::new_checked(&bad[..]).unwrap_err(),
+        Error::Malformed
+    );
+    let mut bad = SYN;
+    bad[39] ^= 1;
+    let p = TcpPacket::new_checked(&bad[..]).unwrap();
+    assert_eq!(
+        TcpRepr::parse(&p, &SRC, &DST, ChecksumMode::Full).unwrap_err(),
+        Error::Malformed
+    );
+    assert!(TcpRepr::parse(&p, &SRC, &DST, ChecksumMode::Offload).is_ok());
+    let mut bad = SYN;
+    bad[21] = 9; // MSS option claims 9 bytes
+    let p = TcpPacket::new_checked(&bad[..]).unwrap();
+    assert_eq!(
+        TcpRepr::parse(&p, &SRC, &DST, ChecksumMode::Offload).unwrap_err(),
+        Error::Malformed
+    );
+}
