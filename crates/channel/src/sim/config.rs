@@ -16,7 +16,7 @@ pub const DEFAULT_IN_FLIGHT_LIMIT: usize = 16 * 1024;
 /// The impairments of one direction of a simulated link, set with builder-style methods.
 ///
 /// The order a frame meets them in is fixed (and so is the order of random draws, which
-/// keeps runs reproducible): loss, duplication, then for each copy the bottleneck
+/// keeps runs reproducible): bursty loss, loss, duplication, then for each copy the bottleneck
 /// (rate limit and drop-tail queue), corruption, and finally delay, jitter and
 /// reordering.
 ///
@@ -35,6 +35,8 @@ pub const DEFAULT_IN_FLIGHT_LIMIT: usize = 16 * 1024;
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkConfig {
     pub(crate) loss: f64,
+    pub(crate) burst_enter: f64,
+    pub(crate) burst_exit: f64,
     pub(crate) duplicate: f64,
     pub(crate) corrupt: f64,
     pub(crate) reorder: f64,
@@ -52,6 +54,8 @@ impl Default for LinkConfig {
     fn default() -> Self {
         LinkConfig {
             loss: 0.0,
+            burst_enter: 0.0,
+            burst_exit: 1.0,
             duplicate: 0.0,
             corrupt: 0.0,
             reorder: 0.0,
@@ -86,6 +90,20 @@ impl LinkConfig {
     #[must_use]
     pub fn loss(mut self, p: f64) -> Self {
         self.loss = probability(p);
+        self
+    }
+
+    /// Adds bursty loss (the Gilbert model): before each frame, a link in the good
+    /// state turns bad with probability `enter`, and a bad one turns good again with
+    /// probability `exit`; every frame met in the bad state is lost. Bursts last
+    /// `1 / exit` frames on average, and the long-run loss rate is
+    /// `enter / (enter + exit)`. Independent [`LinkConfig::loss`] still applies in the
+    /// good state. Real paths lose packets in bursts (a full router queue), which is
+    /// what exercises SACK and fast recovery. `enter == 0` (the default) turns it off.
+    #[must_use]
+    pub fn burst_loss(mut self, enter: f64, exit: f64) -> Self {
+        self.burst_enter = probability(enter);
+        self.burst_exit = probability(exit);
         self
     }
 
@@ -186,6 +204,11 @@ impl LinkConfig {
         self.loss
     }
 
+    /// The configured bursty loss: the probabilities of entering and leaving a burst.
+    pub fn burst_loss_probabilities(&self) -> (f64, f64) {
+        (self.burst_enter, self.burst_exit)
+    }
+
     /// The configured duplication probability.
     pub fn duplicate_probability(&self) -> f64 {
         self.duplicate
@@ -220,6 +243,7 @@ impl LinkConfig {
     /// anything and has unlimited bandwidth (the in-flight limit aside).
     pub fn is_perfect(&self) -> bool {
         self.loss == 0.0
+            && self.burst_enter == 0.0
             && self.duplicate == 0.0
             && self.corrupt == 0.0
             && self.reorder == 0.0

@@ -30,7 +30,7 @@ pub struct LinkStats {
     pub delivered: u64,
     /// Bytes handed to the receiving program.
     pub delivered_bytes: u64,
-    /// Frames dropped by random loss.
+    /// Frames dropped by random loss, bursty or not.
     pub dropped_loss: u64,
     /// Frame copies dropped because the bottleneck queue was full (drop-tail).
     pub dropped_queue: u64,
@@ -70,6 +70,8 @@ pub(crate) struct Link {
     in_flight: usize,
     next_link_seq: u64,
     newest_delivered: Option<u64>,
+    /// The Gilbert model's state: true while in a loss burst.
+    in_burst: bool,
     stats: LinkStats,
 }
 
@@ -105,6 +107,7 @@ impl Link {
             in_flight: 0,
             next_link_seq: 0,
             newest_delivered: None,
+            in_burst: false,
             stats: LinkStats::default(),
         }
     }
@@ -162,7 +165,12 @@ impl Link {
         let link_seq = self.next_link_seq;
         self.next_link_seq += 1;
         let mut out = [None, None];
-        if self.chance(self.config.loss) {
+        if self.in_burst {
+            self.in_burst = !self.chance(self.config.burst_exit);
+        } else {
+            self.in_burst = self.chance(self.config.burst_enter);
+        }
+        if self.in_burst || self.chance(self.config.loss) {
             self.stats.dropped_loss += 1;
             return out;
         }

@@ -604,3 +604,36 @@ fn no_link_to_self() {
     let (wire, _a, _b) = Wire::pair(1, LinkConfig::new(), LinkConfig::new());
     wire.link_stats(0, 0);
 }
+
+#[test]
+fn burst_loss_loses_in_bursts() {
+    const N: u32 = 100_000;
+    let cfg = LinkConfig::new().burst_loss(0.01, 0.25);
+    let (wire, mut a, mut b) = Wire::pair(6, cfg, LinkConfig::new());
+    let got = run(&wire, &mut a, &mut b, N, 60, 1000, Duration::from_micros(1));
+    let mut present = vec![false; N as usize];
+    for (_, f) in &got {
+        present[seq_of(f) as usize] = true;
+    }
+    let mut bursts = Vec::new();
+    let mut run_len = 0u32;
+    for &p in &present {
+        if p {
+            if run_len > 0 {
+                bursts.push(run_len);
+            }
+            run_len = 0;
+        } else {
+            run_len += 1;
+        }
+    }
+    let lost: u32 = bursts.iter().sum::<u32>() + run_len;
+    assert_eq!(u64::from(lost), wire.link_stats(0, 1).dropped_loss);
+    // Long-run rate 0.01 / 0.26 = 3.85% (about 3846 frames); bursts are correlated,
+    // so the bound is wide (about six standard deviations of the burst process).
+    assert!((2_800..=4_900).contains(&lost), "{lost}");
+    // Mean burst length 1 / 0.25 = 4 frames (about 960 bursts).
+    let mean = f64::from(lost) / bursts.len() as f64;
+    assert!((3.3..=4.7).contains(&mean), "{mean}");
+    assert!(bursts.iter().any(|&len| len >= 10));
+}
