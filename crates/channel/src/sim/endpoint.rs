@@ -15,12 +15,21 @@ use crate::{Capabilities, Channel, Stats, Tx, TxError};
 /// wire at the current virtual time. [`Channel::rx_batch`] hands out the frames whose
 /// delivery time has come. Dropping the endpoint detaches it: frames on their way to
 /// it are discarded and no more are sent to it.
-#[derive(Debug)]
 pub struct Endpoint {
     shared: Rc<RefCell<Shared>>,
     id: usize,
     pending: Vec<Vec<u8>>,
     stats: Stats,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("id", &self.id)
+            .field("pending", &self.pending.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Endpoint {
@@ -47,6 +56,15 @@ impl Endpoint {
     /// The wire's virtual time (for a pcap clock, say).
     pub fn now(&self) -> Duration {
         Duration::from_nanos(self.shared.borrow().now_ns())
+    }
+
+    /// The earliest delivery time of the frames on their way to this endpoint (at or
+    /// before now if some are waiting to be received), or `None` if none are.
+    pub fn next_arrival(&self) -> Option<Duration> {
+        self.shared
+            .borrow()
+            .next_arrival_ns(self.id)
+            .map(Duration::from_nanos)
     }
 
     /// Frames sent but not yet flushed onto the wire.

@@ -444,6 +444,8 @@ fn hub_floods_every_other_endpoint() {
     send(&mut eps[2], &frame(42, 60));
     eps[2].tx().flush().unwrap();
     assert_eq!(wire.in_flight(), 3);
+    assert_eq!(eps[1].next_arrival(), Some(Duration::from_micros(5)));
+    assert_eq!(eps[2].next_arrival(), None);
     for (i, ep) in eps.iter_mut().enumerate() {
         let got = drain(&wire, ep);
         if i == 2 {
@@ -636,4 +638,14 @@ fn burst_loss_loses_in_bursts() {
     let mean = f64::from(lost) / bursts.len() as f64;
     assert!((3.3..=4.7).contains(&mean), "{mean}");
     assert!(bursts.iter().any(|&len| len >= 10));
+}
+
+#[test]
+fn debug_output_is_a_summary() {
+    let (wire, mut a, b) = Wire::pair(1, LinkConfig::new(), LinkConfig::new());
+    send(&mut a, &frame(0, 1000));
+    a.tx().flush().unwrap();
+    let text = format!("{wire:?} {b:?}");
+    assert!(text.starts_with("Wire { now_ns: 0, endpoints: 2, in_flight: 1 } Endpoint { id: 1"));
+    assert!(text.len() < 400, "{text}");
 }

@@ -210,6 +210,11 @@ impl Shared {
         }
     }
 
+    /// The earliest delivery time among the frames on their way to `port`.
+    pub(crate) fn next_arrival_ns(&self, port: usize) -> Option<u64> {
+        self.ports[port].rx.peek().map(|f| f.at_ns)
+    }
+
     fn next_event_ns(&self) -> Option<u64> {
         self.ports
             .iter()
@@ -254,9 +259,27 @@ impl Shared {
 /// }
 /// assert_eq!((got, wire.now()), (1, Duration::from_millis(5)));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Wire {
     shared: Rc<RefCell<Shared>>,
+}
+
+impl std::fmt::Debug for Wire {
+    /// A summary: the frames in flight are left out (there may be thousands).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.shared.try_borrow() {
+            Ok(shared) => f
+                .debug_struct("Wire")
+                .field("now_ns", &shared.now_ns)
+                .field("endpoints", &shared.ports.len())
+                .field(
+                    "in_flight",
+                    &shared.ports.iter().map(|p| p.rx.len()).sum::<usize>(),
+                )
+                .finish(),
+            Err(_) => f.write_str("Wire { <in use> }"),
+        }
+    }
 }
 
 impl Wire {
