@@ -22,6 +22,8 @@ pub mod ethernet;
 pub mod icmpv4;
 pub mod ip;
 pub mod ipv4;
+pub mod ipv6;
+pub mod pretty;
 pub mod seq;
 pub mod tcp;
 pub mod udp;
@@ -35,6 +37,8 @@ pub use icmpv4::{
 };
 pub use ip::IpProtocol;
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use pretty::{pretty_print, pretty_print_ip};
 pub use seq::SeqNumber;
 pub use tcp::{
     SackBlocks, TcpFlags, TcpOption, TcpOptions, TcpOptionsIter, TcpPacket, TcpRepr, TcpTimestamp,
