@@ -165,8 +165,10 @@ impl PacketChannel {
     /// Each error carries a hint naming the fix.
     pub fn open(cfg: &PacketConfig) -> Result<PacketChannel> {
         if cfg.batch_count == 0 || cfg.rx_block_count == 0 || cfg.tx_frame_count == 0 {
-            return Err(Error::new("config", std::io::Error::from_raw_os_error(libc::EINVAL))
-                .with_hint("batch_count, rx_block_count and tx_frame_count must be non-zero"));
+            return Err(
+                Error::new("config", std::io::Error::from_raw_os_error(libc::EINVAL))
+                    .with_hint("batch_count, rx_block_count and tx_frame_count must be non-zero"),
+            );
         }
         let _ns = cfg.netns.as_deref().map(netns::enter).transpose()?;
         let ctl = sys::control_socket()?;
@@ -200,7 +202,11 @@ impl PacketChannel {
                 rx.block_size() / 1024,
                 rx_geo.block_timeout_ms,
                 tx.frame_count(),
-                if cfg.qdisc_bypass { ", qdisc bypass" } else { "" },
+                if cfg.qdisc_bypass {
+                    ", qdisc bypass"
+                } else {
+                    ""
+                },
             ),
         };
         Ok(PacketChannel {
@@ -235,7 +241,11 @@ impl PacketChannel {
 }
 
 impl Tx for PacketTx {
-    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> std::result::Result<(), TxError> {
+    fn send(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> std::result::Result<(), TxError> {
         if len > self.max_frame_len {
             self.dropped += 1;
             return Err(TxError::TooLarge);
@@ -296,7 +306,9 @@ impl Channel for PacketChannel {
         let mut n = 0;
         while n < max {
             let index = rx.block;
-            let Some(block) = rx.ring.block(index) else { break };
+            let Some(block) = rx.ring.block(index) else {
+                break;
+            };
             let mut cur = rx.cursor.unwrap_or(Cursor {
                 remaining: block.frame_count(),
                 offset: block.first_offset(),
@@ -323,7 +335,11 @@ impl Channel for PacketChannel {
             if cur.remaining == 0 {
                 rx.cursor = None;
                 rx.ring.release(index);
-                rx.block = if index + 1 == rx.ring.block_count() { 0 } else { index + 1 };
+                rx.block = if index + 1 == rx.ring.block_count() {
+                    0
+                } else {
+                    index + 1
+                };
             } else {
                 rx.cursor = Some(cur);
             }

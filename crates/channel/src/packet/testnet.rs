@@ -97,7 +97,9 @@ impl Drop for Netns {
     fn drop(&mut self) {
         // Deleting the namespace deletes the interfaces in it (both veth ends go with
         // whichever namespace goes first). Nothing to do about a failure in drop.
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
     }
 }
 
@@ -111,7 +113,10 @@ fn parse_mac(s: &str) -> Option<[u8; 6]> {
 }
 
 fn fmt_mac(m: [u8; 6]) -> String {
-    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
 }
 
 /// Two namespaces joined by a veth pair: `a` is the end a channel attaches to (no
@@ -121,7 +126,6 @@ fn fmt_mac(m: [u8; 6]) -> String {
 pub(crate) struct VethPair {
     // Field order: the interfaces are named before the namespaces are dropped.
     pub(crate) if_a: String,
-    pub(crate) if_b: String,
     pub(crate) mac_a: [u8; 6],
     pub(crate) mac_b: [u8; 6],
     pub(crate) ip_a: Ipv4Addr,
@@ -142,30 +146,69 @@ impl VethPair {
         run(
             "ip",
             &[
-                "link", "add", &if_a, "netns", &a.name, "address", &fmt_mac(mac_a), "type",
-                "veth", "peer", "name", &if_b, "netns", &b.name, "address", &fmt_mac(mac_b),
+                "link",
+                "add",
+                &if_a,
+                "netns",
+                &a.name,
+                "address",
+                &fmt_mac(mac_a),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &if_b,
+                "netns",
+                &b.name,
+                "address",
+                &fmt_mac(mac_b),
             ],
         );
         let ip_a = Ipv4Addr::new(198, 18, n, 2);
         let ip_b = Ipv4Addr::new(198, 18, n, 1);
         // The kernel side must hand out finished checksums and no GSO super-frames
         // (LINUX-NOTES: veth leaves checksums partial otherwise).
-        b.exec("ethtool", &["-K", &if_b, "tx", "off", "tso", "off", "gso", "off"]);
+        b.exec(
+            "ethtool",
+            &["-K", &if_b, "tx", "off", "tso", "off", "gso", "off"],
+        );
         b.ip(&["addr", "add", &format!("{ip_b}/24"), "dev", &if_b]);
         b.ip(&[
-            "neigh", "add", &ip_a.to_string(), "lladdr", &fmt_mac(mac_a), "dev", &if_b, "nud",
+            "neigh",
+            "add",
+            &ip_a.to_string(),
+            "lladdr",
+            &fmt_mac(mac_a),
+            "dev",
+            &if_b,
+            "nud",
             "permanent",
         ]);
         a.ip(&["link", "set", &if_a, "up"]);
         b.ip(&["link", "set", &if_b, "up"]);
-        VethPair { if_a, if_b, mac_a, mac_b, ip_a, ip_b, a, b }
+        VethPair {
+            if_a,
+            mac_a,
+            mac_b,
+            ip_a,
+            ip_b,
+            a,
+            b,
+        }
     }
 }
 
 /// Adds a permanent neighbour entry `ip → mac` on `ifname` in `ns`.
 pub(crate) fn static_neighbour(ns: &Netns, ifname: &str, ip: Ipv4Addr, mac: [u8; 6]) {
     ns.ip(&[
-        "neigh", "add", &ip.to_string(), "lladdr", &fmt_mac(mac), "dev", ifname, "nud",
+        "neigh",
+        "add",
+        &ip.to_string(),
+        "lladdr",
+        &fmt_mac(mac),
+        "dev",
+        ifname,
+        "nud",
         "permanent",
     ]);
 }
@@ -251,7 +294,6 @@ pub(crate) fn write_udp_frame(spec: &UdpSpec, payload: &[u8], buf: &mut [u8]) {
 /// A received Ethernet/IPv4/UDP frame, with its checksums checked.
 #[derive(Debug)]
 pub(crate) struct SeenUdp<'a> {
-    pub(crate) src_mac: [u8; 6],
     pub(crate) dst_mac: [u8; 6],
     pub(crate) src: SocketAddrV4,
     pub(crate) dst: SocketAddrV4,
@@ -262,8 +304,7 @@ pub(crate) struct SeenUdp<'a> {
 
 /// Parses `frame` as Ethernet/IPv4 (no options)/UDP; `None` for anything else.
 pub(crate) fn parse_udp(frame: &[u8]) -> Option<SeenUdp<'_>> {
-    if frame.len() < 42 || frame[12..14] != [0x08, 0x00] || frame[14] != 0x45 || frame[23] != 17
-    {
+    if frame.len() < 42 || frame[12..14] != [0x08, 0x00] || frame[14] != 0x45 || frame[23] != 17 {
         return None;
     }
     let ip = &frame[14..34];
@@ -287,7 +328,6 @@ pub(crate) fn parse_udp(frame: &[u8]) -> Option<SeenUdp<'_>> {
     };
     Some(SeenUdp {
         dst_mac: frame[0..6].try_into().ok()?,
-        src_mac: frame[6..12].try_into().ok()?,
         src: SocketAddrV4::new(src_ip, u16::from_be_bytes([udp[0], udp[1]])),
         dst: SocketAddrV4::new(dst_ip, u16::from_be_bytes([udp[2], udp[3]])),
         payload: &udp[8..],
@@ -300,7 +340,9 @@ pub(crate) fn parse_udp(frame: &[u8]) -> Option<SeenUdp<'_>> {
 /// `len - 4` bytes derived from it, so corruption anywhere is visible.
 pub(crate) fn payload(seq: u32, len: usize) -> Vec<u8> {
     let mut p = seq.to_be_bytes().to_vec();
-    p.extend((0..len.saturating_sub(4)).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8));
+    p.extend(
+        (0..len.saturating_sub(4)).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8),
+    );
     p
 }
 
@@ -315,7 +357,7 @@ pub(crate) fn check_payload(p: &[u8]) -> Option<u32> {
 /// varying the batch size so the walk also resumes in the middle of ring blocks. Panics
 /// on a frame for `dst` that is corrupted (bad checksum or payload). Returns the
 /// sequence numbers in arrival order and the number of frames seen whose source MAC is
-/// `own_mac` (frames the channel itself sent).
+/// `own_mac`, the channel's address (frames the channel's side sent).
 pub(crate) fn collect_udp(
     ch: &mut dyn Channel,
     dst: SocketAddrV4,
@@ -334,7 +376,11 @@ pub(crate) fn collect_udp(
         }
         let before = seqs.len();
         round += 1;
-        let max = if round % 2 == 0 { 64 } else { 1 + round % 7 };
+        let max = if round.is_multiple_of(2) {
+            64
+        } else {
+            1 + round % 7
+        };
         let n = ch
             .rx_batch(max, &mut |frame, _tx| {
                 if frame.len() >= 12 && frame[6..12] == own_mac {
@@ -344,7 +390,11 @@ pub(crate) fn collect_udp(
                 if u.dst != dst {
                     return;
                 }
-                assert!(u.ip_checksum_ok, "IPv4 header checksum wrong in {frame:02x?}");
+                assert_eq!(u.dst_mac, own_mac, "frame for {dst} to another MAC");
+                assert!(
+                    u.ip_checksum_ok,
+                    "IPv4 header checksum wrong in {frame:02x?}"
+                );
                 assert!(u.udp_checksum_ok, "UDP checksum wrong in {frame:02x?}");
                 let seq = check_payload(u.payload)
                     .unwrap_or_else(|| panic!("payload corrupted: {:02x?}", u.payload));
@@ -377,7 +427,11 @@ pub(crate) fn send_udp(
     let mut buf = [0u8; 2048];
     let mut drain = |got: &mut Vec<u32>, ch: &mut dyn Channel| {
         while let Ok((n, from)) = sock.recv_from(&mut buf) {
-            assert_eq!(from, std::net::SocketAddr::V4(spec.src), "datagram from elsewhere");
+            assert_eq!(
+                from,
+                std::net::SocketAddr::V4(spec.src),
+                "datagram from elsewhere"
+            );
             got.push(check_payload(&buf[..n]).expect("datagram payload corrupted"));
         }
         ch.rx_batch(64, &mut |f, _| {
@@ -391,7 +445,9 @@ pub(crate) fn send_udp(
         for seq in first..(first + 16).min(count) {
             let p = payload(seq, 4 + (seq as usize * 37) % 300);
             ch.tx()
-                .send(udp_frame_len(p.len()), &mut |b| write_udp_frame(spec, &p, b))
+                .send(udp_frame_len(p.len()), &mut |b| {
+                    write_udp_frame(spec, &p, b)
+                })
                 .unwrap_or_else(|e| panic!("send {seq}: {e}"));
         }
         ch.tx().flush().unwrap();
@@ -423,8 +479,14 @@ pub(crate) fn kernel_send(sock: &UdpSocket, dst: SocketAddrV4, count: u32) {
 /// Asserts `seqs` is exactly `0..count`, each once.
 pub(crate) fn assert_all_once(mut seqs: Vec<u32>, count: u32, what: &str) {
     seqs.sort_unstable();
-    let missing: Vec<u32> = (0..count).filter(|s| seqs.binary_search(s).is_err()).collect();
-    assert!(missing.is_empty(), "{what}: {} of {count} missing: {missing:?}", missing.len());
+    let missing: Vec<u32> = (0..count)
+        .filter(|s| seqs.binary_search(s).is_err())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{what}: {} of {count} missing: {missing:?}",
+        missing.len()
+    );
     seqs.dedup();
     assert_eq!(seqs.len(), count as usize, "{what}: duplicates");
 }
@@ -457,12 +519,18 @@ mod tests {
     #[test]
     fn checksum_matches_rfc1071_example() {
         // RFC 1071 §3: the words 0001 f203 f4f5 f6f7 sum to ddf2 (before complement).
-        assert_eq!(checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]), !0xddf2);
+        assert_eq!(
+            checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            !0xddf2
+        );
     }
 
     #[test]
     fn mac_parsing() {
-        assert_eq!(parse_mac("02:00:5e:10:01:0a"), Some([2, 0, 0x5e, 0x10, 1, 0x0a]));
+        assert_eq!(
+            parse_mac("02:00:5e:10:01:0a"),
+            Some([2, 0, 0x5e, 0x10, 1, 0x0a])
+        );
         assert_eq!(parse_mac("02:00:5e"), None);
         assert_eq!(parse_mac("02:00:5e:10:01:0a:00"), None);
     }

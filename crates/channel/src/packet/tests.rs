@@ -21,7 +21,10 @@ fn receives_kernel_udp_intact() {
     let net = VethPair::new("pkrx");
     let mut ch = open(&net, |_| {});
     let caps = ch.capabilities();
-    assert_eq!((caps.name, caps.mtu, caps.max_frame_len), ("packet", 1500, 1514));
+    assert_eq!(
+        (caps.name, caps.mtu, caps.max_frame_len),
+        ("packet", 1500, 1514)
+    );
     assert!(caps.mode.contains("tpacket_v3") && caps.mode.contains("qdisc bypass"));
     assert!(ch.wait_fd().is_some());
 
@@ -66,7 +69,10 @@ fn oversize_and_ring_full_are_refused_and_counted() {
     let net = VethPair::new("pkfull");
     let mut ch = open(&net, |c| c.tx_frame_count = 4);
     let max = ch.capabilities().max_frame_len;
-    assert_eq!(ch.tx().send(max + 1, &mut |_| panic!("filled")), Err(TxError::TooLarge));
+    assert_eq!(
+        ch.tx().send(max + 1, &mut |_| panic!("filled")),
+        Err(TxError::TooLarge)
+    );
     // The ring rounds up to whole pages of 2 KiB slots; fill it without flushing.
     let mut queued = 0;
     while ch.tx().send(60, &mut |b| b.fill(0xff)).is_ok() {
@@ -91,11 +97,25 @@ fn receive_ring_overflow_is_counted_not_grown() {
     let dst = SocketAddrV4::new(net.ip_a, 9999);
     let sock = net.b.udp_socket(SocketAddrV4::new(net.ip_b, 0));
     kernel_send(&sock, dst, 400);
-    let (seqs, _) = collect_udp(&mut ch, dst, 400, net.mac_a, Some(Duration::from_millis(300)));
+    let (seqs, _) = collect_udp(
+        &mut ch,
+        dst,
+        400,
+        net.mac_a,
+        Some(Duration::from_millis(300)),
+    );
     let st = ch.stats();
-    assert!(!seqs.is_empty() && seqs.len() < 400, "received {}", seqs.len());
+    assert!(
+        !seqs.is_empty() && seqs.len() < 400,
+        "received {}",
+        seqs.len()
+    );
     assert!(st.rx_dropped > 0, "drops not counted: {st:?}");
-    assert!(st.rx_dropped + seqs.len() as u64 >= 400, "{} + {st:?}", seqs.len());
+    assert!(
+        st.rx_dropped + seqs.len() as u64 >= 400,
+        "{} + {st:?}",
+        seqs.len()
+    );
     // The ring keeps working after overflowing.
     kernel_send(&sock, dst, 10);
     let (seqs, _) = collect_udp(&mut ch, dst, 10, net.mac_a, None);

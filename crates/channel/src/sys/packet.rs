@@ -94,7 +94,11 @@ fn packet_socket() -> Result<OwnedFd> {
     // SAFETY: plain socket creation; no pointers.
     let fd = crate::syscall!(
         "socket(AF_PACKET)",
-        socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0)
+        socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0
+        )
     )
     .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
     // SAFETY: `socket` returned a fresh descriptor that nothing else owns.
@@ -171,7 +175,12 @@ fn ioctl_ifreq(
         "ioctl(ifreq)",
         ioctl(fd.as_raw_fd(), request as _, req as *mut libc::ifreq)
     )
-    .map_err(|e| hint_for(Error { op, ..e }, "changing an interface needs root or CAP_NET_ADMIN"))?;
+    .map_err(|e| {
+        hint_for(
+            Error { op, ..e },
+            "changing an interface needs root or CAP_NET_ADMIN",
+        )
+    })?;
     Ok(())
 }
 
@@ -273,7 +282,7 @@ impl RxRing {
     /// `setsockopt(PACKET_RX_RING)` `ENOMEM`, `bind` `ENODEV`), with a hint.
     pub fn open(ifindex: i32, geo: RxGeometry) -> Result<RxRing> {
         let page = page_size();
-        if geo.block_size == 0 || geo.block_size % page != 0 || geo.block_count == 0 {
+        if geo.block_size == 0 || !geo.block_size.is_multiple_of(page) || geo.block_count == 0 {
             return Err(invalid(
                 "ring geometry",
                 "the rx block size must be a non-zero multiple of the page size",
@@ -286,7 +295,12 @@ impl RxRing {
             .ok_or_else(|| invalid("ring geometry", "the rx ring must stay below 4 GiB"))?;
         let fd = packet_socket()?;
         let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        setsockopt(fd.as_fd(), "setsockopt(PACKET_VERSION)", libc::PACKET_VERSION, &v3)?;
+        setsockopt(
+            fd.as_fd(),
+            "setsockopt(PACKET_VERSION)",
+            libc::PACKET_VERSION,
+            &v3,
+        )?;
         let one: libc::c_int = 1;
         setsockopt(
             fd.as_fd(),
@@ -306,11 +320,21 @@ impl RxRing {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        setsockopt(fd.as_fd(), "setsockopt(PACKET_RX_RING)", libc::PACKET_RX_RING, &req)
-            .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
+        setsockopt(
+            fd.as_fd(),
+            "setsockopt(PACKET_RX_RING)",
+            libc::PACKET_RX_RING,
+            &req,
+        )
+        .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
         let map = Mmap::shared(fd.as_fd(), total, 0)?;
         bind(fd.as_fd(), ifindex, ETH_P_ALL_BE)?;
-        Ok(RxRing { map, fd, block_size: geo.block_size, block_count: geo.block_count })
+        Ok(RxRing {
+            map,
+            fd,
+            block_size: geo.block_size,
+            block_count: geo.block_count,
+        })
     }
 
     /// The socket, for `poll(2)` (readable once a block has been handed over).
@@ -340,7 +364,10 @@ impl RxRing {
     pub fn block(&self, index: usize) -> Option<RxBlock<'_>> {
         assert!(index < self.block_count, "rx block {index} out of range");
         let base = index * self.block_size;
-        let status = self.map.atomic_u32(base + BLOCK_STATUS).load(Ordering::Acquire);
+        let status = self
+            .map
+            .atomic_u32(base + BLOCK_STATUS)
+            .load(Ordering::Acquire);
         if status & libc::TP_STATUS_USER == 0 {
             return None;
         }
@@ -371,7 +398,11 @@ impl RxRing {
     /// # Errors
     /// `getsockopt(PACKET_STATISTICS)`.
     pub fn take_drops(&self) -> Result<u64> {
-        let mut st = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
+        let mut st = libc::tpacket_stats_v3 {
+            tp_packets: 0,
+            tp_drops: 0,
+            tp_freeze_q_cnt: 0,
+        };
         let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
         // SAFETY: `st` and `len` are live and writable; `len` holds the size of `st`.
         crate::syscall!(
@@ -427,7 +458,7 @@ impl<'a> RxBlock<'a> {
     pub fn frame(&self, offset: usize) -> Option<RxFrame<'a>> {
         let bs = self.ring.block_size;
         let hdr_end = offset.checked_add(size_of::<libc::tpacket3_hdr>())?;
-        if hdr_end > bs || offset % 4 != 0 {
+        if hdr_end > bs || !offset.is_multiple_of(4) {
             return None;
         }
         let at = self.base + offset;
@@ -446,7 +477,12 @@ impl<'a> RxBlock<'a> {
         // which needs `&mut RxRing` and therefore cannot run while this `'a` borrow of
         // the ring lives. The range is inside the block (checked above).
         let data = unsafe { m.slice(self.base + start, snaplen) };
-        Some(RxFrame { data, wire_len, status, next_offset: offset.wrapping_add(next) })
+        Some(RxFrame {
+            data,
+            wire_len,
+            status,
+            next_offset: offset.wrapping_add(next),
+        })
     }
 }
 
@@ -510,7 +546,12 @@ impl TxRing {
             .ok_or_else(|| invalid("ring geometry", "the tx ring must stay below 4 GiB"))?;
         let fd = packet_socket()?;
         let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        setsockopt(fd.as_fd(), "setsockopt(PACKET_VERSION)", libc::PACKET_VERSION, &v3)?;
+        setsockopt(
+            fd.as_fd(),
+            "setsockopt(PACKET_VERSION)",
+            libc::PACKET_VERSION,
+            &v3,
+        )?;
         let one: libc::c_int = 1;
         if qdisc_bypass {
             setsockopt(
@@ -522,7 +563,12 @@ impl TxRing {
         }
         // With PACKET_LOSS a malformed frame is skipped and its slot made available
         // instead of stopping the ring at it (af_packet.c, `tpacket_snd`).
-        setsockopt(fd.as_fd(), "setsockopt(PACKET_LOSS)", libc::PACKET_LOSS, &one)?;
+        setsockopt(
+            fd.as_fd(),
+            "setsockopt(PACKET_LOSS)",
+            libc::PACKET_LOSS,
+            &one,
+        )?;
         // V3 transmit rings take the V3 request with the block-retire fields zero.
         let req = libc::tpacket_req3 {
             tp_block_size: block_size as u32,
@@ -533,13 +579,23 @@ impl TxRing {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        setsockopt(fd.as_fd(), "setsockopt(PACKET_TX_RING)", libc::PACKET_TX_RING, &req)
-            .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
+        setsockopt(
+            fd.as_fd(),
+            "setsockopt(PACKET_TX_RING)",
+            libc::PACKET_TX_RING,
+            &req,
+        )
+        .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
         let map = Mmap::shared(fd.as_fd(), total, 0)?;
         // Protocol 0: no receive hook, so nothing is ever queued on this socket; the
         // kernel takes the EtherType from each frame's header (`packet_parse_headers`).
         bind(fd.as_fd(), ifindex, 0)?;
-        Ok(TxRing { map, fd, frame_size: geo.frame_size, frame_count })
+        Ok(TxRing {
+            map,
+            fd,
+            frame_size: geo.frame_size,
+            frame_count,
+        })
     }
 
     /// Number of slots (the requested count rounded up to whole blocks).
@@ -636,7 +692,10 @@ mod tests {
         assert_eq!(BLOCK_STATUS, 8);
         assert_eq!(BLOCK_NUM_PKTS, 12);
         assert_eq!(BLOCK_FIRST_PKT, 16);
-        assert_eq!((PKT_NEXT, PKT_SNAPLEN, PKT_LEN, PKT_STATUS, PKT_MAC), (0, 12, 16, 20, 24));
+        assert_eq!(
+            (PKT_NEXT, PKT_SNAPLEN, PKT_LEN, PKT_STATUS, PKT_MAC),
+            (0, 12, 16, 20, 24)
+        );
         assert_eq!(libc::TPACKET3_HDRLEN, 68);
     }
 
@@ -647,15 +706,33 @@ mod tests {
             assert_eq!(e.source.raw_os_error(), Some(libc::EINVAL), "{name:?}");
         }
         let r = ifreq("veth0").unwrap();
-        assert_eq!(r.ifr_name[..6].iter().map(|&c| c as u8).collect::<Vec<_>>(), b"veth0\0");
+        assert_eq!(
+            r.ifr_name[..6].iter().map(|&c| c as u8).collect::<Vec<_>>(),
+            b"veth0\0"
+        );
     }
 
     #[test]
     fn geometry_is_checked_before_any_syscall() {
-        let e = RxRing::open(1, RxGeometry { block_size: 1000, block_count: 4, block_timeout_ms: 1 })
-            .unwrap_err();
+        let e = RxRing::open(
+            1,
+            RxGeometry {
+                block_size: 1000,
+                block_count: 4,
+                block_timeout_ms: 1,
+            },
+        )
+        .unwrap_err();
         assert_eq!(e.op, "ring geometry");
-        let e = TxRing::open(1, TxGeometry { frame_size: 3000, frame_count: 4 }, true).unwrap_err();
+        let e = TxRing::open(
+            1,
+            TxGeometry {
+                frame_size: 3000,
+                frame_count: 4,
+            },
+            true,
+        )
+        .unwrap_err();
         assert_eq!(e.op, "ring geometry");
     }
 

@@ -36,7 +36,10 @@ pub fn open_tap(name: &str, persist: bool) -> Result<(OwnedFd, String)> {
     // SAFETY: TUN_PATH is a NUL-terminated string that lives for the whole program.
     let fd = crate::syscall!(
         "open(/dev/net/tun)",
-        open(TUN_PATH.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        open(
+            TUN_PATH.as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC
+        )
     )
     .map_err(|e| match e.source.raw_os_error() {
         Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => {
@@ -54,7 +57,11 @@ pub fn open_tap(name: &str, persist: bool) -> Result<(OwnedFd, String)> {
     // back into it; `req` is a live, writable ifreq for the call.
     crate::syscall!(
         "ioctl(TUNSETIFF)",
-        ioctl(fd.as_raw_fd(), libc::TUNSETIFF as _, &mut req as *mut libc::ifreq)
+        ioctl(
+            fd.as_raw_fd(),
+            libc::TUNSETIFF as _,
+            &mut req as *mut libc::ifreq
+        )
     )
     .map_err(|e| match e.source.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => e.with_hint(

@@ -121,8 +121,10 @@ impl TapChannel {
     /// Each error carries a hint naming the fix.
     pub fn open(cfg: &TapConfig) -> Result<TapChannel> {
         if cfg.batch_count == 0 || cfg.tx_frame_count == 0 {
-            return Err(Error::new("config", io::Error::from_raw_os_error(libc::EINVAL))
-                .with_hint("batch_count and tx_frame_count must be non-zero"));
+            return Err(
+                Error::new("config", io::Error::from_raw_os_error(libc::EINVAL))
+                    .with_hint("batch_count and tx_frame_count must be non-zero"),
+            );
         }
         let _ns = cfg.netns.as_deref().map(netns::enter).transpose()?;
         let (fd, name) = sys::open_tap(&cfg.name, cfg.persist)?;
@@ -190,7 +192,11 @@ impl TapTx {
 }
 
 impl Tx for TapTx {
-    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> std::result::Result<(), TxError> {
+    fn send(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> std::result::Result<(), TxError> {
         if len > self.slot_len - 4 {
             self.dropped += 1;
             return Err(TxError::TooLarge);
