@@ -1,1 +1,412 @@
-//! (placeholder: being written)
+//! Congestion control: how much data may be in flight.
+//!
+//! Read first: RFC 5681 (slow start, congestion avoidance, loss window, restart after
+//! idle), RFC 3465 (appropriate byte counting), RFC 6582 (NewReno fast recovery),
+//! RFC 6675 (SACK-based recovery), RFC 6928 (initial window), RFC 9438 (CUBIC).
+//!
+//! Division of labour: the sender detects losses and runs fast recovery itself (RFC 6582
+//! or RFC 6675: which segment to send, `pipe`, partial ACKs). The controller owns only
+//! `cwnd` and `ssthresh` and is told about events:
+//!
+//! | event | call |
+//! | --- | --- |
+//! | an ACK acknowledges new data, not in recovery | [`CongestionControl::on_ack`] |
+//! | loss detected by duplicate ACKs / SACK, recovery starts | [`CongestionControl::on_congestion_event`] |
+//! | (non-SACK recovery only) each further duplicate ACK | [`CongestionControl::on_dup_ack`] |
+//! | (non-SACK recovery only) a partial ACK | [`CongestionControl::on_partial_ack`] |
+//! | recovery ends (the "full ACK" of RFC 6582 §3.2 step 3) | [`CongestionControl::on_recovery_exit`] |
+//! | the retransmission timer fired | [`CongestionControl::on_rto`] |
+//! | about to send with nothing in flight | [`CongestionControl::on_idle_restart`] |
+//!
+//! `cwnd` and `ssthresh` are in bytes. The algorithm is picked per connection and
+//! dispatched through the [`Controller`] enum (no boxing).
+
+mod cubic;
+mod newreno;
+
+pub use cubic::Cubic;
+pub use newreno::NewReno;
+
+use crate::time::{Duration, Instant};
+
+/// The congestion control events every algorithm handles. See the module docs for when
+/// the sender calls each.
+pub trait CongestionControl {
+    /// The congestion window, bytes.
+    fn cwnd(&self) -> usize;
+
+    /// The slow start threshold, bytes (`usize::MAX` until the first congestion event,
+    /// RFC 5681 §3.1 "arbitrarily high").
+    fn ssthresh(&self) -> usize;
+
+    /// `cwnd < ssthresh` (RFC 5681 §3.1).
+    fn in_slow_start(&self) -> bool {
+        self.cwnd() < self.ssthresh()
+    }
+
+    /// The sender's maximum segment size in use (SMSS).
+    fn mss(&self) -> usize;
+
+    /// New data was cumulatively acknowledged outside loss recovery: grow `cwnd`.
+    /// `newly_acked` is the number of bytes this ACK acknowledged; `flight_size` the bytes
+    /// outstanding when it arrived (including `newly_acked`); `rtt` the current smoothed
+    /// RTT (or latest sample), if any. The window does not grow while less than half of
+    /// it was in flight (application- or receiver-limited, RFC 7661 §4.3), nor while in
+    /// recovery (between `on_congestion_event` and `on_recovery_exit`).
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        newly_acked: usize,
+        flight_size: usize,
+        rtt: Option<Duration>,
+    );
+
+    /// Loss was detected by duplicate ACKs or SACK and fast retransmit / recovery begins
+    /// (RFC 5681 §3.2 step 2, RFC 6675 §5 step 4): sets `ssthresh` and `cwnd`.
+    /// `flight_size` is the data outstanding when the loss was detected. A second call
+    /// during the same recovery is ignored (one reduction per window, RFC 6582 §3.2).
+    fn on_congestion_event(&mut self, now: Instant, flight_size: usize);
+
+    /// Non-SACK fast recovery: one more duplicate ACK arrived after the ones that started
+    /// recovery; inflates `cwnd` by one SMSS (RFC 5681 §3.2 step 4, RFC 6582 §3.2 step 3).
+    /// SACK-based recovery (RFC 6675) does not call it: `pipe` replaces inflation.
+    fn on_dup_ack(&mut self);
+
+    /// Non-SACK fast recovery: a partial ACK acknowledged `newly_acked` bytes; deflates
+    /// `cwnd` by that amount and adds back one SMSS if at least one SMSS was acknowledged
+    /// (RFC 6582 §3.2 step 4).
+    fn on_partial_ack(&mut self, newly_acked: usize);
+
+    /// Recovery ended with a "full ACK". Sets `cwnd = ssthresh`: RFC 6582 §3.2 step 3
+    /// option 2. That option can release a burst when little data is in flight; the
+    /// sender limits bursts (RFC 6582 §3.2 says so for this option).
+    fn on_recovery_exit(&mut self, now: Instant);
+
+    /// The retransmission timer fired: `ssthresh` per RFC 5681 §3.1 eq. 4 (CUBIC: RFC 9438
+    /// §4.8) and `cwnd` = one SMSS, the loss window. Repeated timeouts without an ACK in
+    /// between keep `ssthresh` (RFC 5681 §3.1, note after eq. 4).
+    fn on_rto(&mut self, now: Instant, flight_size: usize);
+
+    /// The sender is about to send with nothing in flight. If nothing has happened for
+    /// longer than `rto` (the last ACK or event the controller saw), restarts from the
+    /// restart window `min(IW, cwnd)` (RFC 5681 §4.1) and returns true.
+    fn on_idle_restart(&mut self, now: Instant, rto: Duration) -> bool;
+
+    /// The SMSS changed (e.g. path MTU discovery). `cwnd` keeps its byte count but is
+    /// never below one SMSS. Values are clamped to `1..=65535`.
+    fn set_mss(&mut self, mss: usize);
+}
+
+/// Which congestion control algorithm a connection uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Algorithm {
+    /// RFC 5681 + RFC 6582 (+ RFC 6675 with SACK).
+    NewReno,
+    /// RFC 9438; the default, as in Linux.
+    #[default]
+    Cubic,
+}
+
+/// An unknown algorithm name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnknownAlgorithm;
+
+impl core::fmt::Display for UnknownAlgorithm {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("unknown congestion control algorithm (expected newreno, reno or cubic)")
+    }
+}
+
+impl core::error::Error for UnknownAlgorithm {}
+
+impl core::str::FromStr for Algorithm {
+    type Err = UnknownAlgorithm;
+
+    /// Parses `newreno`, `reno` or `cubic`, ignoring ASCII case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.eq_ignore_ascii_case("newreno") || s.eq_ignore_ascii_case("reno") {
+            Ok(Algorithm::NewReno)
+        } else if s.eq_ignore_ascii_case("cubic") {
+            Ok(Algorithm::Cubic)
+        } else {
+            Err(UnknownAlgorithm)
+        }
+    }
+}
+
+impl core::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Algorithm::NewReno => "newreno",
+            Algorithm::Cubic => "cubic",
+        })
+    }
+}
+
+/// A connection's congestion controller, dispatching to the chosen algorithm.
+#[derive(Debug, Clone)]
+pub enum Controller {
+    /// RFC 5681 / 6582.
+    NewReno(NewReno),
+    /// RFC 9438.
+    Cubic(Cubic),
+}
+
+impl Controller {
+    /// A controller for `alg` with SMSS `mss` (clamped to `1..=65535`) and an initial window of
+    /// `initial_window_segments` segments (RFC 6928 says 10). Zero segments selects the
+    /// RFC 5681 §3.1 eq. 1 initial window (2 to 4 segments by SMSS).
+    pub fn new(alg: Algorithm, mss: usize, initial_window_segments: usize) -> Self {
+        match alg {
+            Algorithm::NewReno => Controller::NewReno(NewReno::new(mss, initial_window_segments)),
+            Algorithm::Cubic => Controller::Cubic(Cubic::new(mss, initial_window_segments)),
+        }
+    }
+
+    /// The algorithm in use.
+    pub fn algorithm(&self) -> Algorithm {
+        match self {
+            Controller::NewReno(_) => Algorithm::NewReno,
+            Controller::Cubic(_) => Algorithm::Cubic,
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $c:ident => $e:expr) => {
+        match $self {
+            Controller::NewReno($c) => $e,
+            Controller::Cubic($c) => $e,
+        }
+    };
+}
+
+impl CongestionControl for Controller {
+    fn cwnd(&self) -> usize {
+        dispatch!(self, c => c.cwnd())
+    }
+    fn ssthresh(&self) -> usize {
+        dispatch!(self, c => c.ssthresh())
+    }
+    fn in_slow_start(&self) -> bool {
+        dispatch!(self, c => c.in_slow_start())
+    }
+    fn mss(&self) -> usize {
+        dispatch!(self, c => c.mss())
+    }
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        newly_acked: usize,
+        flight_size: usize,
+        rtt: Option<Duration>,
+    ) {
+        dispatch!(self, c => c.on_ack(now, newly_acked, flight_size, rtt))
+    }
+    fn on_congestion_event(&mut self, now: Instant, flight_size: usize) {
+        dispatch!(self, c => c.on_congestion_event(now, flight_size))
+    }
+    fn on_dup_ack(&mut self) {
+        dispatch!(self, c => c.on_dup_ack())
+    }
+    fn on_partial_ack(&mut self, newly_acked: usize) {
+        dispatch!(self, c => c.on_partial_ack(newly_acked))
+    }
+    fn on_recovery_exit(&mut self, now: Instant) {
+        dispatch!(self, c => c.on_recovery_exit(now))
+    }
+    fn on_rto(&mut self, now: Instant, flight_size: usize) {
+        dispatch!(self, c => c.on_rto(now, flight_size))
+    }
+    fn on_idle_restart(&mut self, now: Instant, rto: Duration) -> bool {
+        dispatch!(self, c => c.on_idle_restart(now, rto))
+    }
+    fn set_mss(&mut self, mss: usize) {
+        dispatch!(self, c => c.set_mss(mss))
+    }
+}
+
+/// The state every algorithm shares: windows, recovery and idle bookkeeping, and the
+/// RFC 5681 pieces that CUBIC keeps (slow start, loss window, restart window).
+#[derive(Debug, Clone)]
+struct Common {
+    mss: usize,
+    cwnd: usize,
+    ssthresh: usize,
+    initial_window: usize,
+    in_recovery: bool,
+    /// A timeout happened and no ACK of new data since (RFC 5681 §3.1 eq. 4 note).
+    after_rto: bool,
+    /// The last time the controller heard of the connection (for RFC 5681 §4.1).
+    last_event: Option<Instant>,
+}
+
+/// SMSS within what the MSS option can say (16 bits, RFC 9293 §3.7.1), and at least one
+/// byte, so window arithmetic in multiples of SMSS cannot overflow.
+fn clamp_mss(mss: usize) -> usize {
+    mss.clamp(1, usize::from(u16::MAX))
+}
+
+/// RFC 3465 §2.2 limit L on the slow-start increase per ACK, in segments.
+const ABC_LIMIT_SEGMENTS: usize = 2;
+
+impl Common {
+    fn new(mss: usize, iw_segments: usize) -> Self {
+        let mss = clamp_mss(mss);
+        let iw = if iw_segments == 0 {
+            // RFC 5681 §3.1 eq. 1.
+            if mss > 2190 {
+                2 * mss
+            } else if mss > 1095 {
+                3 * mss
+            } else {
+                4 * mss
+            }
+        } else {
+            iw_segments.saturating_mul(mss)
+        };
+        Common {
+            mss,
+            cwnd: iw,
+            ssthresh: usize::MAX,
+            initial_window: iw,
+            in_recovery: false,
+            after_rto: false,
+            last_event: None,
+        }
+    }
+
+    fn touch(&mut self, now: Instant) {
+        self.last_event = Some(self.last_event.map_or(now, |t| t.max(now)));
+    }
+
+    /// RFC 5681 §3.1 slow start with RFC 3465 ABC (L = 2*SMSS). Stops at `ssthresh` and
+    /// returns the acknowledged bytes left over for congestion avoidance.
+    fn slow_start(&mut self, newly_acked: usize) -> usize {
+        let limit = ABC_LIMIT_SEGMENTS.saturating_mul(self.mss);
+        let inc = newly_acked.min(limit);
+        let room = self.ssthresh.saturating_sub(self.cwnd);
+        let grow = inc.min(room);
+        self.cwnd = self.cwnd.saturating_add(grow);
+        newly_acked - grow.min(newly_acked)
+    }
+
+    /// RFC 7661 §4.3: the window grows only while the sender uses it, i.e. at least half
+    /// of it was in flight (`flight_size` stands in for pipeACK). Without this an
+    /// application-limited sender would inflate cwnd without bound and burst later.
+    fn cwnd_limited(&self, flight_size: usize) -> bool {
+        flight_size >= self.cwnd / 2
+    }
+
+    /// RFC 5681 §3.1 eq. 4: max(FlightSize / 2, 2*SMSS).
+    fn half_flight(&self, flight_size: usize) -> usize {
+        (flight_size / 2).max(2 * self.mss)
+    }
+
+    fn on_dup_ack(&mut self) {
+        if self.in_recovery {
+            self.cwnd = self.cwnd.saturating_add(self.mss);
+        }
+    }
+
+    fn on_partial_ack(&mut self, newly_acked: usize) {
+        if !self.in_recovery {
+            return;
+        }
+        self.cwnd = self.cwnd.saturating_sub(newly_acked);
+        if newly_acked >= self.mss {
+            self.cwnd = self.cwnd.saturating_add(self.mss);
+        }
+        self.cwnd = self.cwnd.max(self.mss);
+    }
+
+    /// RFC 5681 §4.1; returns whether the restart window was applied.
+    fn idle_restart(&mut self, now: Instant, rto: Duration) -> bool {
+        let idle = match self.last_event {
+            Some(t) => now.saturating_duration_since(t) > rto,
+            None => false,
+        };
+        self.touch(now);
+        if idle {
+            self.cwnd = self.cwnd.min(self.initial_window);
+        }
+        idle
+    }
+
+    fn set_mss(&mut self, mss: usize) {
+        self.mss = clamp_mss(mss);
+        self.cwnd = self.cwnd.max(self.mss);
+        self.ssthresh = self.ssthresh.max(2 * self.mss);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn algorithm_names() {
+        assert_eq!("newreno".parse(), Ok(Algorithm::NewReno));
+        assert_eq!("Reno".parse(), Ok(Algorithm::NewReno));
+        assert_eq!("CUBIC".parse(), Ok(Algorithm::Cubic));
+        assert_eq!("bbr".parse::<Algorithm>(), Err(UnknownAlgorithm));
+        for a in [Algorithm::NewReno, Algorithm::Cubic] {
+            assert_eq!(a.to_string().parse(), Ok(a));
+            assert_eq!(Controller::new(a, 1000, 10).algorithm(), a);
+        }
+    }
+
+    #[test]
+    fn initial_window_rfc5681_eq1() {
+        assert_eq!(
+            Controller::new(Algorithm::NewReno, 1460, 0).cwnd(),
+            3 * 1460
+        );
+        assert_eq!(Controller::new(Algorithm::NewReno, 536, 0).cwnd(), 4 * 536);
+        assert_eq!(Controller::new(Algorithm::Cubic, 8960, 0).cwnd(), 2 * 8960);
+        assert_eq!(Controller::new(Algorithm::Cubic, 1460, 10).cwnd(), 14_600);
+        let c = Controller::new(Algorithm::Cubic, 1460, 10);
+        assert_eq!(c.ssthresh(), usize::MAX);
+        assert!(c.in_slow_start());
+    }
+
+    #[test]
+    fn idle_restart_rfc5681_4_1() {
+        for alg in [Algorithm::NewReno, Algorithm::Cubic] {
+            let mut c = Controller::new(alg, 1000, 4);
+            let t0 = Instant::from_secs(1);
+            for i in 0..20 {
+                c.on_ack(t0 + Duration::from_millis(i), 1000, 10_000, None);
+            }
+            assert!(c.cwnd() > 4000);
+            let rto = Duration::from_millis(300);
+            assert!(!c.on_idle_restart(t0 + Duration::from_millis(200), rto));
+            assert!(c.cwnd() > 4000);
+            assert!(c.on_idle_restart(t0 + Duration::from_secs(2), rto));
+            assert_eq!(c.cwnd(), 4000);
+        }
+    }
+
+    #[test]
+    fn extreme_inputs_do_not_panic() {
+        for alg in [Algorithm::NewReno, Algorithm::Cubic] {
+            for mss in [0, 1, 1460, usize::MAX] {
+                let mut c = Controller::new(alg, mss, usize::MAX);
+                let t = Instant::from_micros(u64::MAX);
+                c.on_ack(t, usize::MAX, usize::MAX, Some(Duration::MAX));
+                c.on_ack(Instant::ZERO, usize::MAX, 0, Some(Duration::ZERO));
+                c.on_congestion_event(t, usize::MAX);
+                c.on_dup_ack();
+                c.on_partial_ack(usize::MAX);
+                c.on_recovery_exit(Instant::ZERO);
+                c.on_ack(t, usize::MAX, usize::MAX, Some(Duration::MAX));
+                c.on_rto(Instant::ZERO, 0);
+                c.on_ack(t, usize::MAX, usize::MAX, None);
+                c.on_idle_restart(Instant::ZERO, Duration::MAX);
+                c.set_mss(0);
+                c.on_ack(t, 1, 1, Some(Duration::from_millis(1)));
+                assert!(c.cwnd() >= c.mss());
+            }
+        }
+    }
+}
