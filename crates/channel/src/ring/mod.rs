@@ -26,6 +26,8 @@ use std::sync::Arc;
 
 use crate::sys::mmap::{Mmap, Pod};
 
+pub mod umem;
+
 /// Memory holding a ring: atomic access to the index words, volatile access to
 /// descriptors.
 pub trait Region {
@@ -351,6 +353,29 @@ impl<R: Region, D: Pod> Consumer<R, D> {
         let d = self.shared.region.read(self.shared.slot(self.local));
         self.local = self.local.wrapping_add(1);
         Some(d)
+    }
+
+    /// Reads the descriptor `i` places after the next one without consuming it, or
+    /// `None` when fewer than `i + 1` are ready (multi-buffer frames are inspected whole
+    /// before any part of them is taken).
+    pub fn peek(&mut self, i: u32) -> Option<D> {
+        if self.available(i.saturating_add(1)) <= i {
+            return None;
+        }
+        Some(
+            self.shared
+                .region
+                .read(self.shared.slot(self.local.wrapping_add(i))),
+        )
+    }
+
+    /// Consumes `n` descriptors already inspected with [`Consumer::peek`].
+    ///
+    /// # Panics
+    /// If fewer than `n` are ready (a caller bug).
+    pub fn advance(&mut self, n: u32) {
+        assert!(self.available(n) >= n, "advance({n}) past the producer");
+        self.local = self.local.wrapping_add(n);
     }
 
     /// Descriptors popped but not yet released.

@@ -190,3 +190,27 @@ fn concurrent_peer_sees_every_descriptor_in_order() {
     }
     t.join().unwrap();
 }
+
+#[test]
+fn peek_then_advance() {
+    let (mut p, mut c) = pair(8, u32::MAX);
+    for i in 0..3 {
+        p.push(i);
+    }
+    p.submit();
+    assert_eq!(c.peek(0), Some(0));
+    assert_eq!(c.peek(2), Some(2));
+    assert_eq!(c.peek(3), None);
+    c.advance(2);
+    assert_eq!(c.pop(), Some(2));
+    assert_eq!(c.pop(), None);
+    c.release();
+    assert_eq!(p.free(8), 8);
+}
+
+#[test]
+#[should_panic(expected = "past the producer")]
+fn advance_past_producer_panics() {
+    let (_p, mut c) = pair(8, 0);
+    c.advance(1);
+}

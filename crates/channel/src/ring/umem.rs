@@ -1,0 +1,226 @@
+//! The UMEM: one memory region cut into equal frames that the program and the kernel
+//! hand back and forth through the rings.
+//!
+//! Ownership is explicit. Every frame has exactly one [`Frame`] token (not `Clone`)
+//! while the program owns it; [`Umem::lend`] gives the token up and returns the address
+//! to put on a ring, and [`Umem::reclaim`] turns an address the kernel handed back into
+//! a token again, but only if that frame is really on loan (a bitmap records which
+//! frames the kernel holds). So safe code can only touch a frame's bytes through its
+//! token, never while the kernel may be writing or reading it, and a bogus or repeated
+//! address from the kernel is refused rather than creating a second token. The bitmap
+//! costs one relaxed atomic operation per frame movement and allocates nothing after
+//! construction.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::sys::mmap::Mmap;
+use crate::{Error, Result};
+
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+
+/// Exclusive ownership of one UMEM frame.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    umem: u32,
+    index: u32,
+}
+
+impl Frame {
+    /// The frame's number in its UMEM.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+}
+
+/// A registered-with-the-kernel memory region of `count` frames of `size` bytes.
+#[derive(Debug)]
+pub struct Umem {
+    map: Mmap,
+    id: u32,
+    frame_size: u32,
+    frame_count: u32,
+    /// Bit `i` set: frame `i` is on loan to the kernel.
+    lent: Box<[AtomicU64]>,
+}
+
+impl Umem {
+    /// Maps `frame_count * frame_size` bytes (pre-faulted) and returns the UMEM with a
+    /// token for every frame.
+    ///
+    /// # Errors
+    /// `EINVAL` unless `frame_size` is a power of two ≥ 2048 and `frame_count ≥ 1`;
+    /// `mmap(anonymous)` when the memory is not available.
+    pub fn new(frame_count: u32, frame_size: u32) -> Result<(Self, Vec<Frame>)> {
+        if !frame_size.is_power_of_two() || frame_size < 2048 || frame_count == 0 {
+            return Err(Error::new("UMEM layout", std::io::Error::from_raw_os_error(libc::EINVAL))
+                .with_hint("frame size must be a power of two from 2048 to the page size, and at least one frame"));
+        }
+        let len = (frame_count as usize)
+            .checked_mul(frame_size as usize)
+            .ok_or_else(|| {
+                Error::new(
+                    "UMEM layout",
+                    std::io::Error::from_raw_os_error(libc::EINVAL),
+                )
+            })?;
+        let map = Mmap::anonymous(len, true)?;
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let lent = (0..frame_count.div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        let frames = (0..frame_count)
+            .map(|index| Frame { umem: id, index })
+            .collect();
+        Ok((
+            Umem {
+                map,
+                id,
+                frame_size,
+                frame_count,
+                lent,
+            },
+            frames,
+        ))
+    }
+
+    /// Start of the region, for `XDP_UMEM_REG`.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.map.as_ptr()
+    }
+
+    /// Length of the region in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Always false: a UMEM has at least one frame.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Bytes per frame.
+    pub fn frame_size(&self) -> u32 {
+        self.frame_size
+    }
+
+    /// Number of frames.
+    pub fn frame_count(&self) -> u32 {
+        self.frame_count
+    }
+
+    fn check(&self, f: &Frame) {
+        assert_eq!(f.umem, self.id, "frame token from another UMEM");
+    }
+
+    /// Lends `frame` to the kernel: returns its address (start of the frame) to put on
+    /// the fill or tx ring. The caller must put it on a ring (check for room first),
+    /// or the frame is lost until the channel is dropped.
+    ///
+    /// # Panics
+    /// If `frame` belongs to another UMEM.
+    pub fn lend(&self, frame: Frame) -> u64 {
+        self.check(&frame);
+        let (w, b) = (frame.index as usize / 64, frame.index % 64);
+        self.lent[w].fetch_or(1 << b, Ordering::Relaxed);
+        u64::from(frame.index) * u64::from(self.frame_size)
+    }
+
+    /// Takes back the frame containing `addr`, which the kernel returned on the rx or
+    /// completion ring. Returns the token and `addr`'s offset inside the frame, or
+    /// `None` when `addr` is outside the UMEM or its frame is not on loan (a kernel
+    /// bug; the caller drops and counts).
+    pub fn reclaim(&self, addr: u64) -> Option<(Frame, u32)> {
+        let index = u32::try_from(addr / u64::from(self.frame_size)).ok()?;
+        if index >= self.frame_count {
+            return None;
+        }
+        let offset = (addr % u64::from(self.frame_size)) as u32;
+        let (w, b) = (index as usize / 64, index % 64);
+        let was = self.lent[w].fetch_and(!(1 << b), Ordering::Relaxed);
+        if was & (1 << b) == 0 {
+            return None;
+        }
+        Some((
+            Frame {
+                umem: self.id,
+                index,
+            },
+            offset,
+        ))
+    }
+
+    /// The frame's bytes, readable while the token is borrowed.
+    ///
+    /// # Panics
+    /// If `frame` belongs to another UMEM.
+    pub fn bytes(&self, frame: &Frame) -> &[u8] {
+        self.check(frame);
+        let off = frame.index as usize * self.frame_size as usize;
+        // SAFETY: the token is unique (never cloned, created once per frame, recreated
+        // by `reclaim` only after the frame's lent bit was cleared, i.e. from a frame the
+        // kernel had and has given back), so while it is borrowed no `&mut` to this frame
+        // exists and the kernel does not own it. The range is inside the map because
+        // `index < frame_count`.
+        unsafe { self.map.slice(off, self.frame_size as usize) }
+    }
+
+    /// The frame's bytes, writable while the token is mutably borrowed.
+    ///
+    /// # Panics
+    /// If `frame` belongs to another UMEM.
+    #[allow(clippy::mut_from_ref)]
+    pub fn bytes_mut(&self, frame: &mut Frame) -> &mut [u8] {
+        self.check(frame);
+        let off = frame.index as usize * self.frame_size as usize;
+        // SAFETY: as in `bytes`, and the token is mutably borrowed, so this is the only
+        // reference to the frame; frames do not overlap.
+        unsafe { self.map.slice_mut(off, self.frame_size as usize) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lend_and_reclaim() {
+        let (u, mut frames) = Umem::new(4, 2048).unwrap();
+        assert_eq!(frames.len(), 4);
+        let mut f = frames.pop().unwrap();
+        assert_eq!(f.index(), 3);
+        u.bytes_mut(&mut f)[..3].copy_from_slice(b"abc");
+        let addr = u.lend(f);
+        assert_eq!(addr, 3 * 2048);
+        // The kernel hands it back with the data 256 bytes in.
+        let (f, off) = u.reclaim(addr + 256).unwrap();
+        assert_eq!((f.index(), off), (3, 256));
+        assert_eq!(&u.bytes(&f)[..3], b"abc");
+    }
+
+    #[test]
+    fn refuses_addresses_not_on_loan() {
+        let (u, mut frames) = Umem::new(130, 2048).unwrap();
+        assert!(u.reclaim(0).is_none(), "never lent");
+        assert!(u.reclaim(130 * 2048).is_none(), "past the end");
+        assert!(u.reclaim(u64::MAX).is_none());
+        let f = frames.pop().unwrap();
+        let addr = u.lend(f);
+        assert!(u.reclaim(addr).is_some());
+        assert!(u.reclaim(addr).is_none(), "returned twice");
+    }
+
+    #[test]
+    fn bad_layouts_are_refused() {
+        assert!(Umem::new(4, 3000).is_err());
+        assert!(Umem::new(4, 1024).is_err());
+        assert!(Umem::new(0, 4096).is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "another UMEM")]
+    fn foreign_tokens_panic() {
+        let (a, _) = Umem::new(1, 2048).unwrap();
+        let (_b, mut fb) = Umem::new(1, 2048).unwrap();
+        let _ = a.bytes(&fb.pop().unwrap());
+    }
+}

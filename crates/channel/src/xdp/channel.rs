@@ -1,0 +1,599 @@
+//! [`XdpChannel`]: an AF_XDP socket on one queue of one interface, fed by the steering
+//! program.
+//!
+//! UMEM partition: the first half of the frames belongs to receive (they circulate
+//! fill ring → kernel → rx ring → callback → fill ring), the second half to transmit
+//! (free list → tx ring → kernel → completion ring → free list). The fill and completion
+//! rings are sized to hold every frame of their half, so returning a frame never fails.
+//!
+//! Per batch, not per frame: one release store per ring, one fill-ring submit, and a
+//! system call only when the kernel asked for a wake-up (need_wakeup). In copy mode the
+//! kernel sends at most 32 descriptors per `sendto` (`TX_BATCH_SIZE` in net/xdp/xsk.c),
+//! so `flush` keeps kicking until the tx ring is drained (LINUX-NOTES: otherwise latency
+//! balloons to seconds).
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+
+use super::options::{XdpOptions, ZeroCopy};
+use super::program::Steer;
+use super::steer::{self, Attached, SteeringMaps};
+use crate::ring::umem::{Frame, Umem};
+use crate::ring::{Consumer, Layout, Producer};
+use crate::sys::bpf::{Program, XdpLink};
+use crate::sys::mmap::Mmap;
+use crate::sys::xsk::{self, RingOffset, XdpDesc, XdpStatistics, XskSocket};
+use crate::{Capabilities, Channel, Error, Result, Stats, Tx, TxError};
+
+/// Descriptors one copy-mode `sendto` processes (net/xdp/xsk.c `TX_BATCH_SIZE`).
+const KERNEL_TX_BATCH: u32 = 32;
+/// Largest multi-buffer frame we reassemble or split (a 9000-byte MTU plus Ethernet and
+/// VLAN headers, rounded up).
+const MAX_JUMBO_LEN: usize = 9216;
+/// `XDP_PACKET_HEADROOM`: in copy mode the kernel writes received data this far into
+/// the frame.
+const XDP_PACKET_HEADROOM: u32 = 256;
+
+fn invalid(op: &'static str, hint: &'static str) -> Error {
+    Error::new(op, std::io::Error::from_raw_os_error(libc::EINVAL)).with_hint(hint)
+}
+
+fn layout(off: &RingOffset, size: u32) -> Layout {
+    Layout {
+        producer: off.producer as usize,
+        consumer: off.consumer as usize,
+        flags: off.flags as usize,
+        desc: off.desc as usize,
+        size,
+    }
+}
+
+fn map_ring<D>(
+    sock: &XskSocket,
+    off: &RingOffset,
+    size: u32,
+    pgoff: i64,
+) -> Result<(Mmap, Layout)> {
+    use std::os::fd::AsFd;
+    let l = layout(off, size);
+    let m = Mmap::shared(sock.as_fd(), l.region_len::<D>(), pgoff)?;
+    Ok((m, l))
+}
+
+/// The transmit half: free frames, the tx ring and the completion ring.
+#[derive(Debug)]
+pub struct XdpTx {
+    sock: Arc<XskSocket>,
+    umem: Arc<Umem>,
+    ring: Producer<Mmap, XdpDesc>,
+    completion: Consumer<Mmap, u64>,
+    free: Vec<Frame>,
+    scratch: Vec<u8>,
+    max_frame_len: usize,
+    /// Kick only when the kernel set `XDP_RING_NEED_WAKEUP` (bound with need_wakeup).
+    need_wakeup: bool,
+    frames: u64,
+    bytes: u64,
+    dropped: u64,
+    kicks: u64,
+    bad_completions: u64,
+}
+
+impl XdpTx {
+    /// Moves completed frames back to the free list.
+    fn reclaim(&mut self) {
+        let n = self.completion.available(self.free.capacity() as u32);
+        for _ in 0..n {
+            let Some(addr) = self.completion.pop() else {
+                break;
+            };
+            match self.umem.reclaim(addr) {
+                Some((f, _)) => self.free.push(f),
+                None => self.bad_completions += 1,
+            }
+        }
+        if n > 0 {
+            self.completion.release();
+        }
+    }
+
+    fn kick(&mut self) -> Result<()> {
+        self.kicks += 1;
+        self.sock.kick_tx()
+    }
+}
+
+impl Tx for XdpTx {
+    fn send(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> std::result::Result<(), TxError> {
+        if len > self.max_frame_len {
+            self.dropped += 1;
+            return Err(TxError::TooLarge);
+        }
+        let fs = self.umem.frame_size() as usize;
+        let parts = len.div_ceil(fs).max(1);
+        if self.free.len() < parts {
+            self.reclaim();
+        }
+        if self.free.len() < parts || (self.ring.free(parts as u32) as usize) < parts {
+            self.dropped += 1;
+            return Err(TxError::Full);
+        }
+        if parts == 1 {
+            let Some(mut frame) = self.free.pop() else {
+                return Err(TxError::Full);
+            };
+            fill(&mut self.umem.bytes_mut(&mut frame)[..len]);
+            let addr = self.umem.lend(frame);
+            self.ring.push(XdpDesc {
+                addr,
+                len: len as u32,
+                options: 0,
+            });
+        } else {
+            // A jumbo frame: written contiguously, then split over frames with
+            // XDP_PKT_CONTD on all but the last descriptor (multi-buffer tx).
+            let buf = &mut self.scratch[..len];
+            fill(buf);
+            for (i, chunk) in buf.chunks(fs).enumerate() {
+                let Some(mut frame) = self.free.pop() else {
+                    return Err(TxError::Full);
+                };
+                self.umem.bytes_mut(&mut frame)[..chunk.len()].copy_from_slice(chunk);
+                let addr = self.umem.lend(frame);
+                let options = if i + 1 < parts { xsk::XDP_PKT_CONTD } else { 0 };
+                self.ring.push(XdpDesc {
+                    addr,
+                    len: chunk.len() as u32,
+                    options,
+                });
+            }
+        }
+        self.frames += 1;
+        self.bytes += len as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.ring.pending() > 0 {
+            self.ring.submit();
+        }
+        if self.need_wakeup && !self.ring.needs_wakeup() {
+            self.reclaim();
+            return Ok(());
+        }
+        // Copy mode sends at most KERNEL_TX_BATCH descriptors per kick: kick until the
+        // ring is drained, bounded by what is in flight (plus one for a kick that
+        // makes no progress because the device queue is busy).
+        let mut left = self.ring.in_flight();
+        let mut budget = left.div_ceil(KERNEL_TX_BATCH) + 1;
+        while budget > 0 {
+            budget -= 1;
+            self.kick()?;
+            let now = self.ring.in_flight();
+            if now == 0 || now >= left {
+                break;
+            }
+            left = now;
+        }
+        self.reclaim();
+        Ok(())
+    }
+}
+
+/// An AF_XDP channel with its steering program attached.
+///
+/// Dropping it detaches the program (the BPF link closes), unbinds the socket and frees
+/// the UMEM; a crash does the same, since the kernel closes the descriptors.
+#[derive(Debug)]
+pub struct XdpChannel {
+    // Field order is drop order: the program leaves the interface first.
+    _link: XdpLink,
+    _prog: Program,
+    maps: SteeringMaps,
+    rx: Consumer<Mmap, XdpDesc>,
+    fill: Producer<Mmap, u64>,
+    tx: XdpTx,
+    sock: Arc<XskSocket>,
+    umem: Arc<Umem>,
+    scratch: Vec<u8>,
+    /// Frames whose descriptors were invalid or whose parts overflowed `scratch`.
+    bad_rx: u64,
+    rx_frames: u64,
+    rx_bytes: u64,
+    empty_polls: u64,
+    kicks: u64,
+    caps: Capabilities,
+    need_wakeup: bool,
+    zero_copy: bool,
+    attached: Attached,
+    multi_buffer: bool,
+    ifindex: u32,
+}
+
+impl XdpChannel {
+    /// Opens the channel: UMEM, rings, bind (zero-copy first unless told otherwise),
+    /// steering maps, program (native first unless told otherwise), attach.
+    ///
+    /// # Errors
+    /// The first step that failed, with a hint: missing privileges (`EPERM`), no such
+    /// interface or namespace (`ENODEV`/`ENOENT`), another XDP program attached
+    /// (`EBUSY`), MTU too large without multi-buffer (`ERANGE`), zero-copy refused
+    /// when forced (`EOPNOTSUPP`), invalid sizes (`EINVAL`).
+    pub fn open(opts: &XdpOptions) -> Result<Self> {
+        let _ns = match &opts.netns {
+            Some(name) => Some(crate::sys::netns::enter(name)?),
+            None => None,
+        };
+        Self::open_here(opts)
+    }
+
+    fn open_here(opts: &XdpOptions) -> Result<Self> {
+        if opts.frame_count < 2 || opts.frame_count & 1 != 0 {
+            return Err(invalid(
+                "XDP options",
+                "frame_count must be even and at least 2",
+            ));
+        }
+        for s in [opts.rx_ring_size, opts.tx_ring_size] {
+            if !s.is_power_of_two() {
+                return Err(invalid("XDP options", "ring sizes must be powers of two"));
+            }
+        }
+        if opts.batch_count == 0 {
+            return Err(invalid("XDP options", "batch_count must be at least 1"));
+        }
+        let ifindex = xsk::if_index(&opts.ifname)?;
+        let mtu = xsk::if_mtu(&opts.ifname)? as usize;
+
+        let (umem, mut frames) = Umem::new(opts.frame_count, opts.frame_size)?;
+        let rx_count = opts.frame_count / 2;
+        let tx_frames = frames.split_off(rx_count as usize);
+        let rx_frames = frames;
+        let fill_size = rx_count.next_power_of_two();
+        let comp_size = (opts.frame_count - rx_count).next_power_of_two();
+
+        let sock = XskSocket::new()?;
+        sock.register_umem(umem.as_ptr(), umem.len(), opts.frame_size, 0)?;
+        sock.set_ring_size(xsk::XDP_UMEM_FILL_RING, fill_size)?;
+        sock.set_ring_size(xsk::XDP_UMEM_COMPLETION_RING, comp_size)?;
+        sock.set_ring_size(xsk::XDP_RX_RING, opts.rx_ring_size)?;
+        sock.set_ring_size(xsk::XDP_TX_RING, opts.tx_ring_size)?;
+        let off = sock.mmap_offsets()?;
+        let (fm, fl) = map_ring::<u64>(&sock, &off.fr, fill_size, xsk::XDP_UMEM_PGOFF_FILL_RING)?;
+        let (cm, cl) = map_ring::<u64>(
+            &sock,
+            &off.cr,
+            comp_size,
+            xsk::XDP_UMEM_PGOFF_COMPLETION_RING,
+        )?;
+        let (rm, rl) =
+            map_ring::<XdpDesc>(&sock, &off.rx, opts.rx_ring_size, xsk::XDP_PGOFF_RX_RING)?;
+        let (tm, tl) =
+            map_ring::<XdpDesc>(&sock, &off.tx, opts.tx_ring_size, xsk::XDP_PGOFF_TX_RING)?;
+        let mut fill: Producer<Mmap, u64> = Producer::new(fm, fl);
+        let completion: Consumer<Mmap, u64> = Consumer::new(cm, cl);
+        let rx: Consumer<Mmap, XdpDesc> = Consumer::new(rm, rl);
+        let tx_ring: Producer<Mmap, XdpDesc> = Producer::new(tm, tl);
+
+        // Stock the fill ring before binding so the first frames have somewhere to go.
+        for f in rx_frames {
+            let addr = umem.lend(f);
+            let pushed = fill.push(addr);
+            debug_assert!(pushed, "fill ring sized for every rx frame");
+        }
+        fill.submit();
+
+        let (zero_copy, multi_buffer) = bind(&sock, ifindex, opts, mtu)?;
+
+        let queue_count = opts
+            .queue_id
+            .checked_add(1)
+            .ok_or_else(|| invalid("XDP options", "queue_id too large"))?;
+        let maps = SteeringMaps::create(queue_count)?;
+        for a in &opts.addresses {
+            maps.add_address(*a)?;
+        }
+        for r in &opts.rules {
+            maps.add_rule(*r)?;
+        }
+        maps.set_socket(opts.queue_id, sock.as_raw_fd())?;
+        let prog = steer::load(&maps, !opts.rules.is_empty(), multi_buffer, Steer::Redirect)?;
+        let (link, attached) = steer::attach(&prog, ifindex, opts.mode, multi_buffer)?;
+
+        let single = (opts.frame_size - XDP_PACKET_HEADROOM) as usize;
+        let max_frame_len = if multi_buffer {
+            MAX_JUMBO_LEN.max(single)
+        } else {
+            single
+        };
+        let mode = format!(
+            "{}, {}{}",
+            match attached {
+                Attached::Native => "native",
+                Attached::Generic => "generic",
+            },
+            if zero_copy { "zero-copy" } else { "copy" },
+            if multi_buffer { ", multi-buffer" } else { "" },
+        );
+        let caps = Capabilities {
+            name: "xdp",
+            mtu,
+            max_frame_len,
+            rx_checksum_verified: false,
+            tx_checksum_offload: false,
+            batch_count: opts.batch_count,
+            mode,
+        };
+        let sock = Arc::new(sock);
+        let umem = Arc::new(umem);
+        let tx = XdpTx {
+            sock: sock.clone(),
+            umem: umem.clone(),
+            ring: tx_ring,
+            completion,
+            free: tx_frames,
+            scratch: vec![0; if multi_buffer { max_frame_len } else { 0 }],
+            max_frame_len,
+            need_wakeup: opts.need_wakeup,
+            frames: 0,
+            bytes: 0,
+            dropped: 0,
+            kicks: 0,
+            bad_completions: 0,
+        };
+        Ok(XdpChannel {
+            _link: link,
+            _prog: prog,
+            maps,
+            rx,
+            fill,
+            tx,
+            sock,
+            umem,
+            scratch: vec![0; if multi_buffer { max_frame_len } else { 0 }],
+            bad_rx: 0,
+            rx_frames: 0,
+            rx_bytes: 0,
+            empty_polls: 0,
+            kicks: 0,
+            caps,
+            need_wakeup: opts.need_wakeup,
+            zero_copy,
+            attached,
+            multi_buffer,
+            ifindex,
+        })
+    }
+
+    /// The steering maps, to add or remove addresses and rules while running.
+    pub fn steering(&self) -> &SteeringMaps {
+        &self.maps
+    }
+
+    /// The kernel's drop counters for the socket.
+    ///
+    /// # Errors
+    /// `getsockopt(XDP_STATISTICS)`.
+    pub fn xdp_statistics(&self) -> Result<XdpStatistics> {
+        self.sock.statistics()
+    }
+
+    /// Whether the socket runs zero-copy.
+    pub fn is_zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// Whether the program is attached natively (else generic mode).
+    pub fn is_native(&self) -> bool {
+        self.attached == Attached::Native
+    }
+
+    /// Whether multi-buffer (jumbo) frames are on.
+    pub fn is_multi_buffer(&self) -> bool {
+        self.multi_buffer
+    }
+
+    /// The interface index the channel is attached to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Number of descriptors forming the frame that starts at the next rx slot, or
+    /// `None` when its last descriptor has not arrived yet.
+    fn frame_parts(&mut self) -> Option<u32> {
+        let mut n = 0;
+        loop {
+            let d = self.rx.peek(n)?;
+            n += 1;
+            if d.options & xsk::XDP_PKT_CONTD == 0 || n == self.rx.size() {
+                return Some(n);
+            }
+        }
+    }
+}
+
+/// Binds `sock`, trying zero-copy and multi-buffer as the options allow. Returns
+/// (zero-copy, multi-buffer).
+fn bind(sock: &XskSocket, ifindex: u32, opts: &XdpOptions, mtu: usize) -> Result<(bool, bool)> {
+    let base = if opts.need_wakeup {
+        xsk::XDP_USE_NEED_WAKEUP
+    } else {
+        0
+    };
+    let zc_modes: &[u16] = match opts.zero_copy {
+        ZeroCopy::Auto => &[xsk::XDP_ZEROCOPY, xsk::XDP_COPY],
+        ZeroCopy::On => &[xsk::XDP_ZEROCOPY],
+        ZeroCopy::Off => &[xsk::XDP_COPY],
+    };
+    // Multi-buffer is needed only above one frame; where the kernel refuses it we can
+    // still run single-buffer if the MTU fits.
+    let fits_single = mtu + 18 <= (opts.frame_size - XDP_PACKET_HEADROOM) as usize;
+    let sg_modes: &[bool] = match (opts.multi_buffer, fits_single) {
+        (true, true) => &[true, false],
+        (true, false) => &[true],
+        (false, _) => &[false],
+    };
+    let mut first_err = None;
+    for &sg in sg_modes {
+        for &zc in zc_modes {
+            let flags = base | zc | if sg { xsk::XDP_USE_SG } else { 0 };
+            match sock.bind(ifindex, opts.queue_id, flags) {
+                Ok(()) => {
+                    let zero_copy = sock.is_zero_copy().unwrap_or(zc == xsk::XDP_ZEROCOPY);
+                    return Ok((zero_copy, sg));
+                }
+                // Only "not supported" is worth another combination.
+                Err(e)
+                    if matches!(
+                        e.source.raw_os_error(),
+                        Some(libc::EOPNOTSUPP | libc::EINVAL)
+                    ) =>
+                {
+                    first_err.get_or_insert(e);
+                }
+                Err(e) => return Err(bind_hint(e)),
+            }
+        }
+    }
+    Err(bind_hint(first_err.unwrap_or_else(|| {
+        invalid("bind(AF_XDP)", "no bind mode to try")
+    })))
+}
+
+fn bind_hint(e: Error) -> Error {
+    match e.source.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => e.with_hint(
+            "the driver refuses this AF_XDP mode; allow copy mode (zero_copy: Auto or Off)",
+        ),
+        Some(libc::EBUSY) => e.with_hint("another AF_XDP socket is bound to this queue"),
+        Some(libc::EINVAL) => {
+            e.with_hint("no such queue on this interface, or the mode is unsupported")
+        }
+        Some(libc::ENETDOWN) => e.with_hint("the interface is down; `ip link set dev IF up`"),
+        Some(libc::EPERM) => e.with_hint("AF_XDP needs root or CAP_NET_ADMIN+CAP_NET_RAW+CAP_BPF"),
+        _ => e,
+    }
+}
+
+impl Channel for XdpChannel {
+    fn rx_batch(
+        &mut self,
+        max_count: usize,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> Result<usize> {
+        let max = max_count.min(self.caps.batch_count);
+        let mut count = 0;
+        // One reference-count bump per batch lets frames borrow the UMEM while the
+        // callback borrows the transmit half.
+        let umem = Arc::clone(&self.umem);
+        while count < max {
+            let Some(parts) = self.frame_parts() else {
+                break;
+            };
+            if parts == 1 {
+                let Some(d) = self.rx.peek(0) else { break };
+                self.rx.advance(1);
+                match umem.reclaim(d.addr) {
+                    Some((frame, off)) => {
+                        let bytes = umem.bytes(&frame);
+                        let end = off as usize + d.len as usize;
+                        if let Some(data) = bytes.get(off as usize..end) {
+                            self.rx_frames += 1;
+                            self.rx_bytes += u64::from(d.len);
+                            f(data, &mut self.tx);
+                        } else {
+                            self.bad_rx += 1;
+                        }
+                        let a = umem.lend(frame);
+                        let _ = self.fill.push(a);
+                    }
+                    None => self.bad_rx += 1,
+                }
+            } else {
+                // Multi-buffer: gather the parts into the scratch buffer.
+                let mut len = 0usize;
+                let mut ok = true;
+                for i in 0..parts {
+                    let Some(d) = self.rx.peek(i) else { break };
+                    match umem.reclaim(d.addr) {
+                        Some((frame, off)) => {
+                            let src = umem
+                                .bytes(&frame)
+                                .get(off as usize..off as usize + d.len as usize);
+                            match (src, self.scratch.get_mut(len..len + d.len as usize)) {
+                                (Some(s), Some(dst)) if ok => dst.copy_from_slice(s),
+                                _ => ok = false,
+                            }
+                            len += d.len as usize;
+                            let a = umem.lend(frame);
+                            let _ = self.fill.push(a);
+                        }
+                        None => ok = false,
+                    }
+                }
+                self.rx.advance(parts);
+                if ok {
+                    self.rx_frames += 1;
+                    self.rx_bytes += len as u64;
+                    f(&self.scratch[..len], &mut self.tx);
+                } else {
+                    self.bad_rx += 1;
+                }
+            }
+            count += 1;
+        }
+        if count == 0 {
+            self.empty_polls += 1;
+        } else {
+            self.rx.release();
+            self.fill.submit();
+        }
+        if self.need_wakeup && self.fill.needs_wakeup() {
+            self.kicks += 1;
+            self.sock.kick_rx()?;
+        }
+        Ok(count)
+    }
+
+    fn tx(&mut self) -> &mut dyn Tx {
+        &mut self.tx
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps.clone()
+    }
+
+    fn stats(&self) -> Stats {
+        // The kernel's counters need a system call; stats are not on the data path.
+        let k = self.sock.statistics().unwrap_or_default();
+        Stats {
+            rx_frames: self.rx_frames,
+            rx_bytes: self.rx_bytes,
+            rx_dropped: self.bad_rx + k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs,
+            tx_frames: self.tx.frames,
+            tx_bytes: self.tx.bytes,
+            tx_dropped: self.tx.dropped + k.tx_invalid_descs + self.tx.bad_completions,
+            kicks: self.kicks + self.tx.kicks,
+            empty_polls: self.empty_polls,
+        }
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.sock.as_raw_fd())
+    }
+
+    fn prepare_wait(&mut self) -> Result<()> {
+        // Every rx frame is back on the fill ring after each batch, so only the
+        // transmit side can have work pending.
+        self.tx.flush()?;
+        if self.need_wakeup && self.fill.needs_wakeup() {
+            self.kicks += 1;
+            self.sock.kick_rx()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,77 @@
+//! What an [`XdpChannel`](super::XdpChannel) is opened with.
+
+use std::net::IpAddr;
+
+use super::steer::{FlowRule, XdpMode};
+
+/// Zero-copy preference for the AF_XDP bind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ZeroCopy {
+    /// Try zero-copy, fall back to copy mode when the driver refuses (`EOPNOTSUPP`).
+    #[default]
+    Auto,
+    /// Zero-copy or fail.
+    On,
+    /// Copy mode.
+    Off,
+}
+
+/// Options for [`XdpChannel::open`](super::XdpChannel::open).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpOptions {
+    /// Interface to attach to.
+    pub ifname: String,
+    /// Network namespace (as in `ip netns add NAME`) the interface lives in; `None` for
+    /// the calling thread's. Only opening happens inside it: the channel works from any
+    /// thread afterwards.
+    pub netns: Option<String>,
+    /// Receive queue to bind (frames arriving on other queues go to the kernel).
+    pub queue_id: u32,
+    /// UMEM frames, split evenly between receive and transmit.
+    pub frame_count: u32,
+    /// UMEM frame size: a power of two from 2048 to the page size.
+    pub frame_size: u32,
+    /// Rx ring descriptors (a power of two).
+    pub rx_ring_size: u32,
+    /// Tx ring descriptors (a power of two).
+    pub tx_ring_size: u32,
+    /// Most frames one `rx_batch` hands out.
+    pub batch_count: usize,
+    /// Native or generic XDP.
+    pub mode: XdpMode,
+    /// Zero-copy preference.
+    pub zero_copy: ZeroCopy,
+    /// Addresses whose traffic (and ARP / neighbour discovery) is steered to ulnet.
+    pub addresses: Vec<IpAddr>,
+    /// Flow rules; empty means every frame for `addresses` is steered.
+    pub rules: Vec<FlowRule>,
+    /// Bind with `XDP_USE_NEED_WAKEUP` (system calls only when the kernel sleeps).
+    pub need_wakeup: bool,
+    /// Frames larger than one UMEM frame as several descriptors (`XDP_USE_SG` and a
+    /// frags-aware program), so jumbo MTUs work.
+    pub multi_buffer: bool,
+}
+
+impl XdpOptions {
+    /// Defaults for `ifname`: queue 0, 4096 frames of 4096 bytes, 2048-descriptor
+    /// rings, batches of 64, native mode with generic fallback, zero-copy with copy
+    /// fallback, need_wakeup and multi-buffer on, nothing steered yet.
+    pub fn new(ifname: &str) -> Self {
+        XdpOptions {
+            ifname: ifname.to_owned(),
+            netns: None,
+            queue_id: 0,
+            frame_count: 4096,
+            frame_size: 4096,
+            rx_ring_size: 2048,
+            tx_ring_size: 2048,
+            batch_count: 64,
+            mode: XdpMode::Auto,
+            zero_copy: ZeroCopy::Auto,
+            addresses: Vec::new(),
+            rules: Vec::new(),
+            need_wakeup: true,
+            multi_buffer: true,
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! Kernel interop for the AF_XDP channel: a namespace pair joined by veth, the channel
+//! on one end, the Linux kernel on the other. Runs as root in the normal test command.
+
+#[path = "support/testbed.rs"]
+mod testbed;
+
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use testbed::{parse_udp, udp_frame, Testbed, KERNEL_A, PEER, STEERED};
+use ulnet_channel::sys::netns;
+use ulnet_channel::xdp::{FlowRule, XdpChannel, XdpOptions};
+use ulnet_channel::Channel;
+
+fn options(tb: &Testbed) -> XdpOptions {
+    let mut o = XdpOptions::new(&tb.xdp_dev);
+    o.netns = Some(tb.xdp.clone());
+    o.addresses = vec![Ipv4Addr::from(STEERED).into()];
+    o.frame_count = 512;
+    o.rx_ring_size = 256;
+    o.tx_ring_size = 256;
+    o
+}
+
+/// Sends `count` datagrams of `payload` from the peer's kernel to `dst`.
+fn peer_send(tb: &Testbed, dst: [u8; 4], port: u16, payload: &[u8], count: usize) {
+    netns::run_in(&tb.peer, || {
+        let s = UdpSocket::bind(SocketAddrV4::new(PEER.into(), 0)).expect("bind in peer namespace");
+        for _ in 0..count {
+            s.send_to(payload, SocketAddrV4::new(dst.into(), port))
+                .expect("send from peer");
+        }
+    })
+    .expect("enter peer namespace");
+}
+
+/// Polls the channel until `want` UDP frames to `port` arrived or 5 s passed; returns
+/// their payloads.
+fn collect_udp(ch: &mut XdpChannel, port: u16, want: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.len() < want && Instant::now() < deadline {
+        let n = ch
+            .rx_batch(64, &mut |frame, _tx| {
+                if let Some((dst, p, payload)) = parse_udp(frame) {
+                    if dst == STEERED && p == port {
+                        got.push(payload.to_vec());
+                    }
+                }
+            })
+            .unwrap();
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    got
+}
+
+#[test]
+fn steered_udp_arrives_and_other_traffic_stays_with_the_kernel() {
+    let tb = Testbed::new(1500);
+    let mut ch = XdpChannel::open(&options(&tb)).expect("open XDP channel");
+    let caps = ch.capabilities();
+    assert!(
+        caps.mode.contains("copy") || caps.mode.contains("zero-copy"),
+        "{}",
+        caps.mode
+    );
+    assert!(
+        tb.xdp_link_show().contains("xdp"),
+        "program attached:\n{}",
+        tb.xdp_link_show()
+    );
+
+    // Without a neighbour entry the peer's kernel first asks for the steered address:
+    // that ARP request must reach the channel (nobody answers it, so the datagram
+    // waits in the peer's neighbour queue and is dropped).
+    peer_send(&tb, STEERED, 5999, b"who", 1);
+    let mut saw_arp = false;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !saw_arp && Instant::now() < deadline {
+        ch.rx_batch(64, &mut |f, _| {
+            saw_arp |= f.len() >= 42 && f[12..14] == [0x08, 0x06] && f[38..42] == STEERED;
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        saw_arp,
+        "ARP request for the steered address reached the channel"
+    );
+
+    tb.static_neighbour();
+    peer_send(&tb, STEERED, 5000, b"hello ulnet", 20);
+    let got = collect_udp(&mut ch, 5000, 20);
+    assert_eq!(
+        got.len(),
+        20,
+        "datagrams seen on the channel; stats {:?}",
+        ch.stats()
+    );
+    assert!(got.iter().all(|p| p == b"hello ulnet"));
+    let st = ch.stats();
+    assert!(st.rx_frames >= 21 && st.rx_bytes > 0, "{st:?}");
+
+    // (b) The kernel address on the XDP side still works: the steering program passes
+    // its ARP and ICMP to the kernel.
+    let ping = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &tb.peer,
+            "ping",
+            "-c",
+            "2",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            "198.18.0.2",
+        ])
+        .output()
+        .expect("ping (iputils-ping) is needed");
+    assert!(
+        ping.status.success(),
+        "ping to the kernel's address: {}",
+        String::from_utf8_lossy(&ping.stdout)
+    );
+    let _ = KERNEL_A;
+}
+
+#[test]
+fn channel_transmits_to_the_peer_kernel() {
+    let tb = Testbed::new(1500);
+    let mut ch = XdpChannel::open(&options(&tb)).expect("open XDP channel");
+    let (xdp_mac, peer_mac) = (tb.xdp_mac(), tb.peer_mac());
+    let frame = udp_frame(
+        peer_mac,
+        xdp_mac,
+        (STEERED, 4000),
+        (PEER, 6000),
+        b"from ulnet",
+    );
+    netns::run_in(&tb.peer, || {
+        let s = UdpSocket::bind(SocketAddrV4::new(PEER.into(), 6000)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // Send a batch with one flush: more than the kernel's 32-per-kick copy-mode limit.
+        for _ in 0..100 {
+            ch.tx()
+                .send(frame.len(), &mut |buf| buf.copy_from_slice(&frame))
+                .unwrap();
+        }
+        ch.tx().flush().unwrap();
+        let mut buf = [0u8; 2048];
+        for i in 0..100 {
+            let (n, from) = s
+                .recv_from(&mut buf)
+                .unwrap_or_else(|e| panic!("datagram {i}: {e}"));
+            assert_eq!(&buf[..n], b"from ulnet");
+            assert_eq!(from, SocketAddrV4::new(STEERED.into(), 4000).into());
+        }
+    })
+    .unwrap();
+    let st = ch.stats();
+    assert_eq!(st.tx_frames, 100);
+    assert_eq!(st.tx_dropped, 0);
+}
+
+#[test]
+fn flow_rules_limit_what_is_steered() {
+    let tb = Testbed::new(1500);
+    let mut o = options(&tb);
+    o.rules = vec![FlowRule::udp(5000)];
+    let mut ch = XdpChannel::open(&o).expect("open XDP channel");
+    tb.static_neighbour();
+    peer_send(&tb, STEERED, 5001, b"not for ulnet", 5);
+    peer_send(&tb, STEERED, 5000, b"for ulnet", 5);
+    let mut other = 0;
+    let got = {
+        let mut got = 0;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got < 5 && Instant::now() < deadline {
+            ch.rx_batch(64, &mut |f, _| match parse_udp(f) {
+                Some((_, 5000, _)) => got += 1,
+                Some((_, 5001, _)) => other += 1,
+                _ => {}
+            })
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        got
+    };
+    assert_eq!(got, 5);
+    assert_eq!(
+        other, 0,
+        "port 5001 has no rule and must stay with the kernel"
+    );
+}
+
+/// `ip link show` once no program is attached, or after 5 s. The link is released when
+/// its last file reference goes; besides a dead process's files closing, a child that
+/// another test thread is spawning holds a copy of our descriptor table until its
+/// `exec` (close-on-exec), so the detach can trail the drop by a moment.
+fn wait_detached(tb: &Testbed) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let show = tb.xdp_link_show();
+        if !show.contains("xdp") || Instant::now() > deadline {
+            return show;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn program_is_gone_after_drop() {
+    let tb = Testbed::new(1500);
+    let ch = XdpChannel::open(&options(&tb)).expect("open XDP channel");
+    assert!(tb.xdp_link_show().contains("xdp"));
+    drop(ch);
+    let show = wait_detached(&tb);
+    assert!(!show.contains("xdp"), "no XDP program after drop:\n{show}");
+}
+
+#[test]
+fn program_is_gone_after_kill_9() {
+    let tb = Testbed::new(1500);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "crash_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ULNET_XDP_CRASH_NETNS", &tb.xdp)
+        .env("ULNET_XDP_CRASH_DEV", &tb.xdp_dev)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("re-run this test binary as the child");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = lines
+        .by_ref()
+        .map_while(|l| l.ok())
+        .any(|l| l.contains("ULNET-CHILD-READY"));
+    if !ready {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("child did not open the channel");
+    }
+    assert!(
+        tb.xdp_link_show().contains("xdp"),
+        "child attached the program"
+    );
+    child.kill().unwrap(); // SIGKILL: no destructor runs.
+    child.wait().unwrap();
+    let show = wait_detached(&tb);
+    assert!(
+        !show.contains("xdp"),
+        "no XDP program after kill -9:\n{show}"
+    );
+}
+
+/// The child half of `program_is_gone_after_kill_9`: does nothing unless started by it.
+#[test]
+#[ignore = "child process of program_is_gone_after_kill_9"]
+fn crash_child() {
+    let (Ok(ns), Ok(dev)) = (
+        std::env::var("ULNET_XDP_CRASH_NETNS"),
+        std::env::var("ULNET_XDP_CRASH_DEV"),
+    ) else {
+        return;
+    };
+    let mut o = XdpOptions::new(&dev);
+    o.netns = Some(ns);
+    o.frame_count = 64;
+    o.rx_ring_size = 64;
+    o.tx_ring_size = 64;
+    let _ch = XdpChannel::open(&o).expect("child opens the channel");
+    println!("ULNET-CHILD-READY");
+    // Bounded: the parent kills us long before this.
+    std::thread::sleep(Duration::from_secs(30));
+}
+
+#[test]
+fn jumbo_frames_use_multi_buffer() {
+    let tb = Testbed::new(9000);
+    let mut ch = XdpChannel::open(&options(&tb)).expect("open XDP channel at MTU 9000");
+    assert!(
+        ch.capabilities().mode.contains("multi-buffer"),
+        "{}",
+        ch.capabilities().mode
+    );
+    tb.static_neighbour();
+    let payload: Vec<u8> = (0..8000u32).map(|i| i as u8).collect();
+    peer_send(&tb, STEERED, 5000, &payload, 3);
+    let got = collect_udp(&mut ch, 5000, 3);
+    assert_eq!(
+        got.len(),
+        3,
+        "jumbo datagrams; stats {:?} {:?}",
+        ch.stats(),
+        ch.xdp_statistics()
+    );
+    assert!(got.iter().all(|p| *p == payload));
+
+    let frame = udp_frame(
+        tb.peer_mac(),
+        tb.xdp_mac(),
+        (STEERED, 4000),
+        (PEER, 6000),
+        &payload,
+    );
+    netns::run_in(&tb.peer, || {
+        let s = UdpSocket::bind(SocketAddrV4::new(PEER.into(), 6000)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        ch.tx()
+            .send(frame.len(), &mut |b| b.copy_from_slice(&frame))
+            .unwrap();
+        ch.tx().flush().unwrap();
+        let mut buf = vec![0u8; 9000];
+        let (n, _) = s
+            .recv_from(&mut buf)
+            .expect("jumbo datagram from the channel");
+        assert_eq!(&buf[..n], &payload[..]);
+    })
+    .unwrap();
+}
+
+#[test]
+fn missing_interface_is_named() {
+    let tb = Testbed::new(1500);
+    let mut o = options(&tb);
+    o.ifname = "ulnet-nope0".into();
+    let e = XdpChannel::open(&o).unwrap_err();
+    assert!(e.to_string().contains("no such interface"), "{e}");
+}
+
+#[test]
+fn second_channel_on_the_same_queue_is_refused_with_a_reason() {
+    let tb = Testbed::new(1500);
+    let _a = XdpChannel::open(&options(&tb)).expect("first channel");
+    let e = XdpChannel::open(&options(&tb)).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("another"), "{text}");
+}
