@@ -1,0 +1,96 @@
+//! Raw receive rate of the `xdp` channel: frames counted and dropped, no protocol work.
+//! Needs root.
+//!
+//! Builds two namespaces joined by a veth pair. A second `xdp` channel in the peer
+//! namespace generates 60-byte UDP frames to the steered address from its AF_XDP
+//! transmit ring (batches of 64, one flush each), while the channel under test
+//! busy-polls its rx ring on the near end. On veth the sending core also runs the
+//! receiver's XDP program, so the receive rate is bounded by the generator
+//! (LINUX-NOTES): compare it with the generated rate.
+//!
+//! ```text
+//! cargo run --release -p ulnet-channel --example xdp_rx_drop -- [SECONDS] [--generic]
+//! ```
+
+#[path = "../tests/support/testbed.rs"]
+mod testbed;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use testbed::{udp_frame, Testbed, PEER, STEERED};
+use ulnet_channel::xdp::{XdpChannel, XdpMode, XdpOptions};
+use ulnet_channel::Channel;
+
+fn main() {
+    let mut seconds = 3u64;
+    let mut mode = XdpMode::Auto;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--generic" => mode = XdpMode::Generic,
+            s => seconds = s.parse().expect("usage: xdp_rx_drop [SECONDS] [--generic]"),
+        }
+    }
+    let tb = Testbed::new(1500);
+    let mut o = XdpOptions::new(&tb.xdp_dev);
+    o.netns = Some(tb.xdp.clone());
+    o.addresses = vec![std::net::Ipv4Addr::from(STEERED).into()];
+    o.mode = mode;
+    let mut rx = XdpChannel::open(&o).unwrap_or_else(|e| panic!("receiver: {e}"));
+    let mut g = XdpOptions::new(&tb.peer_dev);
+    g.netns = Some(tb.peer.clone());
+    let mut tx = XdpChannel::open(&g).unwrap_or_else(|e| panic!("generator: {e}"));
+    println!("receiver: {}; generator: {}", rx.capabilities().mode, tx.capabilities().mode);
+
+    let frame = udp_frame(tb.xdp_mac(), tb.peer_mac(), (PEER, 4000), (STEERED, 9), &[0u8; 18]);
+    assert_eq!(frame.len(), 60);
+    let stop = AtomicBool::new(false);
+    let duration = Duration::from_secs(seconds);
+    let (rx_stats, tx_stats, elapsed) = std::thread::scope(|s| {
+        let gen = s.spawn(|| {
+            let start = Instant::now();
+            while start.elapsed() < duration {
+                for _ in 0..64 {
+                    if tx.tx().send(frame.len(), &mut |b| b.copy_from_slice(&frame)).is_err() {
+                        break;
+                    }
+                }
+                tx.tx().flush().expect("generator flush");
+            }
+            stop.store(true, Ordering::Release);
+            tx.stats()
+        });
+        let start = Instant::now();
+        let mut count = 0u64;
+        while !stop.load(Ordering::Acquire) {
+            count += rx.rx_batch(64, &mut |_, _| {}).expect("rx_batch") as u64;
+        }
+        let elapsed = start.elapsed();
+        let drain_until = Instant::now() + Duration::from_millis(20);
+        while Instant::now() < drain_until {
+            count += rx.rx_batch(64, &mut |_, _| {}).expect("rx_batch") as u64;
+        }
+        let st = rx.stats();
+        assert_eq!(count, st.rx_frames);
+        (st, gen.join().expect("generator panicked"), elapsed)
+    });
+    let secs = elapsed.as_secs_f64();
+    println!(
+        "generated {} frames ({:.0} kpps), {} kicks, {} refused at a full ring",
+        tx_stats.tx_frames,
+        tx_stats.tx_frames as f64 / secs / 1e3,
+        tx_stats.kicks,
+        tx_stats.tx_dropped
+    );
+    println!(
+        "received  {} frames ({:.0} kpps), drops {}, kicks {}, empty polls {}",
+        rx_stats.rx_frames,
+        rx_stats.rx_frames as f64 / secs / 1e3,
+        rx_stats.rx_dropped,
+        rx_stats.kicks,
+        rx_stats.empty_polls
+    );
+    if let Ok(k) = rx.xdp_statistics() {
+        println!("kernel: {k:?}");
+    }
+}
