@@ -19,14 +19,16 @@
 //!   (`net.ipv4.ip_forward`) should also be off for that interface, or the kernel routes
 //!   the copies onward.
 //! - Alternatively, drop the packets in the kernel after AF_PACKET has captured them:
-//!   taps run before the ingress hooks, so an nftables `netdev` ingress chain on the
-//!   interface (`nft add table netdev ulnet; nft add chain netdev ulnet in '{ type
-//!   filter hook ingress device <ifname> priority 0; }'; nft add rule netdev ulnet in
-//!   drop`) or a tc ingress filter (`tc qdisc add dev <ifname> ingress; tc filter add dev
-//!   <ifname> ingress matchall action drop`) stops the kernel's processing while the ring
-//!   still receives everything. That also roughly doubles the receive rate (LINUX-NOTES:
-//!   ~306 kpps → ~600 kpps on veth), at the price of the host losing that interface for
-//!   its own traffic. This module does not install such rules.
+//!   packet taps run before the ingress hooks, so an nftables `netdev` ingress chain on
+//!   the interface stops the kernel's processing while the ring still receives
+//!   everything:
+//!   `nft add table netdev ulnet`,
+//!   `nft add chain netdev ulnet in '{ type filter hook ingress device <ifname> priority 0; }'`,
+//!   `nft add rule netdev ulnet in drop`
+//!   (a tc ingress `matchall action drop` does the same where `cls_matchall` and
+//!   `act_gact` are available; they are not on every kernel). Measured on veth here
+//!   (`examples/packet_rx_drop.rs`), the receive rate rises by about half. The price: the
+//!   host's own stack loses that interface. This module does not install such rules.
 //!
 //! # Latency
 //!
