@@ -1,0 +1,197 @@
+//! Property tests: `parse(emit(r)) == r` for every representation.
+
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use proptest::prelude::*;
+use ulnet_wire::icmpv4::{Icmpv4DstUnreachable, Icmpv4TimeExceeded};
+use ulnet_wire::*;
+
+fn ipv4_repr() -> impl Strategy<Value = Ipv4Repr> {
+    (
+        any::<([u8; 4], [u8; 4])>(),
+        any::<u8>(),
+        0..1500usize,
+        any::<(u8, u8, u16)>(),
+        any::<(bool, bool)>(),
+        0..8192u16,
+    )
+        .prop_map(
+            |(addrs, proto, payload_len, (ttl, dscp_ecn, ident), (df, mf), off)| Ipv4Repr {
+                src_addr: addrs.0.into(),
+                dst_addr: addrs.1.into(),
+                protocol: proto.into(),
+                payload_len,
+                ttl,
+                dscp_ecn,
+                ident,
+                dont_frag: df,
+                more_frags: mf,
+                frag_offset: off * 8,
+            },
+        )
+}
+
+fn tcp_options() -> impl Strategy<Value = TcpOptions> {
+    (
+        proptest::option::of(any::<u16>()),
+        proptest::option::of(any::<u8>()),
+        any::<bool>(),
+        proptest::collection::vec(any::<(u32, u32)>(), 0..=4),
+        proptest::option::of(any::<(u32, u32)>()),
+    )
+        .prop_map(|(mss, ws, sp, sack, ts)| TcpOptions {
+            mss,
+            window_scale: ws,
+            sack_permitted: sp,
+            sack_blocks: SackBlocks::from_slice(
+                &sack
+                    .iter()
+                    .map(|&(l, r)| (SeqNumber(l), SeqNumber(r)))
+                    .collect::<Vec<_>>(),
+            ),
+            timestamp: ts.map(|(tsval, tsecr)| TcpTimestamp { tsval, tsecr }),
+        })
+}
+
+fn addrs() -> impl Strategy<Value = (IpAddr, IpAddr)> {
+    prop_oneof![
+        any::<([u8; 4], [u8; 4])>()
+            .prop_map(|(s, d)| (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(d)))),
+        any::<([u8; 16], [u8; 16])>()
+            .prop_map(|(s, d)| (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn ethernet(src in any::<[u8; 6]>(), dst in any::<[u8; 6]>(), t in any::<u16>()) {
+        let r = EthernetRepr {
+            src_addr: EthernetAddress(src),
+            dst_addr: EthernetAddress(dst),
+            ethertype: t.into(),
+        };
+        let mut b = [0u8; 14];
+        r.emit(&mut EthernetFrame::new_unchecked(&mut b[..]));
+        prop_assert_eq!(EthernetRepr::parse(&EthernetFrame::new_checked(&b[..]).unwrap()), Ok(r));
+    }
+
+    #[test]
+    fn arp(op in any::<u16>(), m in any::<([u8; 6], [u8; 6])>(), a in any::<([u8; 4], [u8; 4])>()) {
+        let r = ArpRepr {
+            operation: op.into(),
+            source_hardware_addr: EthernetAddress(m.0),
+            source_protocol_addr: a.0.into(),
+            target_hardware_addr: EthernetAddress(m.1),
+            target_protocol_addr: a.1.into(),
+        };
+        let mut b = [0u8; 28];
+        r.emit(&mut ArpPacket::new_unchecked(&mut b[..]));
+        prop_assert_eq!(ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()), Ok(r));
+    }
+
+    #[test]
+    fn ipv4(r in ipv4_repr()) {
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut Ipv4Packet::new_unchecked(&mut b[..]), ChecksumMode::Full);
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        prop_assert_eq!(Ipv4Repr::parse(&p, ChecksumMode::Full), Ok(r));
+    }
+
+    #[test]
+    fn ipv6(a in any::<([u8; 16], [u8; 16])>(), nh in any::<u8>(), len in 0..1500usize,
+            hl in any::<u8>(), tc in any::<u8>(), flow in 0..(1u32 << 20)) {
+        let r = Ipv6Repr {
+            src_addr: a.0.into(),
+            dst_addr: a.1.into(),
+            next_header: nh.into(),
+            payload_len: len,
+            hop_limit: hl,
+            traffic_class: tc,
+            flow_label: flow,
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut Ipv6Packet::new_unchecked(&mut b[..]));
+        prop_assert_eq!(Ipv6Repr::parse(&Ipv6Packet::new_checked(&b[..]).unwrap()), Ok(r));
+    }
+
+    #[test]
+    fn icmpv4(ids in any::<(u16, u16)>(), code in any::<u8>(), header in ipv4_repr(),
+              data in proptest::collection::vec(any::<u8>(), 0..600), which in 0..4u8) {
+        let r = match which {
+            0 => Icmpv4Repr::EchoRequest { ident: ids.0, seq_no: ids.1, data: &data },
+            1 => Icmpv4Repr::EchoReply { ident: ids.0, seq_no: ids.1, data: &data },
+            2 => Icmpv4Repr::DstUnreachable {
+                reason: Icmpv4DstUnreachable::from(code),
+                header,
+                data: &data,
+            },
+            _ => Icmpv4Repr::TimeExceeded {
+                reason: Icmpv4TimeExceeded::from(code),
+                header,
+                data: &data,
+            },
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut Icmpv4Packet::new_unchecked(&mut b[..]), ChecksumMode::Full);
+        let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
+        prop_assert_eq!(Icmpv4Repr::parse(&p, ChecksumMode::Full), Ok(r));
+    }
+
+    #[test]
+    fn udp((src, dst) in addrs(), ports in any::<(u16, u16)>(),
+           payload in proptest::collection::vec(any::<u8>(), 0..1500)) {
+        let r = UdpRepr { src_port: ports.0, dst_port: ports.1 };
+        let mut b = vec![0u8; r.buffer_len(payload.len())];
+        r.emit(&mut UdpPacket::new_unchecked(&mut b[..]), &src, &dst, payload.len(),
+               |p| p.copy_from_slice(&payload), ChecksumMode::Full);
+        let p = UdpPacket::new_checked(&b[..]).unwrap();
+        prop_assert_ne!(p.checksum(), 0);
+        prop_assert_eq!(UdpRepr::parse(&p, &src, &dst, ChecksumMode::Full), Ok(r));
+        prop_assert_eq!(p.payload(), &payload[..]);
+    }
+
+    #[test]
+    fn tcp((src, dst) in addrs(), ports in any::<(u16, u16)>(), sa in any::<(u32, u32)>(),
+           flags in any::<u16>(), window in any::<u16>(), urgent in any::<u16>(),
+           options in tcp_options(), payload in proptest::collection::vec(any::<u8>(), 0..1500)) {
+        let r = TcpRepr {
+            src_port: ports.0,
+            dst_port: ports.1,
+            seq: SeqNumber(sa.0),
+            ack: SeqNumber(sa.1),
+            flags: TcpFlags::from_bits_truncate(flags),
+            window,
+            urgent,
+            options,
+            payload: &payload,
+        };
+        prop_assert_eq!(r.header_len() % 4, 0);
+        prop_assert!(r.header_len() <= 60);
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut TcpPacket::new_unchecked(&mut b[..]), &src, &dst, ChecksumMode::Full);
+        let p = TcpPacket::new_checked(&b[..]).unwrap();
+        let back = TcpRepr::parse(&p, &src, &dst, ChecksumMode::Full).unwrap();
+        // SACK blocks are clamped to the option space left (RFC 2018 §3); at least two
+        // always fit, and the ones sent are the first ones.
+        let sent = back.options.sack_blocks.len();
+        prop_assert!(sent >= r.options.sack_blocks.len().min(2));
+        prop_assert_eq!(back.options.sack_blocks.as_slice(), &r.options.sack_blocks.as_slice()[..sent]);
+        let mut expected = r;
+        expected.options.sack_blocks.truncate(sent);
+        prop_assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn incremental_checksum_on_emitted_ipv4(r in ipv4_repr(), new_dst in any::<[u8; 4]>()) {
+        // A NAT-style rewrite of the destination patched with RFC 1624 stays valid.
+        let mut b = vec![0u8; r.buffer_len()];
+        let mut p = Ipv4Packet::new_unchecked(&mut b[..]);
+        r.emit(&mut p, ChecksumMode::Full);
+        let old = u32::from(r.dst_addr);
+        let new = u32::from_be_bytes(new_dst);
+        let c = checksum::update_u32(p.checksum(), old, new);
+        p.set_dst_addr(new_dst.into());
+        p.set_checksum(c);
+        prop_assert!(p.verify_checksum());
+    }
+}
