@@ -184,6 +184,12 @@ impl Tx for XdpTx {
     }
 }
 
+// The runtime may move a channel to its own thread.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<XdpChannel>();
+};
+
 /// An AF_XDP channel with its steering program attached.
 ///
 /// Dropping it detaches the program (the BPF link closes), unbinds the socket and frees
@@ -305,8 +311,10 @@ impl XdpChannel {
         let (link, attached) = steer::attach(&prog, ifindex, opts.mode, multi_buffer)?;
 
         let single = (opts.frame_size - XDP_PACKET_HEADROOM) as usize;
+        // With multi-buffer, as large as the link's MTU allows (Ethernet header and one
+        // VLAN tag included), within the reassembly buffer.
         let max_frame_len = if multi_buffer {
-            MAX_JUMBO_LEN.max(single)
+            (mtu + 18).clamp(single, MAX_JUMBO_LEN)
         } else {
             single
         };
