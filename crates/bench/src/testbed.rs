@@ -1,0 +1,451 @@
+//! Test hosts: two network namespaces joined by a veth pair, with the kernel's side set up
+//! the way user-level channels need it.
+//!
+//! ```text
+//!   namespace <name>-a                       namespace <name>-b
+//!   ul<slot>a 198.18.x.1/24  <── veth ──>  ul<slot>b 198.18.x.2/24
+//!   spare .16..=.115 for ulnet               spare .144..=.243 for ulnet
+//! ```
+//!
+//! Both ends live in namespaces the testbed created; nothing is added to the root
+//! namespace, and every address is in 198.18.0.0/15 (RFC 2544's benchmarking range). By
+//! default the checksum and segmentation offloads are turned off on both ends: the kernel
+//! side of a veth otherwise hands raw readers (AF_PACKET, AF_XDP) frames with unfinished
+//! checksums and GSO frames larger than the MTU. IPv6 is off by default too, so the only
+//! frames on the wire are the ones a test sends.
+//!
+//! A [`Testbed`] tears itself down when dropped, also when a test panics, unless it was
+//! built with [`Builder::keep`]. Namespaces left by a crashed run carry the `ulnet-` prefix
+//! and are found by [`list`] and removed by [`down_all`] (`ulnet testbed down --all`).
+
+mod impair;
+mod inventory;
+mod mac;
+mod plan;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::Output;
+
+pub use impair::{clear_loss, loss_drops, set_loss};
+pub use inventory::{down, down_all, inspect, list, offload_features};
+pub use mac::{MacAddr, ParseMacError};
+pub use plan::{SideId, NAME_PREFIX};
+
+use crate::error::{Error, Result};
+use crate::exec::{self, ChildGuard};
+use crate::preflight::{require_net_admin, require_tool};
+
+/// Default MTU of both veth ends.
+pub const DEFAULT_MTU: u32 = 1500;
+/// Largest MTU accepted (the veth maximum, ETH_MAX_MTU).
+pub const MAX_MTU: u32 = 65535;
+/// Smallest MTU accepted (IPv4's minimum, RFC 791).
+pub const MIN_MTU: u32 = 68;
+
+/// The offload features the testbed turns off, as `ethtool -K` names them and as
+/// `ethtool -k` reports them.
+pub const OFFLOADS_TURNED_OFF: [(&str, &str); 4] = [
+    ("tx", "tx-checksumming"),
+    ("tso", "tcp-segmentation-offload"),
+    ("gso", "generic-segmentation-offload"),
+    ("gro", "generic-receive-offload"),
+];
+
+/// One end of a testbed, as built (or as read back by [`inspect`]).
+///
+/// This is a description, not a handle: changing a field changes nothing on the system.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Side {
+    /// Which end this is.
+    pub side: SideId,
+    /// The network namespace.
+    pub ns: String,
+    /// The veth interface inside `ns`.
+    pub ifname: String,
+    /// Its interface index inside `ns` (what AF_PACKET/AF_XDP bind to).
+    pub ifindex: u32,
+    /// Its Ethernet address.
+    pub mac: MacAddr,
+    /// The kernel's address on it.
+    pub ip: IpAddr,
+    /// The subnet's prefix length.
+    pub prefix_len: u8,
+    /// The interface MTU.
+    pub mtu: u32,
+    /// Whether any of the checksum/segmentation/GRO offloads is on (false as built by
+    /// default).
+    pub kernel_offloads: bool,
+    /// Whether IPv6 is enabled on the interface.
+    pub ipv6: bool,
+    /// The first address set aside on this side for a user-level stack; no kernel
+    /// interface has it. See [`Side::spare_ip`].
+    pub spare_first: Ipv4Addr,
+    /// How many spare addresses follow `spare_first`.
+    pub spare_count: u8,
+}
+
+impl Side {
+    /// The `n`th spare address of this side: on the testbed subnet, assigned to no kernel
+    /// interface, distinct from the other side's spares; for ulnet to take.
+    ///
+    /// # Panics
+    /// If `n >= self.spare_count` (100).
+    pub fn spare_ip(&self, n: u8) -> IpAddr {
+        assert!(
+            n < self.spare_count,
+            "spare address {n} out of range (0..{})",
+            self.spare_count
+        );
+        IpAddr::V4(Ipv4Addr::from(u32::from(self.spare_first) + u32::from(n)))
+    }
+
+    /// Runs `program args` in this side's namespace; fails unless it exits with 0.
+    ///
+    /// # Errors
+    /// As [`exec::run_in`].
+    pub fn run<I, S>(&self, program: &str, args: I) -> Result<Output>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        exec::run_in(&self.ns, program, args)
+    }
+
+    /// Runs `program args` in this side's namespace and returns its output whatever the
+    /// exit status.
+    ///
+    /// # Errors
+    /// As [`exec::output_in`].
+    pub fn output<I, S>(&self, program: &str, args: I) -> Result<Output>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        exec::output_in(&self.ns, program, args)
+    }
+
+    /// Starts `program args` in this side's namespace in the background, killed when the
+    /// guard drops.
+    ///
+    /// # Errors
+    /// As [`exec::spawn_in`].
+    pub fn spawn<I, S>(&self, program: &str, args: I) -> Result<ChildGuard>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        exec::spawn_in(&self.ns, program, args)
+    }
+
+    /// Makes the kernel on this side map `ip` to `mac` permanently (`ip neigh replace ...
+    /// nud permanent`), so it sends to a user-level stack without ARP.
+    ///
+    /// # Errors
+    /// [`Error::Command`] if `ip` refuses.
+    pub fn set_neighbor(&self, ip: IpAddr, mac: MacAddr) -> Result<()> {
+        let (ip, mac) = (ip.to_string(), mac.to_string());
+        let args = [
+            "-n",
+            &self.ns,
+            "neigh",
+            "replace",
+            &ip,
+            "lladdr",
+            &mac,
+            "dev",
+            &self.ifname,
+            "nud",
+            "permanent",
+        ];
+        exec::run("ip", args).map(drop)
+    }
+
+    /// Drops `percent`% of the packets this side's kernel receives and sends, at random;
+    /// see [`set_loss`].
+    ///
+    /// # Errors
+    /// As [`set_loss`].
+    pub fn set_loss(&self, percent: u8) -> Result<()> {
+        set_loss(&self.ns, percent)
+    }
+
+    /// Removes the loss set by [`Side::set_loss`].
+    ///
+    /// # Errors
+    /// As [`clear_loss`].
+    pub fn clear_loss(&self) -> Result<()> {
+        clear_loss(&self.ns)
+    }
+
+    /// The offload features of this side's interface, by `ethtool -k` name.
+    ///
+    /// # Errors
+    /// As [`offload_features`].
+    pub fn offload_features(&self) -> Result<BTreeMap<String, bool>> {
+        offload_features(&self.ns, &self.ifname)
+    }
+}
+
+/// Everything about a testbed, as `ulnet testbed up` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TestbedInfo {
+    /// The testbed name (`ulnet-<label>-<pid>-<counter>-<random>-s<slot>`).
+    pub name: String,
+    /// The label chosen with [`Builder::name_prefix`].
+    pub label: String,
+    /// The subnet's network address.
+    pub subnet: Ipv4Addr,
+    /// The subnet's prefix length.
+    pub prefix_len: u8,
+    /// Side A (`<name>-a`).
+    pub a: Side,
+    /// Side B (`<name>-b`).
+    pub b: Side,
+}
+
+impl TestbedInfo {
+    /// The side `which`.
+    pub fn side(&self, which: SideId) -> &Side {
+        match which {
+            SideId::A => &self.a,
+            SideId::B => &self.b,
+        }
+    }
+}
+
+/// Configures a testbed before building it; start from [`Testbed::builder`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Builder {
+    label: String,
+    mtu: u32,
+    kernel_offloads: bool,
+    ipv6: bool,
+    keep: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            label: "tb".into(),
+            mtu: DEFAULT_MTU,
+            kernel_offloads: false,
+            ipv6: false,
+            keep: false,
+        }
+    }
+}
+
+impl Builder {
+    /// Sets the label that follows `ulnet-` in every name (1 to 24 of `[a-z0-9_]`;
+    /// default `tb`). The `ulnet-` prefix itself is fixed so `down --all` finds every
+    /// testbed.
+    pub fn name_prefix(mut self, label: impl Into<String>) -> Self {
+        self.label = label.into();
+        self
+    }
+
+    /// Sets both ends' MTU (default 1500; jumbo frames up to 65535 are allowed).
+    pub fn mtu(mut self, mtu: u32) -> Self {
+        self.mtu = mtu;
+        self
+    }
+
+    /// Leaves the kernel's checksum/segmentation/GRO offloads on (default: off). Only for
+    /// kernel-to-kernel baselines: raw readers see unfinished checksums and oversized
+    /// frames with them on.
+    pub fn kernel_offloads(mut self, on: bool) -> Self {
+        self.kernel_offloads = on;
+        self
+    }
+
+    /// Leaves IPv6 enabled on both ends (default: disabled, so the kernel sends no
+    /// neighbour discovery or router solicitations of its own).
+    pub fn ipv6(mut self, on: bool) -> Self {
+        self.ipv6 = on;
+        self
+    }
+
+    /// Keeps the testbed when the [`Testbed`] value is dropped (for `ulnet testbed up`);
+    /// remove it later with [`down`].
+    pub fn keep(mut self, keep: bool) -> Self {
+        self.keep = keep;
+        self
+    }
+
+    /// Creates the namespaces, the veth pair and the addresses.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad label or MTU; [`Error::NotPermitted`] without
+    /// CAP_NET_ADMIN and CAP_SYS_ADMIN; [`Error::MissingTool`] without `ip`, `ethtool`
+    /// or `sysctl`; [`Error::NoFreeSubnet`] when 510 testbeds exist; [`Error::Command`]
+    /// when a step fails. Whatever was created before the failure is removed.
+    pub fn build(self) -> Result<Testbed> {
+        plan::check_label(&self.label)?;
+        if !(MIN_MTU..=MAX_MTU).contains(&self.mtu) {
+            return Err(Error::Invalid(format!(
+                "MTU {} is outside {MIN_MTU}..={MAX_MTU}",
+                self.mtu
+            )));
+        }
+        require_net_admin()?;
+        require_tool("ip")?;
+        if !self.kernel_offloads {
+            require_tool("ethtool")?;
+        }
+        if !self.ipv6 {
+            require_tool("sysctl")?;
+        }
+
+        let name = inventory::claim(&self.label)?;
+        let slot = plan::parse_testbed_name(&name)
+            .expect("claim returns a well-formed name")
+            .slot;
+        // From here on an early return drops `partial`, which removes what exists so far.
+        let mut partial = Testbed {
+            info: TestbedInfo {
+                name: name.clone(),
+                label: self.label.clone(),
+                subnet: plan::subnet(slot),
+                prefix_len: plan::PREFIX_LEN,
+                a: self.plan_side(&name, slot, SideId::A),
+                b: self.plan_side(&name, slot, SideId::B),
+            },
+            keep: false,
+        };
+
+        exec::run("ip", ["netns", "add", &partial.info.b.ns])?;
+        let (a, b) = (&partial.info.a, &partial.info.b);
+        let mtu = self.mtu.to_string();
+        let (mac_a, mac_b) = (a.mac.to_string(), b.mac.to_string());
+        // Created directly inside the namespaces: the root namespace never sees the pair.
+        exec::run(
+            "ip",
+            [
+                "-n", &a.ns, "link", "add", "name", &a.ifname, "address", &mac_a, "mtu", &mtu,
+                "type", "veth", "peer", "name", &b.ifname, "address", &mac_b, "mtu", &mtu, "netns",
+                &b.ns,
+            ],
+        )?;
+        for which in SideId::BOTH {
+            self.configure(partial.info.side(which))?;
+        }
+        partial.info.a.ifindex = inventory::ifindex(&partial.info.a.ns, &partial.info.a.ifname)?;
+        partial.info.b.ifindex = inventory::ifindex(&partial.info.b.ns, &partial.info.b.ifname)?;
+        partial.keep = self.keep;
+        Ok(partial)
+    }
+
+    fn plan_side(&self, name: &str, slot: u16, side: SideId) -> Side {
+        Side {
+            side,
+            ns: plan::ns_name(name, side),
+            ifname: plan::ifname(slot, side),
+            ifindex: 0,
+            mac: plan::mac(slot, side),
+            ip: IpAddr::V4(plan::side_ip(slot, side)),
+            prefix_len: plan::PREFIX_LEN,
+            mtu: self.mtu,
+            kernel_offloads: self.kernel_offloads,
+            ipv6: self.ipv6,
+            spare_first: plan::spare_first(slot, side),
+            spare_count: plan::SPARE_COUNT,
+        }
+    }
+
+    fn configure(&self, side: &Side) -> Result<()> {
+        let ns = side.ns.as_str();
+        let dev = side.ifname.as_str();
+        exec::run("ip", ["-n", ns, "link", "set", "dev", "lo", "up"])?;
+        if !self.ipv6 {
+            let key = format!("net.ipv6.conf.{dev}.disable_ipv6=1");
+            exec::run_in(ns, "sysctl", ["-q", "-w", &key])?;
+        }
+        let cidr = format!("{}/{}", side.ip, side.prefix_len);
+        exec::run("ip", ["-n", ns, "addr", "add", &cidr, "dev", dev])?;
+        if !self.kernel_offloads {
+            // LINUX-NOTES: with these on, the kernel side of a veth hands raw readers frames
+            // with partial checksums and GSO frames above the MTU. Both ends, so either side
+            // may host the raw reader.
+            let mut args = vec!["-K", dev];
+            for (short, _) in OFFLOADS_TURNED_OFF {
+                args.extend([short, "off"]);
+            }
+            exec::run_in(ns, "ethtool", args)?;
+        }
+        exec::run("ip", ["-n", ns, "link", "set", "dev", dev, "up"])?;
+        Ok(())
+    }
+}
+
+/// A live testbed; removes its namespaces (and with them the veth pair and any nftables
+/// rules) when dropped, unless kept.
+#[derive(Debug)]
+pub struct Testbed {
+    info: TestbedInfo,
+    keep: bool,
+}
+
+impl Testbed {
+    /// Starts configuring a testbed.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// The testbed name.
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// Side A.
+    pub fn a(&self) -> &Side {
+        &self.info.a
+    }
+
+    /// Side B.
+    pub fn b(&self) -> &Side {
+        &self.info.b
+    }
+
+    /// The side `which`.
+    pub fn side(&self, which: SideId) -> &Side {
+        self.info.side(which)
+    }
+
+    /// Everything about the testbed.
+    pub fn info(&self) -> &TestbedInfo {
+        &self.info
+    }
+
+    /// The description as pretty-printed JSON (what `ulnet testbed up` prints).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(&self.info).expect("TestbedInfo always serialises")
+    }
+
+    /// Leaves the testbed in place when this value is dropped.
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+
+    /// Removes the testbed now, reporting failures (dropping also removes it, but can only
+    /// print them).
+    ///
+    /// # Errors
+    /// As [`down`].
+    pub fn teardown(mut self) -> Result<()> {
+        self.keep = true;
+        down(&self.info.name)
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if !self.keep {
+            if let Err(e) = down(&self.info.name) {
+                eprintln!("ulnet testbed {}: teardown failed: {e}", self.info.name);
+            }
+        }
+    }
+}
