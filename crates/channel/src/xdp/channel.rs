@@ -410,17 +410,17 @@ impl XdpChannel {
         self.ifindex
     }
 
-    /// Number of descriptors forming the frame that starts at the next rx slot, or
-    /// `None` when its last descriptor has not arrived yet.
-    fn frame_parts(&mut self) -> Option<u32> {
-        let mut n = 0;
-        loop {
-            let d = self.rx.peek(n)?;
+    /// The number of descriptors forming the frame that starts at the next rx slot, and
+    /// the first of them; `None` when its last descriptor has not arrived yet.
+    fn frame_parts(&mut self) -> Option<(u32, XdpDesc)> {
+        let first = self.rx.peek(0)?;
+        let mut d = first;
+        let mut n = 1;
+        while d.options & xsk::XDP_PKT_CONTD != 0 && n < self.rx.size() {
+            d = self.rx.peek(n)?;
             n += 1;
-            if d.options & xsk::XDP_PKT_CONTD == 0 || n == self.rx.size() {
-                return Some(n);
-            }
         }
+        Some((n, first))
     }
 }
 
@@ -499,11 +499,10 @@ impl Channel for XdpChannel {
         // callback borrows the transmit half.
         let umem = Arc::clone(&self.umem);
         while count < max {
-            let Some(parts) = self.frame_parts() else {
+            let Some((parts, d)) = self.frame_parts() else {
                 break;
             };
             if parts == 1 {
-                let Some(d) = self.rx.peek(0) else { break };
                 self.rx.advance(1);
                 match umem.reclaim(d.addr) {
                     Some((frame, off)) => {
