@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use testbed::{parse_udp, udp_frame, Testbed, KERNEL_A, PEER, STEERED};
 use ulnet_channel::sys::netns;
-use ulnet_channel::xdp::{FlowRule, XdpChannel, XdpOptions};
+use ulnet_channel::xdp::{FlowRule, XdpChannel, XdpMode, XdpOptions, ZeroCopy};
 use ulnet_channel::Channel;
 
 fn options(tb: &Testbed) -> XdpOptions {
@@ -345,4 +345,32 @@ fn second_channel_on_the_same_queue_is_refused_with_a_reason() {
     let e = XdpChannel::open(&options(&tb)).unwrap_err();
     let text = e.to_string();
     assert!(text.contains("another"), "{text}");
+}
+
+#[test]
+fn generic_mode_is_reported_and_works() {
+    let tb = Testbed::new(1500);
+    let mut o = options(&tb);
+    o.mode = XdpMode::Generic;
+    let mut ch = XdpChannel::open(&o).expect("open XDP channel in generic mode");
+    assert!(
+        ch.capabilities().mode.starts_with("generic, copy"),
+        "{}",
+        ch.capabilities().mode
+    );
+    assert!(!ch.is_native());
+    tb.static_neighbour();
+    peer_send(&tb, STEERED, 5000, b"generic", 5);
+    assert_eq!(collect_udp(&mut ch, 5000, 5).len(), 5);
+}
+
+#[test]
+fn forced_zero_copy_on_veth_is_refused_with_a_reason() {
+    // veth has no zero-copy AF_XDP (LINUX-NOTES): forcing it must fail and say why.
+    let tb = Testbed::new(1500);
+    let mut o = options(&tb);
+    o.zero_copy = ZeroCopy::On;
+    let e = XdpChannel::open(&o).unwrap_err();
+    assert_eq!(e.source.raw_os_error(), Some(libc::EOPNOTSUPP), "{e}");
+    assert!(e.to_string().contains("copy mode"), "{e}");
 }
