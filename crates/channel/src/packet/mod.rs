@@ -51,6 +51,8 @@ use crate::sys::packet::{
 use crate::{Capabilities, Channel, Error, Result, Stats, Tx, TxError};
 
 #[cfg(test)]
+mod ring_tests;
+#[cfg(test)]
 pub(crate) mod testnet;
 #[cfg(test)]
 mod tests;
@@ -211,7 +213,11 @@ impl PacketChannel {
                 },
             ),
         };
-        Ok(PacketChannel {
+        Ok(PacketChannel::assemble(rx, tx, caps))
+    }
+
+    fn assemble(rx: RxRing, tx: TxRing, caps: Capabilities) -> PacketChannel {
+        PacketChannel {
             rx: PacketRx {
                 ring: rx,
                 block: 0,
@@ -225,7 +231,7 @@ impl PacketChannel {
                 ring: tx,
                 head: 0,
                 pending: 0,
-                max_frame_len,
+                max_frame_len: caps.max_frame_len,
                 frames: 0,
                 bytes: 0,
                 dropped: 0,
@@ -233,7 +239,7 @@ impl PacketChannel {
             },
             caps,
             kernel_drops: Cell::new(0),
-        })
+        }
     }
 
     /// The transmit half, concretely typed.

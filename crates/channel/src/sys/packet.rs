@@ -683,6 +683,99 @@ impl TxRing {
     }
 }
 
+/// Rings over private memory instead of a socket's, filled by the test as the kernel
+/// would, for exercising the walk (and its defences) without a kernel.
+#[cfg(test)]
+pub(crate) mod fake {
+    use super::*;
+
+    fn null_fd() -> OwnedFd {
+        OwnedFd::from(std::fs::File::open("/dev/null").unwrap())
+    }
+
+    impl RxRing {
+        pub(crate) fn fake(block_size: usize, block_count: usize) -> RxRing {
+            RxRing {
+                map: Mmap::anonymous(block_size * block_count, true).unwrap(),
+                fd: null_fd(),
+                block_size,
+                block_count,
+            }
+        }
+
+        /// Lays `frames` (data, wire length) out in block `index` the way `tpacket_rcv`
+        /// does and hands the block to user space. Returns each frame's header offset.
+        pub(crate) fn fake_fill(&self, index: usize, frames: &[(&[u8], u32)]) -> Vec<usize> {
+            let base = index * self.block_size;
+            let mut off = size_of::<libc::tpacket_block_desc>();
+            let mut offsets = Vec::new();
+            for (i, (data, wire_len)) in frames.iter().enumerate() {
+                let mac = RX_FRAME_OVERHEAD - 14;
+                let next = (mac + data.len()).next_multiple_of(TPACKET_ALIGNMENT);
+                let last = i + 1 == frames.len();
+                self.map
+                    .write::<u32>(base + off + PKT_NEXT, if last { 0 } else { next as u32 });
+                self.map
+                    .write::<u32>(base + off + PKT_SNAPLEN, data.len() as u32);
+                self.map.write::<u32>(base + off + PKT_LEN, *wire_len);
+                self.map
+                    .write::<u32>(base + off + PKT_STATUS, libc::TP_STATUS_USER);
+                self.map.write::<u16>(base + off + PKT_MAC, mac as u16);
+                for (j, &b) in data.iter().enumerate() {
+                    self.map.write::<u8>(base + off + mac + j, b);
+                }
+                offsets.push(off);
+                off += next;
+            }
+            self.map
+                .write::<u32>(base + BLOCK_NUM_PKTS, frames.len() as u32);
+            self.map.write::<u32>(
+                base + BLOCK_FIRST_PKT,
+                size_of::<libc::tpacket_block_desc>() as u32,
+            );
+            self.map
+                .atomic_u32(base + BLOCK_STATUS)
+                .store(libc::TP_STATUS_USER, Ordering::Release);
+            offsets
+        }
+
+        /// Overwrites the `u32` at `offset` in block `index` (to corrupt a header).
+        pub(crate) fn fake_poke(&self, index: usize, offset: usize, value: u32) {
+            self.map
+                .write::<u32>(index * self.block_size + offset, value);
+        }
+
+        /// The block's status word.
+        pub(crate) fn fake_status(&self, index: usize) -> u32 {
+            self.map.read::<u32>(index * self.block_size + BLOCK_STATUS)
+        }
+    }
+
+    impl TxRing {
+        pub(crate) fn fake(frame_size: usize, frame_count: usize) -> TxRing {
+            TxRing {
+                map: Mmap::anonymous(frame_size * frame_count, true).unwrap(),
+                fd: null_fd(),
+                frame_size,
+                frame_count,
+            }
+        }
+
+        /// Plays the kernel: slot `index` is sent (status, length, bytes returned) and
+        /// then set to `new_status`.
+        pub(crate) fn fake_take(&self, index: usize, new_status: u32) -> (u32, Vec<u8>) {
+            let base = index * self.frame_size;
+            let status = self.map.read::<u32>(base + PKT_STATUS);
+            let len = self.map.read::<u32>(base + PKT_LEN) as usize;
+            let bytes = (0..len.min(self.max_frame_len()))
+                .map(|j| self.map.read::<u8>(base + TX_DATA_OFFSET + j))
+                .collect();
+            self.map.write::<u32>(base + PKT_STATUS, new_status);
+            (status, bytes)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -734,6 +827,55 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.op, "ring geometry");
+    }
+
+    #[test]
+    fn rx_block_walk_and_bounds() {
+        let mut ring = RxRing::fake(4096, 2);
+        assert!(
+            ring.block(0).is_none(),
+            "a kernel-owned block is not handed out"
+        );
+        let offs = ring.fake_fill(0, &[(b"first frame", 11), (b"second", 60)]);
+        let block = ring.block(0).unwrap();
+        assert_eq!((block.frame_count(), block.first_offset()), (2, 48));
+        let f = block.frame(offs[0]).unwrap();
+        assert_eq!(
+            (f.data, f.wire_len, f.next_offset),
+            (&b"first frame"[..], 11, offs[1])
+        );
+        let f = block.frame(f.next_offset).unwrap();
+        assert_eq!((f.data, f.wire_len), (&b"second"[..], 60));
+        // Headers or data leaving the block, or misaligned headers, are refused.
+        assert!(block.frame(4096 - 40).is_none());
+        assert!(block.frame(offs[0] + 2).is_none());
+        assert!(block.frame(usize::MAX - 8).is_none());
+        ring.fake_poke(0, offs[1] + PKT_SNAPLEN, 5000);
+        assert!(ring.block(0).unwrap().frame(offs[1]).is_none());
+        ring.release(0);
+        assert_eq!(ring.fake_status(0), libc::TP_STATUS_KERNEL);
+        assert!(ring.block(0).is_none());
+    }
+
+    #[test]
+    fn tx_slot_protocol() {
+        let mut ring = TxRing::fake(2048, 2);
+        assert_eq!(ring.max_frame_len(), 2000);
+        assert_eq!(ring.slot(0), TxSlot::Free);
+        assert!(ring.fill(0, 5, &mut |b| b.copy_from_slice(b"hello")));
+        assert_eq!(ring.slot(0), TxSlot::Busy);
+        assert!(!ring.fill(0, 1, &mut |_| panic!("busy slot written")));
+        assert!(!ring.fill(1, 2001, &mut |_| panic!("oversize written")));
+        let (status, bytes) = ring.fake_take(0, libc::TP_STATUS_WRONG_FORMAT);
+        assert_eq!(
+            (status, &bytes[..]),
+            (libc::TP_STATUS_SEND_REQUEST, &b"hello"[..])
+        );
+        assert_eq!(ring.slot(0), TxSlot::Rejected);
+        ring.reclaim(0);
+        assert_eq!(ring.slot(0), TxSlot::Free);
+        // /dev/null is not a socket: the kick's error names the call.
+        assert_eq!(ring.kick().unwrap_err().op, "send(AF_PACKET tx ring)");
     }
 
     #[test]
