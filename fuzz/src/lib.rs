@@ -17,8 +17,11 @@ const DST4: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
 const SRC6: IpAddr = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
 const DST6: IpAddr = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2));
 
+/// A fuzz target: takes arbitrary bytes, panics only on a bug.
+pub type Target = fn(&[u8]);
+
 /// Every target, by name, as the `smoke` runner and docs list them.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("ethernet", ethernet),
     ("arp", arp),
     ("ipv4", ipv4),

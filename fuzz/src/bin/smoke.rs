@@ -9,7 +9,7 @@ use std::panic;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ulnet_fuzz::{layer_for, mutate, seed_frames, Rng, TARGETS};
+use ulnet_fuzz::{layer_for, mutate, seed_frames, Rng, Target, TARGETS};
 
 struct Args {
     iterations: u64,
@@ -78,7 +78,7 @@ fn main() -> ExitCode {
         }
     };
     let seeds = seed_frames();
-    let targets: Vec<(&str, fn(&[u8]))> = TARGETS
+    let targets: Vec<(&str, Target)> = TARGETS
         .iter()
         .filter(|(n, _)| args.targets.iter().any(|t| t == n))
         .copied()
