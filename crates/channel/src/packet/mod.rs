@@ -30,6 +30,16 @@
 //!   (`examples/packet_rx_drop.rs`), the receive rate rises by about half. The price: the
 //!   host's own stack loses that interface. This module does not install such rules.
 //!
+//! # Offloads of the sending side
+//!
+//! The ring shows frames as the interface received them. When the peer hands out
+//! unfinished work — a veth peer with checksum offload leaves checksums partial
+//! (`TP_STATUS_CSUMNOTREADY`), with TSO/GSO it passes super-frames larger than the MTU —
+//! the stack sees bad checksums and oversized frames. Turn those offloads off on the
+//! sending side (`ethtool -K <peer> tx off tso off gso off`);
+//! [`PacketChannel::partial_checksum_count`] shows when they are on. Frames too large
+//! for a ring block arrive truncated and are dropped and counted.
+//!
 //! # Latency
 //!
 //! TPACKET_V3 hands a block to user space only when it is full or when its retire timer
@@ -124,6 +134,8 @@ struct PacketRx {
     bytes: u64,
     /// Frames dropped here (truncated, or a block whose layout made no sense).
     dropped: u64,
+    /// Frames handed out with `TP_STATUS_CSUMNOTREADY`.
+    csum_not_ready: u64,
     empty_polls: u64,
 }
 
@@ -225,6 +237,7 @@ impl PacketChannel {
                 frames: 0,
                 bytes: 0,
                 dropped: 0,
+                csum_not_ready: 0,
                 empty_polls: 0,
             },
             tx: PacketTx {
@@ -240,6 +253,13 @@ impl PacketChannel {
             caps,
             kernel_drops: Cell::new(0),
         }
+    }
+
+    /// How many handed-out frames carried a partial checksum (`TP_STATUS_CSUMNOTREADY`):
+    /// non-zero means the sender has checksum offload on and the stack will see bad
+    /// checksums (see the module docs).
+    pub fn partial_checksum_count(&self) -> u64 {
+        self.rx.csum_not_ready
     }
 
     /// The transmit half, concretely typed.
@@ -338,6 +358,9 @@ impl Channel for PacketChannel {
                 n += 1;
                 rx.frames += 1;
                 rx.bytes += frame.data.len() as u64;
+                if frame.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+                    rx.csum_not_ready += 1;
+                }
                 f(frame.data, tx);
             }
             if cur.remaining == 0 {

@@ -124,8 +124,8 @@ fn fmt_mac(m: [u8; 6]) -> String {
 /// permanent neighbour entry for `ip_a` → `mac_a`, so no ARP is needed.
 #[derive(Debug)]
 pub(crate) struct VethPair {
-    // Field order: the interfaces are named before the namespaces are dropped.
     pub(crate) if_a: String,
+    pub(crate) if_b: String,
     pub(crate) mac_a: [u8; 6],
     pub(crate) mac_b: [u8; 6],
     pub(crate) ip_a: Ipv4Addr,
@@ -188,6 +188,7 @@ impl VethPair {
         b.ip(&["link", "set", &if_b, "up"]);
         VethPair {
             if_a,
+            if_b,
             mac_a,
             mac_b,
             ip_a,

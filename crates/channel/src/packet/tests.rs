@@ -37,6 +37,35 @@ fn receives_kernel_udp_intact() {
     let st = ch.stats();
     assert!(st.rx_frames >= 300 && st.rx_bytes >= 300 * 46, "{st:?}");
     assert_eq!(st.rx_dropped, 0, "{st:?}");
+    assert_eq!(
+        ch.partial_checksum_count(),
+        0,
+        "offloads are off on the peer"
+    );
+}
+
+#[test]
+fn partial_checksums_from_an_offloading_peer_are_flagged() {
+    let net = VethPair::new("pkcsum");
+    // Undo the testbed's setting: checksum offload on the kernel side again.
+    net.b.exec("ethtool", &["-K", &net.if_b, "tx", "on"]);
+    let mut ch = open(&net, |_| {});
+    let dst = SocketAddrV4::new(net.ip_a, 9999);
+    let sock = net.b.udp_socket(SocketAddrV4::new(net.ip_b, 0));
+    kernel_send(&sock, dst, 20);
+    let deadline = std::time::Instant::now() + super::testnet::DEADLINE;
+    let mut seen = 0;
+    while seen < 20 && std::time::Instant::now() < deadline {
+        ch.rx_batch(64, &mut |f, _| {
+            if super::testnet::parse_udp(f).is_some_and(|u| u.dst == dst) {
+                seen += 1;
+            }
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_micros(300));
+    }
+    assert_eq!(seen, 20);
+    assert_eq!(ch.partial_checksum_count(), 20);
 }
 
 #[test]
