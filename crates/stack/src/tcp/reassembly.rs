@@ -128,7 +128,7 @@ impl Assembler {
     /// The ranges as `(start, end)` half-open intervals, lowest first.
     pub fn ranges(
         &self,
-    ) -> impl DoubleEndedIterator<Item = (usize, usize)> + ExactSizeIterator + '_ {
+    ) -> impl DoubleEndedIterator<Item = (usize, usize)> + ExactSizeIterator + Clone + '_ {
         self.ranges.iter().copied()
     }
 }

@@ -84,7 +84,9 @@ impl Scoreboard {
     }
 
     /// The SACKed ranges, lowest first.
-    pub fn ranges(&self) -> impl DoubleEndedIterator<Item = SeqRange> + ExactSizeIterator + '_ {
+    pub fn ranges(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = SeqRange> + ExactSizeIterator + Clone + '_ {
         self.ranges.iter().copied()
     }
 
@@ -128,7 +130,7 @@ impl Scoreboard {
         snd_nxt: Option<SeqNumber>,
         blocks: &[SeqRange],
     ) -> SackUpdate {
-        self.ack(snd_una);
+        self.advance(snd_una);
         let before = self.sacked_bytes();
         // RFC 2883 §4: a D-SACK is a first block below the cumulative ACK, or one inside
         // the second block.
@@ -162,8 +164,9 @@ impl Scoreboard {
         }
     }
 
-    /// Drops everything below the cumulative ACK.
-    fn ack(&mut self, snd_una: SeqNumber) {
+    /// Drops everything below the cumulative ACK `snd_una` (an ACK without SACK blocks;
+    /// [`Scoreboard::update`] does this itself).
+    pub fn advance(&mut self, snd_una: SeqNumber) {
         self.ranges.retain(|r| r.1 > snd_una);
         if let Some(first) = self.ranges.first_mut() {
             first.0 = first.0.max(snd_una);
