@@ -4,6 +4,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod iface;
+pub mod socket;
 pub mod storage;
 pub mod tcp;
 pub mod time;

@@ -1,0 +1,248 @@
+//! Interface configuration: identity (MAC, addresses, gateway), link properties (MTU,
+//! checksum offloads) and every limit that bounds the interface's memory.
+
+use core::fmt;
+use core::net::IpAddr;
+
+use ulnet_wire::{ChecksumMode, EthernetAddress};
+
+use super::route::IpCidr;
+use crate::time::Duration;
+
+/// Every bound on the interface's memory and timers. The defaults follow the RFCs cited
+/// per field and Linux where the RFCs leave a choice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Routes in the table (on-link networks included).
+    pub route_count: usize,
+    /// Neighbour cache entries.
+    pub neighbor_count: usize,
+    /// How long a learned neighbour stays valid before it is resolved again. Linux uses
+    /// a reachable time of 30 s (randomised); RFC 1122 §2.3.2.1 asks for some timeout.
+    pub neighbor_ttl: Duration,
+    /// Time between ARP requests for the same address: RFC 1122 §2.3.2.1 says at most
+    /// one per second.
+    pub arp_retry_interval: Duration,
+    /// ARP requests sent for an address before it is declared unreachable (Linux
+    /// `mcast_solicit` = 3).
+    pub arp_max_requests: u8,
+    /// Packets waiting for one neighbour's resolution (Linux `unres_qlen`-like).
+    pub pending_per_neighbor: usize,
+    /// Packets waiting for resolution, over all neighbours.
+    pub pending_count: usize,
+    /// Bytes of packets waiting for resolution, over all neighbours.
+    pub pending_len: usize,
+    /// Gratuitous ARP announcements on start (RFC 5227 §1.1 ANNOUNCE_NUM = 2).
+    pub announce_count: u8,
+    /// Time between announcements (RFC 5227 §1.1 ANNOUNCE_INTERVAL = 2 s).
+    pub announce_interval: Duration,
+    /// Datagrams in reassembly at once.
+    pub frag_datagram_count: usize,
+    /// Bytes held by reassembly buffers, over all datagrams.
+    pub frag_buffer_len: usize,
+    /// Fragments one datagram may be cut into.
+    pub frag_per_datagram: usize,
+    /// How long a datagram may stay incomplete (RFC 1122 §3.3.2 suggests 60 s;
+    /// Linux uses 30 s).
+    pub frag_timeout: Duration,
+    /// Destination-unreachable messages allowed per second (token rate), RFC 1812
+    /// §4.3.2.8 asks for a limit; Linux allows 1000/s with bursts of 50.
+    pub icmp_error_rate: u32,
+    /// Burst of destination-unreachable messages allowed.
+    pub icmp_error_burst: u32,
+    /// UDP sockets in the socket set.
+    pub udp_socket_count: usize,
+    /// ICMP echo sockets in the socket set.
+    pub icmp_socket_count: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            route_count: 16,
+            neighbor_count: 64,
+            neighbor_ttl: Duration::from_secs(30),
+            arp_retry_interval: Duration::from_secs(1),
+            arp_max_requests: 3,
+            pending_per_neighbor: 8,
+            pending_count: 64,
+            pending_len: 256 * 1024,
+            announce_count: 2,
+            announce_interval: Duration::from_secs(2),
+            frag_datagram_count: 16,
+            frag_buffer_len: 256 * 1024,
+            frag_per_datagram: 64,
+            frag_timeout: Duration::from_secs(30),
+            icmp_error_rate: 1000,
+            icmp_error_burst: 50,
+            udp_socket_count: 64,
+            icmp_socket_count: 8,
+        }
+    }
+}
+
+/// What the channel does with checksums; the interface picks [`ChecksumMode`]s from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChecksumCaps {
+    /// The channel verified IPv4/TCP/UDP checksums of received frames (so the
+    /// interface does not check them again; reassembled datagrams are still checked).
+    pub rx_verified: bool,
+    /// Transport checksums to write on transmit: `Full` computes them; `Partial` leaves
+    /// the pseudo-header sum for the device. IPv4 and ICMP checksums, and those of
+    /// fragmented datagrams, are always computed.
+    pub tx: ChecksumMode,
+}
+
+/// Why an interface configuration was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The MTU is below the 68 bytes every IPv4 link must carry (RFC 791).
+    MtuTooSmall,
+    /// The MTU is above the largest IPv4 datagram.
+    MtuTooLarge,
+    /// The MAC address is a group address.
+    BadMac,
+    /// An address is unspecified, broadcast or multicast.
+    BadAddress,
+    /// IPv6 addresses are not supported yet.
+    Ipv6Unsupported,
+    /// More addresses or routes than `Limits::route_count`.
+    TooManyRoutes,
+    /// The gateway is not inside any of the interface's networks.
+    GatewayNotOnLink,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfigError::MtuTooSmall => "MTU below 68 bytes",
+            ConfigError::MtuTooLarge => "MTU above 65535 bytes",
+            ConfigError::BadMac => "MAC address is a group address",
+            ConfigError::BadAddress => "address is unspecified, broadcast or multicast",
+            ConfigError::Ipv6Unsupported => "IPv6 addresses are not supported yet",
+            ConfigError::TooManyRoutes => "more addresses and routes than the route limit",
+            ConfigError::GatewayNotOnLink => "gateway is not on any of the interface's networks",
+        })
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
+/// The configuration an [`Interface`](super::Interface) is built from.
+///
+/// ```
+/// use ulnet_stack::iface::{InterfaceConfig, IpCidr};
+/// use ulnet_wire::EthernetAddress;
+/// let config = InterfaceConfig::new(EthernetAddress([0x02, 0, 0, 0, 0, 1]))
+///     .address(IpCidr::new("198.18.0.1".parse()?, 24).unwrap())
+///     .gateway("198.18.0.254".parse()?)
+///     .mtu(1500);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceConfig {
+    /// The interface's MAC address.
+    pub mac: EthernetAddress,
+    /// The interface's addresses with their prefixes; each adds an on-link route.
+    pub addresses: Vec<IpCidr>,
+    /// The default gateway, if any.
+    pub gateway: Option<IpAddr>,
+    /// The largest IP datagram the link carries (Ethernet header excluded).
+    pub mtu: usize,
+    /// Default TTL of datagrams we originate (RFC 1700 / Linux: 64).
+    pub ttl: u8,
+    /// Checksum offloads of the channel.
+    pub checksum: ChecksumCaps,
+    /// Memory and timer bounds.
+    pub limits: Limits,
+}
+
+impl InterfaceConfig {
+    /// A configuration with MAC `mac`, no address, MTU 1500 and default limits.
+    pub fn new(mac: EthernetAddress) -> InterfaceConfig {
+        InterfaceConfig {
+            mac,
+            addresses: Vec::new(),
+            gateway: None,
+            mtu: 1500,
+            ttl: 64,
+            checksum: ChecksumCaps::default(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// Adds an address.
+    pub fn address(mut self, cidr: IpCidr) -> Self {
+        self.addresses.push(cidr);
+        self
+    }
+
+    /// Sets the default gateway.
+    pub fn gateway(mut self, gateway: IpAddr) -> Self {
+        self.gateway = Some(gateway);
+        self
+    }
+
+    /// Sets the MTU.
+    pub fn mtu(mut self, mtu: usize) -> Self {
+        self.mtu = mtu;
+        self
+    }
+
+    /// Sets the default TTL.
+    pub fn ttl(mut self, ttl: u8) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Sets the checksum offloads.
+    pub fn checksum(mut self, caps: ChecksumCaps) -> Self {
+        self.checksum = caps;
+        self
+    }
+
+    /// Sets the limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Checks the configuration as [`Interface::new`](super::Interface::new) does.
+    ///
+    /// # Errors
+    /// The first problem found.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.mtu < 68 {
+            return Err(ConfigError::MtuTooSmall);
+        }
+        if self.mtu > 65535 {
+            return Err(ConfigError::MtuTooLarge);
+        }
+        if !self.mac.is_unicast() {
+            return Err(ConfigError::BadMac);
+        }
+        for a in &self.addresses {
+            match a.address() {
+                IpAddr::V4(v4) => {
+                    if v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast() {
+                        return Err(ConfigError::BadAddress);
+                    }
+                }
+                IpAddr::V6(_) => return Err(ConfigError::Ipv6Unsupported),
+            }
+        }
+        if self.addresses.len() + usize::from(self.gateway.is_some()) > self.limits.route_count {
+            return Err(ConfigError::TooManyRoutes);
+        }
+        if let Some(gw) = self.gateway {
+            if gw.is_ipv6() {
+                return Err(ConfigError::Ipv6Unsupported);
+            }
+            if !self.addresses.iter().any(|a| a.contains(gw)) {
+                return Err(ConfigError::GatewayNotOnLink);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,74 @@
+//! Ethernet II framing: the first and last step of every frame.
+//!
+//! In: a received frame; out: its payload, handed to ARP or IPv4 when it is addressed
+//! to us (our MAC or broadcast) from a unicast source. On output, writes the 14-byte
+//! header in place in front of the payload its caller fills. Frames are not padded to
+//! the 60-byte minimum: the device pads (IEEE 802.3 §4.2.3.3), as for the kernel's own
+//! frames.
+
+use ulnet_wire::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+
+use super::{Core, DropReason, Interface, TxSink};
+use crate::time::Instant;
+
+/// The Ethernet II header length.
+pub(crate) const HEADER_LEN: usize = ulnet_wire::ethernet::HEADER_LEN;
+
+impl Interface {
+    pub(super) fn process_ethernet(&mut self, now: Instant, frame: &[u8], tx: &mut dyn TxSink) {
+        let stats = &mut self.core.stats;
+        stats.rx_frames += 1;
+        stats.rx_bytes += frame.len() as u64;
+        let Ok(eth) = EthernetFrame::new_checked(frame) else {
+            stats.drop(DropReason::EthTruncated);
+            return;
+        };
+        let dst = eth.dst_addr();
+        if dst != self.core.config.mac && !dst.is_broadcast() {
+            stats.drop(DropReason::EthNotForUs);
+            return;
+        }
+        let src = eth.src_addr();
+        if !src.is_unicast() {
+            stats.drop(DropReason::EthBadSource);
+            return;
+        }
+        match eth.ethertype() {
+            EtherType::Arp => self.core.process_arp(now, eth.payload(), tx),
+            EtherType::Ipv4 => self.process_ipv4(now, eth.payload(), dst.is_broadcast(), tx),
+            _ => stats.drop(DropReason::EthUnknownType),
+        }
+    }
+}
+
+impl Core {
+    /// Sends one frame to `dst`: the Ethernet header, then `payload_len` bytes written
+    /// by `fill`. Counts the frame, or a [`DropReason::TxFull`] drop.
+    pub(super) fn send_frame(
+        &mut self,
+        tx: &mut dyn TxSink,
+        dst: EthernetAddress,
+        ethertype: EtherType,
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> bool {
+        let len = HEADER_LEN + payload_len;
+        let header = EthernetRepr {
+            src_addr: self.config.mac,
+            dst_addr: dst,
+            ethertype,
+        };
+        let sent = tx.send(len, &mut |buf| {
+            let (head, payload) = buf.split_at_mut(HEADER_LEN);
+            header.emit(&mut EthernetFrame::new_unchecked(head));
+            fill(payload);
+        });
+        if sent {
+            self.stats.tx_frames += 1;
+            self.stats.tx_bytes += len as u64;
+        } else {
+            self.stats.drop(DropReason::TxFull);
+        }
+        sent
+    }
+}

@@ -1,0 +1,374 @@
+//! The interface layer: one Ethernet interface with its IPv4 addresses, routes,
+//! neighbour cache, fragment reassembly, ICMP and the sockets it serves.
+//!
+//! In: received frames and `now` ([`Interface::ingress`]), and `now` alone for timers
+//! and application sends ([`Interface::egress`]). Out: frames, written in place into the
+//! buffers a [`TxSink`] hands out, and the next deadline ([`Interface::poll_at`]).
+//!
+//! Run to completion (DESIGN.md, STYLE.md §4.2): `ingress` carries a frame through
+//! Ethernet → ARP or IPv4 → reassembly → ICMP/UDP/TCP in one call, and answers it
+//! (ARP reply, echo reply, TCP ACK) straight into the sink it was given; nothing is
+//! queued in between except datagrams in reassembly, packets waiting for ARP, and
+//! payloads in socket buffers, all bounded.
+//!
+//! Invariants: hostile input never panics; every frame refused is counted in
+//! [`Stats`] under a [`DropReason`]; memory is bounded by [`Limits`] and the socket
+//! configurations, allocated up front where the steady data path is concerned.
+//!
+//! Files: `ethernet` (frame in/out), `arp` and `neighbor` (resolution), `pending`
+//! (packets waiting for it), `ipv4` (validation, delivery, output), `route`, `frag`,
+//! `icmp`, `udp`, `tcp` (glue to the TCP layer), `stats`, `config`.
+
+mod arp;
+mod config;
+mod ethernet;
+mod frag;
+mod icmp;
+mod ipv4;
+mod neighbor;
+mod pending;
+mod route;
+mod stats;
+mod tcp;
+mod udp;
+
+use core::net::{IpAddr, Ipv4Addr};
+
+use ulnet_wire::{ChecksumMode, EthernetAddress};
+
+pub use config::{ChecksumCaps, ConfigError, InterfaceConfig, Limits};
+pub use frag::{fragment_payload_len, Reassembled, Reassembler};
+pub use neighbor::{Lookup, NeighborCache, NeighborError, NeighborState};
+pub use route::{IpCidr, Route, RouteError, RouteTable};
+pub use stats::{DropReason, Stats};
+
+use crate::socket::SocketSet;
+use crate::tcp::Tcp;
+use crate::time::Instant;
+use icmp::TokenBucket;
+use pending::PendingQueue;
+
+/// Where the interface writes frames: a channel's transmit half, adapted.
+///
+/// `send` reserves a `len`-byte buffer, lets `fill` write the whole frame into it in
+/// place (`fill` is given exactly `len` bytes) and queues it. It returns false when
+/// there is no room (the ring is full); the interface then drops the frame and counts
+/// it as [`DropReason::TxFull`]. A channel's `Tx` adapts in one line:
+///
+/// ```
+/// # use ulnet_stack::iface::TxSink;
+/// struct Sink<'a>(&'a mut dyn ulnet_channel::Tx);
+/// impl TxSink for Sink<'_> {
+///     fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+///         self.0.send(len, fill).is_ok()
+///     }
+/// }
+/// ```
+pub trait TxSink {
+    /// Writes one `len`-byte frame with `fill`; false when it was not queued.
+    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool;
+}
+
+impl<F: FnMut(usize, &mut dyn FnMut(&mut [u8])) -> bool> TxSink for F {
+    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        self(len, fill)
+    }
+}
+
+/// RFC 5227 announcements still to send.
+#[derive(Debug, Clone, Copy)]
+struct Announce {
+    remaining: u8,
+    next_at: Option<Instant>,
+}
+
+/// Everything but the sockets: split out so the output path can borrow it while a
+/// socket writes its payload into the frame.
+#[derive(Debug)]
+pub(crate) struct Core {
+    config: InterfaceConfig,
+    /// The IPv4 addresses with their networks, from `config.addresses`.
+    v4: Vec<(Ipv4Addr, IpCidr)>,
+    stats: Stats,
+    routes: RouteTable,
+    neighbors: NeighborCache,
+    pending: PendingQueue,
+    frag: Reassembler,
+    icmp_limit: TokenBucket,
+    ident: u16,
+    announce: Announce,
+    /// A whole datagram being cut into fragments (allocated on first use).
+    scratch: Vec<u8>,
+    rx_checksum: ChecksumMode,
+}
+
+/// An Ethernet interface with IPv4, ARP, ICMP, UDP sockets and (once attached with
+/// [`set_tcp`](Self::set_tcp)) TCP.
+///
+/// # Driving it
+///
+/// A runtime (or a test) loops: hand received frames to [`ingress`](Self::ingress),
+/// let [`egress`](Self::egress) send what timers and sockets want, flush the channel,
+/// then sleep until [`poll_at`](Self::poll_at) or the next frame. With the simulated
+/// wire that loop runs in virtual time:
+///
+/// ```
+/// use ulnet_channel::sim::{LinkConfig, Wire};
+/// use ulnet_channel::{Channel, Tx};
+/// use ulnet_stack::iface::{Interface, InterfaceConfig, IpCidr, TxSink};
+/// use ulnet_stack::socket::IcmpSocket;
+/// use ulnet_stack::time::Instant;
+/// use ulnet_wire::EthernetAddress;
+///
+/// struct Sink<'a>(&'a mut dyn Tx);
+/// impl TxSink for Sink<'_> {
+///     fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+///         self.0.send(len, fill).is_ok()
+///     }
+/// }
+///
+/// let config = |last: u8| {
+///     InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, last]))
+///         .address(IpCidr::new([198, 18, 0, last].into(), 24).unwrap())
+/// };
+/// let (wire, ea, eb) = Wire::pair(7, LinkConfig::new(), LinkConfig::new());
+/// let mut nodes = [(Interface::new(config(1))?, ea), (Interface::new(config(2))?, eb)];
+/// let ping = nodes[0].0.sockets_mut().add_icmp(IcmpSocket::new(1, 4, 1024))?;
+/// nodes[0].0.sockets_mut().icmp_mut(ping).send_echo([198, 18, 0, 2].into(), 1, b"hi")?;
+///
+/// for _ in 0..1000 {
+///     let now = Instant::from_micros(wire.now_micros());
+///     for (iface, ep) in nodes.iter_mut() {
+///         ep.rx_batch(64, &mut |frame, tx| iface.ingress(now, frame, &mut Sink(tx)))?;
+///         iface.egress(now, &mut Sink(ep.tx()));
+///         ep.tx().flush()?;
+///     }
+///     if nodes[0].0.sockets().icmp(ping).can_recv() {
+///         break;
+///     }
+///     // Jump to whatever happens next: a frame arriving or a stack timer.
+///     let next = nodes.iter().filter_map(|(i, _)| i.poll_at())
+///         .map(|t| t.total_micros())
+///         .chain(wire.next_event_micros())
+///         .min();
+///     match next {
+///         Some(t) => wire.advance_to_micros(t.max(wire.now_micros())),
+///         None => break,
+///     }
+/// }
+/// let reply = nodes[0].0.sockets_mut().icmp_mut(ping).recv_reply(&mut [0; 64])?;
+/// assert_eq!(reply.seq_no, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Interface {
+    core: Core,
+    sockets: SocketSet,
+    tcp: Option<Tcp>,
+}
+
+impl Interface {
+    /// An interface configured by `config`: on-link routes for its addresses, the
+    /// default route through the gateway, empty caches, and gratuitous ARP due on the
+    /// first [`egress`](Self::egress).
+    ///
+    /// # Errors
+    /// The [`ConfigError`] of [`InterfaceConfig::validate`].
+    pub fn new(config: InterfaceConfig) -> Result<Interface, ConfigError> {
+        config.validate()?;
+        let l = &config.limits;
+        let mut routes = RouteTable::new(l.route_count);
+        let mut v4 = Vec::with_capacity(config.addresses.len());
+        for cidr in &config.addresses {
+            if let IpAddr::V4(a) = cidr.address() {
+                v4.push((a, *cidr));
+            }
+            routes
+                .add(Route {
+                    dst: *cidr,
+                    via: None,
+                })
+                .map_err(|_| ConfigError::TooManyRoutes)?;
+        }
+        if let Some(gw) = config.gateway {
+            routes
+                .set_default_gateway(gw)
+                .map_err(|_| ConfigError::TooManyRoutes)?;
+        }
+        let core = Core {
+            neighbors: NeighborCache::new(
+                l.neighbor_count,
+                l.neighbor_ttl,
+                l.arp_retry_interval,
+                l.arp_max_requests,
+            ),
+            pending: PendingQueue::new(l.pending_per_neighbor, l.pending_count, l.pending_len),
+            frag: Reassembler::new(
+                l.frag_datagram_count,
+                l.frag_buffer_len,
+                l.frag_per_datagram,
+                l.frag_timeout,
+            ),
+            icmp_limit: TokenBucket::new(l.icmp_error_rate, l.icmp_error_burst),
+            ident: 0,
+            announce: Announce {
+                remaining: if v4.is_empty() { 0 } else { l.announce_count },
+                next_at: None,
+            },
+            scratch: Vec::new(),
+            rx_checksum: if config.checksum.rx_verified {
+                ChecksumMode::Offload
+            } else {
+                ChecksumMode::Full
+            },
+            stats: Stats::default(),
+            routes,
+            v4,
+            config,
+        };
+        let sockets = SocketSet::new(
+            core.config.limits.udp_socket_count,
+            core.config.limits.icmp_socket_count,
+        );
+        Ok(Interface {
+            core,
+            sockets,
+            tcp: None,
+        })
+    }
+
+    /// The configuration the interface was built from.
+    pub fn config(&self) -> &InterfaceConfig {
+        &self.core.config
+    }
+
+    /// The interface's MAC address.
+    pub fn mac(&self) -> EthernetAddress {
+        self.core.config.mac
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.core.stats
+    }
+
+    /// The route table.
+    pub fn routes(&self) -> &RouteTable {
+        &self.core.routes
+    }
+
+    /// The route table, to add or remove routes.
+    pub fn routes_mut(&mut self) -> &mut RouteTable {
+        &mut self.core.routes
+    }
+
+    /// The neighbour cache.
+    pub fn neighbors(&self) -> &NeighborCache {
+        &self.core.neighbors
+    }
+
+    /// Adds a static neighbour: `ip` is at `mac`, never expiring, never asked for.
+    ///
+    /// # Errors
+    /// As [`NeighborCache::add_static`].
+    pub fn add_static_neighbor(
+        &mut self,
+        ip: IpAddr,
+        mac: EthernetAddress,
+    ) -> Result<(), NeighborError> {
+        self.core.neighbors.add_static(ip, mac)
+    }
+
+    /// The sockets.
+    pub fn sockets(&self) -> &SocketSet {
+        &self.sockets
+    }
+
+    /// The sockets, to add, use and remove them.
+    pub fn sockets_mut(&mut self) -> &mut SocketSet {
+        &mut self.sockets
+    }
+
+    /// Datagrams in reassembly and the bytes they hold.
+    pub fn reassembly(&self) -> &Reassembler {
+        &self.core.frag
+    }
+
+    /// Packets waiting for neighbour resolution, and their payload bytes.
+    pub fn pending(&self) -> (usize, usize) {
+        (self.core.pending.count(), self.core.pending.len())
+    }
+
+    /// Carries one received frame through the stack, answering it into `tx` where the
+    /// protocol asks for an immediate answer. Malformed or foreign frames are dropped
+    /// and counted.
+    pub fn ingress(&mut self, now: Instant, frame: &[u8], tx: &mut dyn TxSink) {
+        self.process_ethernet(now, frame, tx);
+    }
+
+    /// Runs the timers (announcements, ARP retries and give-ups, reassembly timeouts)
+    /// and sends what the sockets queued.
+    pub fn egress(&mut self, now: Instant, tx: &mut dyn TxSink) {
+        self.core.announce(now, tx);
+        self.core.poll_neighbors(now, tx);
+        let expired = self.core.frag.expire(now);
+        self.core.stats.drop_n(DropReason::FragTimeout, expired);
+        self.egress_icmp(now, tx);
+        self.egress_udp(now, tx);
+        self.egress_tcp(now, tx);
+    }
+
+    /// When [`egress`](Self::egress) next has work: `None` when idle; an instant at or
+    /// before the current time (possibly [`Instant::ZERO`]) means "now".
+    pub fn poll_at(&self) -> Option<Instant> {
+        let c = &self.core;
+        [
+            if c.announce.remaining > 0 {
+                Some(c.announce.next_at.unwrap_or(Instant::ZERO))
+            } else {
+                None
+            },
+            c.neighbors.poll_at(),
+            c.frag.poll_at(),
+            self.sockets.has_tx().then_some(Instant::ZERO),
+            self.tcp.as_ref().and_then(Tcp::poll_at),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
+
+impl Core {
+    /// Whether `a` is one of our IPv4 addresses.
+    fn is_ours(&self, a: Ipv4Addr) -> bool {
+        self.v4.iter().any(|(ours, _)| *ours == a)
+    }
+
+    /// Whether `a` is the limited broadcast or one of our networks' broadcast.
+    fn is_broadcast(&self, a: Ipv4Addr) -> bool {
+        a.is_broadcast() || self.v4.iter().any(|(_, c)| c.broadcast() == Some(a))
+    }
+
+    /// The address to send to `dst` from: the one on `dst`'s network, else the one on
+    /// the next hop's network, else the first.
+    fn source_for(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+        let on = |ip: Ipv4Addr| {
+            self.v4
+                .iter()
+                .find(|(_, c)| c.contains(IpAddr::V4(ip)))
+                .map(|(a, _)| *a)
+        };
+        on(dst)
+            .or_else(|| match self.routes.next_hop(IpAddr::V4(dst)) {
+                Some(IpAddr::V4(hop)) => on(hop),
+                _ => None,
+            })
+            .or_else(|| self.v4.first().map(|(a, _)| *a))
+    }
+
+    fn next_ident(&mut self) -> u16 {
+        self.ident = self.ident.wrapping_add(1);
+        self.ident
+    }
+}

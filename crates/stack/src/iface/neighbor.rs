@@ -1,0 +1,430 @@
+//! The neighbour cache: IP address → MAC address, learned from ARP (and, later, IPv6
+//! neighbour discovery) or set statically.
+//!
+//! In: answers from the network ([`NeighborCache::fill`]), lookups from the output path
+//! and `now`; out: the MAC to send to, and which addresses need an ARP request now or
+//! have failed to resolve. Invariants: the cache never holds more than its capacity;
+//! static entries never expire and are never evicted; an incomplete entry sends at most
+//! one request per retry interval (RFC 1122 §2.3.2.1: no ARP flooding) and gives up
+//! after the configured number of requests.
+
+use core::net::IpAddr;
+
+use ulnet_wire::EthernetAddress;
+
+use crate::time::{Duration, Instant};
+
+/// What the cache knows about an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeighborState {
+    /// Configured by hand: never expires.
+    Static(EthernetAddress),
+    /// Learned; valid until `expires_at`.
+    Reachable {
+        /// The neighbour's MAC.
+        mac: EthernetAddress,
+        /// When the entry must be resolved again.
+        expires_at: Instant,
+    },
+    /// Being resolved: `requests` ARP requests sent so far, the next one due at
+    /// `next_request_at`.
+    Incomplete {
+        /// Requests sent.
+        requests: u8,
+        /// When to send the next one (or give up).
+        next_request_at: Instant,
+    },
+}
+
+/// The result of [`NeighborCache::lookup`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Send to this MAC.
+    Found(EthernetAddress),
+    /// Resolution is under way.
+    Pending,
+    /// Unknown (or expired): start resolving.
+    Missing,
+}
+
+/// Why a static entry could not be added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NeighborError {
+    /// Every slot holds a static entry.
+    Full,
+    /// The MAC is a group address.
+    BadMac,
+}
+
+impl core::fmt::Display for NeighborError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            NeighborError::Full => "neighbour cache full of static entries",
+            NeighborError::BadMac => "neighbour MAC is a group address",
+        })
+    }
+}
+
+impl core::error::Error for NeighborError {}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    ip: IpAddr,
+    state: NeighborState,
+    /// Last time the entry was created or refreshed, for least-recently-learned eviction.
+    touched: Instant,
+}
+
+/// What [`NeighborCache::poll`] asks the interface to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// Send another ARP request for this address.
+    Request(IpAddr),
+    /// Resolution failed: drop what waits for this address.
+    Failed(IpAddr),
+}
+
+/// A bounded neighbour cache. Lookups scan linearly: the cache holds tens of entries
+/// and a scan of a small array beats hashing at that size.
+#[derive(Debug, Clone)]
+pub struct NeighborCache {
+    entries: Vec<Entry>,
+    capacity: usize,
+    ttl: Duration,
+    retry_interval: Duration,
+    max_requests: u8,
+}
+
+impl NeighborCache {
+    /// A cache of at most `capacity` entries; learned entries live `ttl`; unresolved
+    /// addresses are asked for every `retry_interval`, `max_requests` times.
+    pub fn new(capacity: usize, ttl: Duration, retry_interval: Duration, max_requests: u8) -> Self {
+        NeighborCache {
+            entries: Vec::with_capacity(capacity),
+            capacity,
+            ttl,
+            retry_interval,
+            max_requests: max_requests.max(1),
+        }
+    }
+
+    /// Entries held (of every state).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// No entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The maximum number of entries.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The state of `ip`'s entry, if any (expired entries included until swept).
+    pub fn state(&self, ip: IpAddr) -> Option<NeighborState> {
+        self.find(ip).map(|i| self.entries[i].state)
+    }
+
+    /// Every entry.
+    pub fn iter(&self) -> impl Iterator<Item = (IpAddr, NeighborState)> + '_ {
+        self.entries.iter().map(|e| (e.ip, e.state))
+    }
+
+    fn find(&self, ip: IpAddr) -> Option<usize> {
+        self.entries.iter().position(|e| e.ip == ip)
+    }
+
+    /// Where to send a packet for `ip` at `now`. An expired entry reads as missing.
+    pub fn lookup(&self, ip: IpAddr, now: Instant) -> Lookup {
+        match self.find(ip).map(|i| self.entries[i].state) {
+            Some(NeighborState::Static(mac)) => Lookup::Found(mac),
+            Some(NeighborState::Reachable { mac, expires_at }) if now < expires_at => {
+                Lookup::Found(mac)
+            }
+            Some(NeighborState::Incomplete { .. }) => Lookup::Pending,
+            _ => Lookup::Missing,
+        }
+    }
+
+    /// Adds or replaces a static entry.
+    ///
+    /// # Errors
+    /// [`NeighborError::BadMac`] for a group MAC; [`NeighborError::Full`] when every
+    /// slot is static.
+    pub fn add_static(&mut self, ip: IpAddr, mac: EthernetAddress) -> Result<(), NeighborError> {
+        if !mac.is_unicast() {
+            return Err(NeighborError::BadMac);
+        }
+        let i = match self.find(ip) {
+            Some(i) => i,
+            None => self.slot(Instant::ZERO).ok_or(NeighborError::Full)?,
+        };
+        self.entries[i] = Entry {
+            ip,
+            state: NeighborState::Static(mac),
+            touched: Instant::ZERO,
+        };
+        Ok(())
+    }
+
+    /// Removes `ip`'s entry; returns its state if there was one.
+    pub fn remove(&mut self, ip: IpAddr) -> Option<NeighborState> {
+        let i = self.find(ip)?;
+        Some(self.entries.swap_remove(i).state)
+    }
+
+    /// Records that `ip` is at `mac` (an ARP answer or request from it). Static entries
+    /// are kept. With `create` false only an existing entry is updated (RFC 826's merge
+    /// step: unsolicited ARP only refreshes what we already track). Returns whether an
+    /// incomplete entry became resolved, so that packets waiting for it can go.
+    pub(crate) fn fill(
+        &mut self,
+        ip: IpAddr,
+        mac: EthernetAddress,
+        now: Instant,
+        create: bool,
+    ) -> bool {
+        let i = match self.find(ip) {
+            Some(i) => i,
+            None if create => match self.slot(now) {
+                Some(i) => i,
+                None => return false,
+            },
+            None => return false,
+        };
+        let e = &mut self.entries[i];
+        if matches!(e.state, NeighborState::Static(_)) && e.ip == ip {
+            return false;
+        }
+        let was_incomplete = e.ip == ip && matches!(e.state, NeighborState::Incomplete { .. });
+        *e = Entry {
+            ip,
+            state: NeighborState::Reachable {
+                mac,
+                expires_at: now + self.ttl,
+            },
+            touched: now,
+        };
+        was_incomplete
+    }
+
+    /// Starts resolving `ip`: creates an incomplete entry whose first request is due
+    /// now. Returns false when the cache is full of entries that cannot be evicted (the
+    /// caller drops and counts), true otherwise (also when resolution was already under
+    /// way).
+    pub(crate) fn start(&mut self, ip: IpAddr, now: Instant) -> bool {
+        let i = match self.find(ip) {
+            Some(i) => match self.entries[i].state {
+                NeighborState::Incomplete { .. } | NeighborState::Static(_) => return true,
+                NeighborState::Reachable { .. } => i,
+            },
+            None => match self.slot(now) {
+                Some(i) => i,
+                None => return false,
+            },
+        };
+        self.entries[i] = Entry {
+            ip,
+            state: NeighborState::Incomplete {
+                requests: 0,
+                next_request_at: now,
+            },
+            touched: now,
+        };
+        true
+    }
+
+    /// An index for a new entry: a free slot, else an expired learned entry, else the
+    /// least recently learned one (never a static or incomplete entry, so resolution in
+    /// progress is not starved by a flood of new addresses).
+    fn slot(&mut self, now: Instant) -> Option<usize> {
+        if self.entries.len() < self.capacity {
+            self.entries.push(Entry {
+                ip: IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED),
+                state: NeighborState::Incomplete {
+                    requests: 0,
+                    next_request_at: now,
+                },
+                touched: now,
+            });
+            return Some(self.entries.len() - 1);
+        }
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e.state, NeighborState::Reachable { .. }))
+            .min_by_key(|(_, e)| match e.state {
+                NeighborState::Reachable { expires_at, .. } if expires_at <= now => Instant::ZERO,
+                _ => e.touched,
+            })
+            .map(|(i, _)| i)
+    }
+
+    /// Runs the timers: due requests are counted and reported as
+    /// [`Timer::Request`]; entries out of requests are removed and reported as
+    /// [`Timer::Failed`]; expired learned entries are swept.
+    #[cfg(test)]
+    pub(crate) fn poll(&mut self, now: Instant, mut f: impl FnMut(Timer)) {
+        self.poll_limited(now, &mut |t| {
+            f(t);
+            true
+        });
+    }
+
+    /// As `poll`, stopping after the first report for which `f` returns false (the
+    /// rest stays due for the next call).
+    pub(crate) fn poll_limited(&mut self, now: Instant, f: &mut dyn FnMut(Timer) -> bool) {
+        let mut i = 0;
+        while i < self.entries.len() {
+            let e = &mut self.entries[i];
+            match e.state {
+                NeighborState::Incomplete {
+                    requests,
+                    next_request_at,
+                } if next_request_at <= now => {
+                    if requests >= self.max_requests {
+                        let ip = e.ip;
+                        self.entries.swap_remove(i);
+                        if !f(Timer::Failed(ip)) {
+                            return;
+                        }
+                        continue;
+                    }
+                    e.state = NeighborState::Incomplete {
+                        requests: requests + 1,
+                        next_request_at: now + self.retry_interval,
+                    };
+                    if !f(Timer::Request(e.ip)) {
+                        return;
+                    }
+                }
+                NeighborState::Reachable { expires_at, .. } if expires_at <= now => {
+                    self.entries.swap_remove(i);
+                    continue;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+
+    /// The earliest instant a timer fires: a request or give-up due, or an entry
+    /// expiring.
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.entries
+            .iter()
+            .filter_map(|e| match e.state {
+                NeighborState::Incomplete {
+                    next_request_at, ..
+                } => Some(next_request_at),
+                NeighborState::Reachable { expires_at, .. } => Some(expires_at),
+                NeighborState::Static(_) => None,
+            })
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 9]);
+
+    fn ip(d: u8) -> IpAddr {
+        IpAddr::V4(core::net::Ipv4Addr::new(198, 18, 0, d))
+    }
+
+    fn cache(n: usize) -> NeighborCache {
+        NeighborCache::new(n, Duration::from_secs(30), Duration::from_secs(1), 3)
+    }
+
+    #[test]
+    fn resolves_expires_and_reresolves() {
+        let mut c = cache(4);
+        let t0 = Instant::from_secs(1);
+        assert_eq!(c.lookup(ip(2), t0), Lookup::Missing);
+        assert!(c.start(ip(2), t0));
+        assert_eq!(c.lookup(ip(2), t0), Lookup::Pending);
+        let mut asked = Vec::new();
+        c.poll(t0, |t| asked.push(t));
+        assert_eq!(asked, [Timer::Request(ip(2))]);
+        // Rate limit: nothing more within the retry interval.
+        asked.clear();
+        c.poll(t0 + Duration::from_millis(999), |t| asked.push(t));
+        assert!(asked.is_empty());
+        assert!(c.fill(ip(2), MAC, t0, true));
+        assert_eq!(
+            c.lookup(ip(2), t0 + Duration::from_secs(29)),
+            Lookup::Found(MAC)
+        );
+        assert_eq!(
+            c.lookup(ip(2), t0 + Duration::from_secs(30)),
+            Lookup::Missing
+        );
+        assert!(c.start(ip(2), t0 + Duration::from_secs(30)));
+        assert_eq!(
+            c.lookup(ip(2), t0 + Duration::from_secs(30)),
+            Lookup::Pending
+        );
+    }
+
+    #[test]
+    fn gives_up_after_max_requests() {
+        let mut c = cache(4);
+        assert!(c.start(ip(3), Instant::ZERO));
+        let mut events = Vec::new();
+        for s in 0..5 {
+            c.poll(Instant::from_secs(s), |t| events.push(t));
+        }
+        assert_eq!(
+            events,
+            [
+                Timer::Request(ip(3)),
+                Timer::Request(ip(3)),
+                Timer::Request(ip(3)),
+                Timer::Failed(ip(3))
+            ]
+        );
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn static_entries_survive_floods() {
+        let mut c = cache(2);
+        c.add_static(ip(1), MAC).unwrap();
+        for d in 10..200 {
+            c.fill(ip(d), MAC, Instant::from_secs(u64::from(d)), true);
+        }
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            c.lookup(ip(1), Instant::from_secs(1_000_000)),
+            Lookup::Found(MAC)
+        );
+        // Learning never overrides a static entry.
+        assert!(!c.fill(
+            ip(1),
+            EthernetAddress([2, 0, 0, 0, 0, 7]),
+            Instant::ZERO,
+            true
+        ));
+        assert_eq!(c.state(ip(1)), Some(NeighborState::Static(MAC)));
+        c.add_static(ip(2), MAC).unwrap();
+        assert_eq!(c.add_static(ip(3), MAC), Err(NeighborError::Full));
+        assert!(!c.start(ip(4), Instant::ZERO));
+        assert_eq!(
+            c.add_static(ip(5), EthernetAddress::BROADCAST),
+            Err(NeighborError::BadMac)
+        );
+    }
+
+    #[test]
+    fn unsolicited_only_updates() {
+        let mut c = cache(4);
+        assert!(!c.fill(ip(7), MAC, Instant::ZERO, false));
+        assert!(c.is_empty());
+    }
+}

@@ -1,0 +1,261 @@
+//! Interface counters: frames and datagrams that went through, and one drop counter per
+//! reason, so that every frame the interface refuses is accounted for.
+//!
+//! Invariant: every frame handed to [`Interface::ingress`](super::Interface::ingress)
+//! either reaches a protocol handler or increments exactly one [`DropReason`] counter.
+
+use core::fmt;
+
+macro_rules! drop_reasons {
+    ($($(#[$m:meta])* $var:ident => $name:literal,)*) => {
+        /// Why the interface dropped a frame, a datagram or an outgoing packet.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum DropReason {
+            $($(#[$m])* $var,)*
+        }
+
+        impl DropReason {
+            /// Every reason, in counter order.
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$var,)*];
+
+            /// A short, stable, snake_case name (for reports and metrics).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(DropReason::$var => $name,)*
+                }
+            }
+        }
+    };
+}
+
+drop_reasons! {
+    /// The frame is shorter than an Ethernet header.
+    EthTruncated => "eth_truncated",
+    /// The destination MAC is neither ours nor broadcast.
+    EthNotForUs => "eth_not_for_us",
+    /// The source MAC is a group address, which no station may send from.
+    EthBadSource => "eth_bad_source",
+    /// The EtherType is not one the interface handles.
+    EthUnknownType => "eth_unknown_type",
+    /// The ARP packet is truncated.
+    ArpTruncated => "arp_truncated",
+    /// The ARP packet is not Ethernet/IPv4, or its operation is unknown.
+    ArpUnsupported => "arp_unsupported",
+    /// The ARP sender hardware address is a group address or does not match the frame.
+    ArpBadSource => "arp_bad_source",
+    /// Someone else claims one of our IPv4 addresses.
+    ArpAddressConflict => "arp_address_conflict",
+    /// The ARP packet is neither about us nor about a neighbour we know.
+    ArpNotForUs => "arp_not_for_us",
+    /// The IPv4 header or datagram is cut short.
+    Ipv4Truncated => "ipv4_truncated",
+    /// The IPv4 header or total length is inconsistent.
+    Ipv4Malformed => "ipv4_malformed",
+    /// The IP version field is not 4.
+    Ipv4BadVersion => "ipv4_bad_version",
+    /// The IPv4 header checksum is wrong.
+    Ipv4BadChecksum => "ipv4_bad_checksum",
+    /// The source address is broadcast, multicast or ours (RFC 1122 §3.2.1.3).
+    Ipv4BadSource => "ipv4_bad_source",
+    /// The destination is not one of our addresses or a broadcast we listen to.
+    Ipv4NotForUs => "ipv4_not_for_us",
+    /// The TTL is zero, which no host may send (RFC 1122 §3.2.1.7).
+    Ipv4TtlZero => "ipv4_ttl_zero",
+    /// The protocol is not one the interface handles.
+    Ipv4UnknownProtocol => "ipv4_unknown_protocol",
+    /// A fragment's offset and length are impossible (past 65535, or a non-final
+    /// fragment not a multiple of 8 bytes, RFC 791).
+    FragMalformed => "frag_malformed",
+    /// A fragment overlapped another of the same datagram: the datagram is dropped
+    /// (RFC 5722 applied to IPv4, as Linux does since CVE-2018-5391).
+    FragOverlap => "frag_overlap",
+    /// An exact duplicate of a fragment already held.
+    FragDuplicate => "frag_duplicate",
+    /// No room for another datagram in reassembly, or for its bytes.
+    FragNoRoom => "frag_no_room",
+    /// A datagram was cut into more fragments than the limit.
+    FragTooManyFragments => "frag_too_many_fragments",
+    /// A datagram in reassembly timed out (RFC 1122 §3.3.2).
+    FragTimeout => "frag_timeout",
+    /// The ICMP message is truncated or malformed.
+    IcmpMalformed => "icmp_malformed",
+    /// The ICMP checksum is wrong.
+    IcmpBadChecksum => "icmp_bad_checksum",
+    /// An ICMP type the host does not handle.
+    IcmpUnsupported => "icmp_unsupported",
+    /// An echo request to a broadcast address (RFC 1122 §3.2.2.6 allows ignoring it).
+    IcmpBroadcastEcho => "icmp_broadcast_echo",
+    /// An echo reply no socket was waiting for.
+    IcmpNoSocket => "icmp_no_socket",
+    /// The UDP header or length is inconsistent.
+    UdpMalformed => "udp_malformed",
+    /// The UDP checksum is wrong.
+    UdpBadChecksum => "udp_bad_checksum",
+    /// No socket is bound to the destination port.
+    UdpNoSocket => "udp_no_socket",
+    /// The receiving socket's buffer is full.
+    UdpSocketFull => "udp_socket_full",
+    /// The TCP header is truncated or malformed.
+    TcpMalformed => "tcp_malformed",
+    /// The TCP checksum is wrong.
+    TcpBadChecksum => "tcp_bad_checksum",
+    /// A TCP segment arrived but the interface has no TCP layer.
+    TcpNoLayer => "tcp_no_layer",
+    /// No route to the destination.
+    NoRoute => "no_route",
+    /// No source address to send from.
+    NoSourceAddress => "no_source_address",
+    /// The queue of packets waiting for neighbour resolution is full.
+    NeighborQueueFull => "neighbor_queue_full",
+    /// The neighbour did not answer ARP: packets waiting for it are dropped.
+    NeighborUnreachable => "neighbor_unreachable",
+    /// The neighbour cache is full of entries that cannot be evicted.
+    NeighborCacheFull => "neighbor_cache_full",
+    /// The datagram is larger than the MTU and may not be fragmented.
+    TooLarge => "too_large",
+    /// The channel refused the frame (transmit ring full).
+    TxFull => "tx_full",
+}
+
+/// The interface counters. Plain integers, read with the getters or [`Stats::drops`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stats {
+    /// Frames handed to `ingress`.
+    pub rx_frames: u64,
+    /// Bytes of those frames.
+    pub rx_bytes: u64,
+    /// Frames the channel accepted from us.
+    pub tx_frames: u64,
+    /// Bytes of those frames.
+    pub tx_bytes: u64,
+    /// ARP requests sent (resolution and retries).
+    pub arp_requests_sent: u64,
+    /// ARP replies sent.
+    pub arp_replies_sent: u64,
+    /// Gratuitous ARP announcements sent (RFC 5227 §2.3).
+    pub arp_announcements_sent: u64,
+    /// IPv4 datagrams delivered to a protocol handler (after reassembly).
+    pub ipv4_delivered: u64,
+    /// Datagrams reassembled from fragments.
+    pub frag_reassembled: u64,
+    /// Fragments sent (of datagrams larger than the MTU).
+    pub frag_sent: u64,
+    /// Echo replies sent.
+    pub icmp_echo_replies_sent: u64,
+    /// Destination-unreachable messages sent.
+    pub icmp_unreachables_sent: u64,
+    /// Destination-unreachable messages not sent because of the rate limit.
+    pub icmp_rate_limited: u64,
+    /// ICMP error messages received (handed to no socket).
+    pub icmp_errors_received: u64,
+    /// UDP datagrams delivered to a socket.
+    pub udp_delivered: u64,
+    /// UDP datagrams sent.
+    pub udp_sent: u64,
+    /// TCP segments handed to the TCP layer.
+    pub tcp_delivered: u64,
+    /// TCP segments sent.
+    pub tcp_sent: u64,
+    drops: [u64; DropReason::ALL.len()],
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            rx_frames: 0,
+            rx_bytes: 0,
+            tx_frames: 0,
+            tx_bytes: 0,
+            arp_requests_sent: 0,
+            arp_replies_sent: 0,
+            arp_announcements_sent: 0,
+            ipv4_delivered: 0,
+            frag_reassembled: 0,
+            frag_sent: 0,
+            icmp_echo_replies_sent: 0,
+            icmp_unreachables_sent: 0,
+            icmp_rate_limited: 0,
+            icmp_errors_received: 0,
+            udp_delivered: 0,
+            udp_sent: 0,
+            tcp_delivered: 0,
+            tcp_sent: 0,
+            drops: [0; DropReason::ALL.len()],
+        }
+    }
+}
+
+impl Stats {
+    /// How many times the interface dropped something for `reason`.
+    pub fn drops(&self, reason: DropReason) -> u64 {
+        self.drops[reason as usize]
+    }
+
+    /// The sum of all drop counters.
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Every reason with a non-zero count.
+    pub fn nonzero_drops(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL
+            .iter()
+            .map(|&r| (r, self.drops(r)))
+            .filter(|&(_, n)| n != 0)
+    }
+
+    pub(crate) fn drop(&mut self, reason: DropReason) {
+        self.drops[reason as usize] += 1;
+    }
+
+    pub(crate) fn drop_n(&mut self, reason: DropReason, n: u64) {
+        self.drops[reason as usize] += n;
+    }
+}
+
+impl fmt::Display for Stats {
+    /// One `name value` pair per line, non-zero drop counters only.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "rx_frames {}", self.rx_frames)?;
+        writeln!(f, "rx_bytes {}", self.rx_bytes)?;
+        writeln!(f, "tx_frames {}", self.tx_frames)?;
+        writeln!(f, "tx_bytes {}", self.tx_bytes)?;
+        writeln!(f, "arp_requests_sent {}", self.arp_requests_sent)?;
+        writeln!(f, "arp_replies_sent {}", self.arp_replies_sent)?;
+        writeln!(f, "arp_announcements_sent {}", self.arp_announcements_sent)?;
+        writeln!(f, "ipv4_delivered {}", self.ipv4_delivered)?;
+        writeln!(f, "frag_reassembled {}", self.frag_reassembled)?;
+        writeln!(f, "frag_sent {}", self.frag_sent)?;
+        writeln!(f, "icmp_echo_replies_sent {}", self.icmp_echo_replies_sent)?;
+        writeln!(f, "icmp_unreachables_sent {}", self.icmp_unreachables_sent)?;
+        writeln!(f, "icmp_rate_limited {}", self.icmp_rate_limited)?;
+        writeln!(f, "icmp_errors_received {}", self.icmp_errors_received)?;
+        writeln!(f, "udp_delivered {}", self.udp_delivered)?;
+        writeln!(f, "udp_sent {}", self.udp_sent)?;
+        writeln!(f, "tcp_delivered {}", self.tcp_delivered)?;
+        writeln!(f, "tcp_sent {}", self.tcp_sent)?;
+        for (reason, n) in self.nonzero_drops() {
+            writeln!(f, "drop_{} {}", reason.name(), n)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_its_own_counter() {
+        let mut s = Stats::default();
+        for (i, &r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(r as usize, i);
+            s.drop(r);
+        }
+        assert_eq!(s.total_drops(), DropReason::ALL.len() as u64);
+        let names: std::collections::HashSet<_> =
+            DropReason::ALL.iter().map(|r| r.name()).collect();
+        assert_eq!(names.len(), DropReason::ALL.len());
+    }
+}

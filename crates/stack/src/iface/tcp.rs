@@ -1,0 +1,104 @@
+//! The glue between the interface and the TCP layer ([`crate::tcp::Tcp`]): segments
+//! in, checked and parsed once, handed to `Tcp::process`; segments out of
+//! `Tcp::process` (immediate answers) and `Tcp::dispatch` (everything else) written in
+//! place behind Ethernet and IPv4 headers.
+//!
+//! A segment whose next hop is unresolved is parked like any datagram (bounded) while
+//! ARP asks; if the queue is full it is dropped and TCP's retransmission recovers.
+
+use core::net::IpAddr;
+
+use ulnet_wire::{ChecksumMode, IpProtocol, TcpPacket, TcpRepr};
+
+use super::ipv4::{Delivery, HEADER_LEN as IPV4_HEADER_LEN};
+use super::{Core, DropReason, Interface, TxSink};
+use crate::tcp::Tcp;
+use crate::time::Instant;
+
+impl Interface {
+    /// Attaches the TCP layer; segments to us go to it from now on, and
+    /// [`egress`](Self::egress) runs its `dispatch`. Returns the previous one.
+    pub fn set_tcp(&mut self, tcp: Tcp) -> Option<Tcp> {
+        self.tcp.replace(tcp)
+    }
+
+    /// The TCP layer, if attached.
+    pub fn tcp(&self) -> Option<&Tcp> {
+        self.tcp.as_ref()
+    }
+
+    /// The TCP layer, to listen, connect, send and receive.
+    pub fn tcp_mut(&mut self) -> Option<&mut Tcp> {
+        self.tcp.as_mut()
+    }
+
+    pub(super) fn process_tcp(&mut self, now: Instant, d: Delivery<'_>, tx: &mut dyn TxSink) {
+        let stats = &mut self.core.stats;
+        let Some(tcp) = self.tcp.as_mut() else {
+            return stats.drop(DropReason::TcpNoLayer);
+        };
+        // RFC 1122 §4.2.3.10: segments to broadcast addresses are discarded.
+        if d.broadcast {
+            return stats.drop(DropReason::Ipv4NotForUs);
+        }
+        let Ok(packet) = TcpPacket::new_checked(d.payload) else {
+            return stats.drop(DropReason::TcpMalformed);
+        };
+        let (src, dst) = (IpAddr::V4(d.header.src_addr), IpAddr::V4(d.header.dst_addr));
+        if d.verify && !packet.verify_checksum(&src, &dst) {
+            return stats.drop(DropReason::TcpBadChecksum);
+        }
+        let Ok(seg) = TcpRepr::parse(&packet, &src, &dst, ChecksumMode::Offload) else {
+            return stats.drop(DropReason::TcpMalformed);
+        };
+        stats.tcp_delivered += 1;
+        let core = &mut self.core;
+        tcp.process(now, src, dst, &seg, &mut |s, d, seg| {
+            core.send_tcp(now, tx, s, d, seg);
+        });
+    }
+
+    pub(super) fn egress_tcp(&mut self, now: Instant, tx: &mut dyn TxSink) {
+        let Some(tcp) = self.tcp.as_mut() else {
+            return;
+        };
+        let core = &mut self.core;
+        tcp.dispatch(now, &mut |s, d, seg| core.send_tcp(now, tx, s, d, seg));
+    }
+}
+
+impl Core {
+    /// Sends one segment. False only when the transmit ring is full, so TCP stops
+    /// and tries again later; a segment parked or dropped for another reason counts as
+    /// handled (TCP retransmits what is lost).
+    fn send_tcp(
+        &mut self,
+        now: Instant,
+        tx: &mut dyn TxSink,
+        src: IpAddr,
+        dst: IpAddr,
+        seg: &TcpRepr<'_>,
+    ) -> bool {
+        let (IpAddr::V4(src4), IpAddr::V4(dst4)) = (src, dst) else {
+            self.stats.drop(DropReason::NoRoute);
+            return true;
+        };
+        let len = seg.buffer_len();
+        let mode = if IPV4_HEADER_LEN + len > self.config.mtu {
+            ChecksumMode::Full
+        } else {
+            self.config.checksum.tx
+        };
+        let h = self.ip_header(src4, dst4, IpProtocol::Tcp);
+        match self.send_ipv4(now, tx, h, len, &mut |buf| {
+            seg.emit(&mut TcpPacket::new_unchecked(buf), &src, &dst, mode);
+        }) {
+            Ok(()) => {
+                self.stats.tcp_sent += 1;
+                true
+            }
+            Err(DropReason::TxFull) => false,
+            Err(_) => true,
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! UDP sockets (RFC 768): bind, `send_to`, `recv_from`, with bounded per-socket
+//! buffers.
+//!
+//! In (from the interface): datagrams addressed to the bound endpoint. Out: datagrams
+//! the application queued, taken by the interface's egress. Invariants: buffers never
+//! hold more than their configured datagrams and bytes; a datagram that does not fit
+//! the receive buffer is dropped and counted; payloads are copied once in each
+//! direction (frame ⇄ socket buffer ⇄ application).
+
+use core::net::{IpAddr, SocketAddr};
+
+use super::{BindError, PacketBuffer, RecvError, SendError};
+
+/// The largest UDP payload over IPv4: 65535 less the IPv4 and UDP headers.
+pub const MAX_PAYLOAD_LEN: usize = 65535 - 20 - 8;
+
+/// Buffer sizes of a UDP socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpConfig {
+    /// Datagrams the receive buffer holds.
+    pub rx_datagram_count: usize,
+    /// Payload bytes the receive buffer holds.
+    pub rx_len: usize,
+    /// Datagrams the transmit buffer holds.
+    pub tx_datagram_count: usize,
+    /// Payload bytes the transmit buffer holds.
+    pub tx_len: usize,
+}
+
+impl Default for UdpConfig {
+    /// 64 datagrams and 64 KiB each way: room for one datagram of the largest size.
+    fn default() -> Self {
+        UdpConfig {
+            rx_datagram_count: 64,
+            rx_len: 64 * 1024,
+            tx_datagram_count: 64,
+            tx_len: 64 * 1024,
+        }
+    }
+}
+
+/// Where a received datagram came from and was sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpMetadata {
+    /// The sender.
+    pub peer: SocketAddr,
+    /// The local address it was sent to (ours, or a broadcast address).
+    pub local_addr: IpAddr,
+}
+
+/// Counters of one socket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UdpSocketStats {
+    /// Datagrams queued for the application.
+    pub rx_datagrams: u64,
+    /// Datagrams dropped because the receive buffer was full.
+    pub rx_dropped: u64,
+    /// Datagrams handed to the interface for sending.
+    pub tx_datagrams: u64,
+}
+
+/// A UDP socket. Create it, [`bind`](UdpSocket::bind) it (or let the socket set pick an
+/// ephemeral port) and add it to a [`SocketSet`](super::SocketSet).
+#[derive(Debug, Clone)]
+pub struct UdpSocket {
+    local: Option<SocketAddr>,
+    rx: PacketBuffer<UdpMetadata>,
+    tx: PacketBuffer<SocketAddr>,
+    stats: UdpSocketStats,
+}
+
+impl UdpSocket {
+    /// An unbound socket with buffers sized by `config` (allocated now).
+    pub fn new(config: UdpConfig) -> UdpSocket {
+        UdpSocket {
+            local: None,
+            rx: PacketBuffer::new(config.rx_datagram_count, config.rx_len),
+            tx: PacketBuffer::new(config.tx_datagram_count, config.tx_len),
+            stats: UdpSocketStats::default(),
+        }
+    }
+
+    /// Binds to `local`. An unspecified address receives on every address of the
+    /// interface; port 0 asks the socket set for an ephemeral port when the socket is
+    /// added.
+    ///
+    /// # Errors
+    /// [`BindError::AlreadyBound`] if bound; [`BindError::Unaddressable`] for IPv6.
+    pub fn bind(&mut self, local: SocketAddr) -> Result<(), BindError> {
+        if self.local.is_some() {
+            return Err(BindError::AlreadyBound);
+        }
+        if local.is_ipv6() {
+            return Err(BindError::Unaddressable);
+        }
+        self.local = Some(local);
+        Ok(())
+    }
+
+    /// The bound endpoint (`None` before binding).
+    pub fn local_endpoint(&self) -> Option<SocketAddr> {
+        self.local
+    }
+
+    pub(crate) fn set_local(&mut self, local: SocketAddr) {
+        self.local = Some(local);
+    }
+
+    /// Queues `data` for `dst`; the interface sends it on its next egress.
+    ///
+    /// # Errors
+    /// [`SendError::Unaddressable`] for an unspecified or IPv6 destination or port 0;
+    /// [`SendError::TooLarge`] above 65507 bytes or the buffer's capacity;
+    /// [`SendError::BufferFull`] when the buffer has no room now.
+    pub fn send_to(&mut self, data: &[u8], dst: SocketAddr) -> Result<(), SendError> {
+        if dst.port() == 0 || dst.ip().is_unspecified() || dst.is_ipv6() {
+            return Err(SendError::Unaddressable);
+        }
+        if data.len() > MAX_PAYLOAD_LEN || data.len() > self.tx.capacity() {
+            return Err(SendError::TooLarge);
+        }
+        if !self.tx.push(dst, data) {
+            return Err(SendError::BufferFull);
+        }
+        Ok(())
+    }
+
+    /// Whether [`send_to`](Self::send_to) of `len` bytes would be accepted now.
+    pub fn can_send(&self, len: usize) -> bool {
+        self.tx.fits(len)
+    }
+
+    /// Takes the oldest received datagram, copying as much as fits into `buf` (the rest
+    /// is discarded, as `recvfrom(2)` does); returns the bytes copied and where it came
+    /// from. [`peek_len`](Self::peek_len) tells the full length first.
+    ///
+    /// # Errors
+    /// [`RecvError::Exhausted`] when nothing is waiting.
+    pub fn recv_from(&mut self, buf: &mut [u8]) -> Result<(usize, UdpMetadata), RecvError> {
+        let (meta, _, copied) = self.rx.pop(buf).ok_or(RecvError::Exhausted)?;
+        Ok((copied, meta))
+    }
+
+    /// The length of the oldest received datagram.
+    pub fn peek_len(&self) -> Option<usize> {
+        self.rx.peek().map(|(_, n)| n)
+    }
+
+    /// Whether a datagram is waiting.
+    pub fn can_recv(&self) -> bool {
+        !self.rx.is_empty()
+    }
+
+    /// Datagrams waiting to be sent.
+    pub fn tx_queued(&self) -> usize {
+        self.tx.datagram_count()
+    }
+
+    /// Datagrams waiting to be received.
+    pub fn rx_queued(&self) -> usize {
+        self.rx.datagram_count()
+    }
+
+    /// The socket's counters.
+    pub fn stats(&self) -> &UdpSocketStats {
+        &self.stats
+    }
+
+    /// Whether a datagram to `dst` belongs to this socket.
+    pub(crate) fn accepts(&self, dst: SocketAddr) -> bool {
+        match self.local {
+            Some(l) => l.port() == dst.port() && (l.ip().is_unspecified() || l.ip() == dst.ip()),
+            None => false,
+        }
+    }
+
+    /// Queues a received datagram; false (and counted) when the buffer is full.
+    pub(crate) fn deliver(&mut self, meta: UdpMetadata, payload: &[u8]) -> bool {
+        if self.rx.push(meta, payload) {
+            self.stats.rx_datagrams += 1;
+            true
+        } else {
+            self.stats.rx_dropped += 1;
+            false
+        }
+    }
+
+    /// The next datagram to send: destination and length.
+    pub(crate) fn peek_tx(&self) -> Option<(SocketAddr, usize)> {
+        self.tx.peek().map(|(d, n)| (*d, n))
+    }
+
+    /// Copies the next datagram's payload into `buf`.
+    pub(crate) fn read_tx(&self, buf: &mut [u8]) -> usize {
+        self.tx.peek_payload(buf)
+    }
+
+    /// Drops the next datagram (sent, or dropped by the interface).
+    pub(crate) fn consume_tx(&mut self) {
+        if self.tx.discard().is_some() {
+            self.stats.tx_datagrams += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn send_checks_and_bounds() {
+        let mut s = UdpSocket::new(UdpConfig {
+            rx_datagram_count: 2,
+            rx_len: 8,
+            tx_datagram_count: 2,
+            tx_len: 8,
+        });
+        assert_eq!(
+            s.send_to(b"x", sa("0.0.0.0:9")),
+            Err(SendError::Unaddressable)
+        );
+        assert_eq!(
+            s.send_to(b"x", sa("198.18.0.1:0")),
+            Err(SendError::Unaddressable)
+        );
+        assert_eq!(
+            s.send_to(&[0; 9], sa("198.18.0.1:9")),
+            Err(SendError::TooLarge)
+        );
+        assert_eq!(s.send_to(&[0; 6], sa("198.18.0.1:9")), Ok(()));
+        assert_eq!(
+            s.send_to(&[0; 3], sa("198.18.0.1:9")),
+            Err(SendError::BufferFull)
+        );
+        assert_eq!(s.peek_tx(), Some((sa("198.18.0.1:9"), 6)));
+        s.consume_tx();
+        assert_eq!(s.stats().tx_datagrams, 1);
+    }
+
+    #[test]
+    fn receive_bounded_and_truncating() {
+        let mut s = UdpSocket::new(UdpConfig {
+            rx_datagram_count: 2,
+            rx_len: 8,
+            tx_datagram_count: 1,
+            tx_len: 1,
+        });
+        s.bind(sa("0.0.0.0:7")).unwrap();
+        assert!(s.accepts(sa("198.18.0.1:7")));
+        assert!(!s.accepts(sa("198.18.0.1:8")));
+        let meta = UdpMetadata {
+            peer: sa("198.18.0.2:5000"),
+            local_addr: "198.18.0.1".parse().unwrap(),
+        };
+        assert!(s.deliver(meta, b"hello"));
+        assert!(!s.deliver(meta, b"world"));
+        assert_eq!(s.stats().rx_dropped, 1);
+        assert_eq!(s.peek_len(), Some(5));
+        let mut buf = [0u8; 3];
+        assert_eq!(s.recv_from(&mut buf), Ok((3, meta)));
+        assert_eq!(&buf, b"hel");
+        assert_eq!(s.recv_from(&mut buf), Err(RecvError::Exhausted));
+        assert_eq!(s.bind(sa("0.0.0.0:8")), Err(BindError::AlreadyBound));
+    }
+}
