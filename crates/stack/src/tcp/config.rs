@@ -1,0 +1,162 @@
+//! Tunables of the TCP engine: one [`TcpConfig`] per [`Tcp`](super::Tcp), with per-socket
+//! overrides for the few options an application may change ([`SocketOptions`]).
+//!
+//! Defaults follow RFC 6298 (RTO 1 s initial, 1 s minimum is the RFC's figure, but like
+//! every modern stack we default to 200 ms), RFC 1122 §4.2.3.2 (delayed ACK ≤ 500 ms; we use
+//! 40 ms), RFC 1122 §4.2.3.6 (keepalive interval ≥ 2 h when enabled) and RFC 9293 §3.4.2
+//! (MSL of 2 min is the RFC's; 30 s like Linux's 60 s TIME-WAIT).
+
+use crate::time::Duration;
+
+use super::congestion::Algorithm;
+
+/// Configuration shared by every connection of one [`Tcp`](super::Tcp).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TcpConfig {
+    /// Send buffer size per connection, in bytes.
+    pub send_buffer_len: usize,
+    /// Receive buffer size per connection, in bytes (the largest window we advertise).
+    pub recv_buffer_len: usize,
+    /// The path MTU (IP header included) used to derive our MSS. Per-connection paths may
+    /// lower it with [`Tcp::set_path_mtu`](super::Tcp::set_path_mtu).
+    pub mtu: usize,
+    /// Send window scaling (RFC 7323 §2) when the peer agrees.
+    pub window_scaling: bool,
+    /// Send timestamps (RFC 7323 §3) when the peer agrees; enables PAWS and RTTM.
+    pub timestamps: bool,
+    /// Offer and honour selective acknowledgements (RFC 2018).
+    pub sack: bool,
+    /// Nagle's algorithm (RFC 1122 §4.2.3.4) on new sockets. Off by default, for latency.
+    pub nagle: bool,
+    /// How long a delayed ACK may wait (RFC 1122 §4.2.3.2); zero acknowledges at once.
+    pub delayed_ack: Duration,
+    /// Retransmission timeout before any RTT sample (RFC 6298 §2.1).
+    pub initial_rto: Duration,
+    /// Lower bound on the RTO (RFC 6298 §2.4).
+    pub min_rto: Duration,
+    /// Upper bound on the RTO after backoff (RFC 6298 §2.5).
+    pub max_rto: Duration,
+    /// Maximum segment lifetime; TIME-WAIT lasts twice this (RFC 9293 §3.4.2).
+    pub msl: Duration,
+    /// How many times a SYN (or SYN-ACK) is retransmitted before the open fails.
+    pub syn_retries: u8,
+    /// How many RTO retransmissions of data before the connection is aborted
+    /// (RFC 1122 §4.2.3.5 "R2"), unless the user timeout fires first.
+    pub max_retransmits: u8,
+    /// Abort when sent data stays unacknowledged this long (RFC 5482 user timeout);
+    /// `None` leaves it to `max_retransmits`.
+    pub user_timeout: Option<Duration>,
+    /// Keepalive defaults for new sockets (RFC 1122 §4.2.3.6); `None` = off.
+    pub keepalive: Option<Keepalive>,
+    /// How long an orphaned FIN-WAIT-2 connection waits for the peer's FIN (Linux
+    /// `tcp_fin_timeout`); without it a vanished peer would pin memory forever.
+    pub fin_wait2_timeout: Duration,
+    /// Congestion control algorithm for new sockets.
+    pub congestion: Algorithm,
+    /// Largest accept-queue length a listener may ask for.
+    pub max_backlog: usize,
+    /// Half-open (SYN-RECEIVED) connections allowed per listener; further SYNs are dropped.
+    pub syn_queue_len: usize,
+    /// Connections (all states except TIME-WAIT records) the engine will hold.
+    pub max_connections: usize,
+    /// TIME-WAIT records kept; when full the oldest is recycled early.
+    pub max_time_wait: usize,
+    /// Challenge ACKs (RFC 5961 §7) sent per second, engine-wide.
+    pub challenge_ack_limit: u32,
+    /// Out-of-order segments (distinct holes) the reassembler tracks per connection.
+    pub max_ooo_ranges: usize,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            send_buffer_len: 256 * 1024,
+            recv_buffer_len: 256 * 1024,
+            mtu: 1500,
+            window_scaling: true,
+            timestamps: true,
+            sack: true,
+            nagle: false,
+            delayed_ack: Duration::from_millis(40),
+            initial_rto: Duration::from_secs(1),
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(60),
+            msl: Duration::from_secs(30),
+            syn_retries: 6,
+            max_retransmits: 15,
+            user_timeout: None,
+            keepalive: None,
+            fin_wait2_timeout: Duration::from_secs(60),
+            congestion: Algorithm::default(),
+            max_backlog: 4096,
+            syn_queue_len: 1024,
+            max_connections: 65536,
+            max_time_wait: 65536,
+            challenge_ack_limit: 1000,
+            max_ooo_ranges: 32,
+        }
+    }
+}
+
+/// Keepalive timing (RFC 1122 §4.2.3.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Idle time before the first probe.
+    pub idle: Duration,
+    /// Time between unanswered probes.
+    pub interval: Duration,
+    /// Unanswered probes after which the connection is dropped.
+    pub count: u8,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Keepalive {
+            idle: Duration::from_secs(2 * 3600),
+            interval: Duration::from_secs(75),
+            count: 9,
+        }
+    }
+}
+
+/// Options an application may change on one socket after it exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SocketOption {
+    /// Disable Nagle's algorithm (`true` = send small segments at once).
+    NoDelay(bool),
+    /// Keepalive on (with timing) or off.
+    Keepalive(Option<Keepalive>),
+    /// The RFC 5482 user timeout; `None` = rely on the retransmission count.
+    UserTimeout(Option<Duration>),
+    /// Switch the congestion control algorithm (the new one starts from the current cwnd).
+    Congestion(Algorithm),
+    /// Delayed ACK on (`true`) or acknowledge every segment at once (`false`, like
+    /// Linux `TCP_QUICKACK`).
+    DelayedAck(bool),
+}
+
+/// Largest MSS that fits `mtu` for the given address family (RFC 9293 §3.7.1: MSS is the
+/// MTU less the fixed IP and TCP headers).
+pub(crate) fn mss_for_mtu(mtu: usize, ipv6: bool) -> u16 {
+    let hdr = if ipv6 { 40 + 20 } else { 20 + 20 };
+    // RFC 9293 §3.7.1 / RFC 1122: never below the 536 (IPv4) / 1220 (IPv6) defaults' floor
+    // of 88 bytes that keeps headers a minority; clamp the top to what the field holds.
+    let mss = mtu.saturating_sub(hdr).clamp(88, u16::MAX as usize);
+    mss as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mss_follows_mtu_and_family() {
+        assert_eq!(mss_for_mtu(1500, false), 1460);
+        assert_eq!(mss_for_mtu(1500, true), 1440);
+        assert_eq!(mss_for_mtu(9000, false), 8960);
+        assert_eq!(mss_for_mtu(10, false), 88);
+        assert_eq!(mss_for_mtu(1 << 20, false), u16::MAX);
+    }
+}

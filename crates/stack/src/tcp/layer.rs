@@ -1,0 +1,1150 @@
+//! The whole TCP engine of one stack: [`Tcp`] owns every connection, the listeners, the
+//! TIME-WAIT records and the timer queue; the IP layer hands it segments
+//! ([`Tcp::process`]) and collects what should go out ([`Tcp::dispatch`]); the socket API
+//! calls the user operations.
+//!
+//! Lookup is O(1): a keyed hash table from 4-tuple to connection slot, then the
+//! TIME-WAIT table, then listeners by local address (exact, then wildcard). Sockets live in
+//! a slab addressed by small generation-checked handles, so a stale handle is an error,
+//! never a panic or another connection. Timers are one queue entry per connection (the
+//! connection's earliest deadline) in a binary heap with lazy deletion.
+//!
+//! Memory is bounded by configuration: `max_connections` control blocks (each with its
+//! two fixed buffers), `max_time_wait` records, per-listener SYN and accept queues. On the
+//! established path nothing allocates: payload is copied from the socket ring into one
+//! preallocated scratch buffer.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+
+use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
+
+use crate::time::Instant;
+
+use super::challenge::ChallengeLimiter;
+use super::config::{mss_for_mtu, SocketOption, TcpConfig};
+use super::congestion::CongestionControl;
+use super::error::{
+    AcceptError, ConnError, ConnectError, ListenError, RecvError, SendError, SocketError,
+};
+use super::input::{self, rst_for};
+use super::isn::IsnGenerator;
+use super::listen::Listener;
+use super::options::ts_clock;
+use super::output::{self, Output};
+use super::ports::EphemeralPorts;
+use super::socket::{Cx, Origin, Shutdown, Socket};
+use super::state::State;
+use super::stats::{TcpInfo, TcpStats};
+use super::table::{ConnTable, FourTuple, KeyedState};
+use super::timewait::{TimeWaitInit, TimeWaitTable, TwVerdict};
+
+/// A connection, as the application names it. Small and `Copy`; stale handles are
+/// detected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SocketHandle {
+    index: u32,
+    generation: u32,
+}
+
+/// A listening socket, as the application names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenerHandle {
+    index: u32,
+    generation: u32,
+}
+
+/// Something about a socket or listener may have changed (data arrived, buffer space
+/// freed, state changed, a connection is ready to accept). Query the details with
+/// [`Tcp::readiness`] / [`Tcp::accept`]. Each socket is queued at most once until taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// A connection's readiness may have changed.
+    Socket(SocketHandle),
+    /// A listener may have connections to accept.
+    Listener(ListenerHandle),
+}
+
+/// What the application can do with a socket now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Readiness {
+    /// `recv` will not block: data, EOF, or an error.
+    pub readable: bool,
+    /// `send` will accept data (or report an error).
+    pub writable: bool,
+    /// The peer will send no more (FIN received) or the connection is closed.
+    pub read_closed: bool,
+    /// The connection is fully closed.
+    pub closed: bool,
+    /// The connection ended with this error.
+    pub error: Option<ConnError>,
+}
+
+/// Segments one `dispatch` call sends from one connection before moving to the next
+/// (fairness), and in total (bounded work per call).
+const PER_SOCKET_BURST: usize = 64;
+const PER_DISPATCH: usize = 4096;
+/// RSTs queued by `abort`/`close` awaiting dispatch.
+const MAX_PENDING_RST: usize = 1024;
+/// Remembered per-destination path MTUs.
+const MAX_PATH_MTUS: usize = 4096;
+/// RFC 6056 §2.1 suggested ephemeral range.
+const EPHEMERAL: (u16, u16) = (49152, 65535);
+
+#[derive(Debug)]
+struct Slot {
+    generation: u32,
+    sock: Option<Box<Socket>>,
+    /// Earliest deadline this slot has in the heap.
+    queued_deadline: Option<Instant>,
+    in_ready: bool,
+    in_events: bool,
+    in_table: bool,
+    in_syn_queue: bool,
+}
+
+#[derive(Debug)]
+struct ListenerSlot {
+    generation: u32,
+    listener: Option<Listener>,
+    in_events: bool,
+}
+
+type Snapshot = (State, usize, bool, Option<ConnError>);
+
+fn snapshot(s: &Socket) -> Snapshot {
+    (s.state, s.rx.len(), s.can_send(), s.error)
+}
+
+/// The TCP engine. See the module docs.
+#[derive(Debug)]
+pub struct Tcp {
+    cfg: TcpConfig,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    table: ConnTable,
+    listeners: Vec<ListenerSlot>,
+    listen_map: HashMap<SocketAddr, u32>,
+    tw: TimeWaitTable,
+    hasher: KeyedState,
+    isn: IsnGenerator,
+    ports: EphemeralPorts,
+    challenge: ChallengeLimiter,
+    stats: TcpStats,
+    heap: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    ready: VecDeque<u32>,
+    events: VecDeque<Event>,
+    pending_rst: VecDeque<(IpAddr, IpAddr, TcpRepr<'static>)>,
+    scratch: Vec<u8>,
+    path_mtu: HashMap<IpAddr, usize>,
+    last_now: Instant,
+    live: usize,
+}
+
+impl Tcp {
+    /// An engine with `config`, keyed by `isn_key` (RFC 6528: ISNs, timestamp offsets,
+    /// ephemeral ports and hash placement all derive from it; use 16 random bytes).
+    pub fn new(config: TcpConfig, isn_key: [u8; 16]) -> Tcp {
+        let scratch = vec![0u8; usize::from(mss_for_mtu(config.mtu.max(65536), false))];
+        Tcp {
+            table: ConnTable::new(&isn_key, config.max_connections),
+            tw: TimeWaitTable::new(&isn_key, config.max_time_wait, config.msl),
+            hasher: KeyedState::new(&isn_key, 3),
+            isn: IsnGenerator::new(isn_key),
+            ports: EphemeralPorts::new(isn_key, EPHEMERAL.0..=EPHEMERAL.1),
+            challenge: ChallengeLimiter::new(config.challenge_ack_limit),
+            stats: TcpStats::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            listeners: Vec::new(),
+            listen_map: HashMap::new(),
+            heap: BinaryHeap::new(),
+            ready: VecDeque::new(),
+            events: VecDeque::new(),
+            pending_rst: VecDeque::new(),
+            scratch,
+            path_mtu: HashMap::new(),
+            last_now: Instant::ZERO,
+            live: 0,
+            cfg: config,
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &TcpConfig {
+        &self.cfg
+    }
+
+    /// Engine-wide counters.
+    pub fn stats(&self) -> TcpStats {
+        self.stats
+    }
+
+    /// Connections held (every state but TIME-WAIT records).
+    pub fn connection_count(&self) -> usize {
+        self.live
+    }
+
+    /// TIME-WAIT records held.
+    pub fn time_wait_count(&self) -> usize {
+        self.tw.len()
+    }
+
+    // ---------------------------------------------------------------- ingress
+
+    /// Handles an arriving segment from `src` to `dst` (addresses and TCP checksum
+    /// already validated by the IP layer). Replies that answer this segment (RST,
+    /// challenge ACK, ACK to an unacceptable segment) are passed to `out` as
+    /// `(src, dst, segment)`; everything else goes out on the next [`Tcp::dispatch`].
+    pub fn process(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        seg: &TcpRepr<'_>,
+        out: &mut dyn FnMut(IpAddr, IpAddr, &TcpRepr<'_>),
+    ) {
+        self.last_now = now;
+        self.stats.segs_in += 1;
+        let f = seg.flags;
+        if seg.src_port == 0
+            || seg.dst_port == 0
+            || src.is_ipv4() != dst.is_ipv4()
+            || src.is_unspecified()
+            || src.is_multicast()
+            || dst.is_multicast()
+            || (f.contains(TcpFlags::SYN) && f.intersects(TcpFlags::RST | TcpFlags::FIN))
+        {
+            self.stats.dropped_malformed += 1;
+            return;
+        }
+        let local = SocketAddr::new(dst, seg.dst_port);
+        let remote = SocketAddr::new(src, seg.src_port);
+        let tuple = FourTuple::new(local, remote);
+        let mut min_isn = None;
+        if let Some(idx) = self.table.get(&tuple) {
+            let mut replies = 0u64;
+            let mut reply = |r: &TcpRepr<'_>| {
+                replies += 1;
+                out(dst, src, r);
+            };
+            let r = self.socket_input(idx, now, seg, &mut reply);
+            self.stats.segs_out += replies;
+            match r {
+                None => return,
+                Some(reopen) => min_isn = Some(reopen),
+            }
+        }
+        if min_isn.is_none() {
+            match self.tw.process(now, &tuple, seg) {
+                None => {}
+                Some(TwVerdict::Drop) => {
+                    self.stats.dropped_rst += u64::from(f.contains(TcpFlags::RST));
+                    self.stats.dropped_other += u64::from(!f.contains(TcpFlags::RST));
+                    return;
+                }
+                Some(TwVerdict::Ack {
+                    seq,
+                    ack,
+                    window,
+                    tsecr,
+                }) => {
+                    let mut options = TcpOptions::none();
+                    if let Some(tsecr) = tsecr {
+                        let tsval = ts_clock(now, self.ts_offset(&tuple));
+                        options.timestamp = Some(TcpTimestamp { tsval, tsecr });
+                    }
+                    let a = TcpRepr {
+                        src_port: seg.dst_port,
+                        dst_port: seg.src_port,
+                        seq,
+                        ack,
+                        flags: TcpFlags::ACK,
+                        window,
+                        urgent: 0,
+                        options,
+                        payload: &[],
+                    };
+                    self.stats.segs_out += 1;
+                    out(dst, src, &a);
+                    return;
+                }
+                Some(TwVerdict::Reopen { min_isn: m }) => {
+                    self.stats.time_wait_reused += 1;
+                    min_isn = Some(m);
+                }
+            }
+        }
+        if let Some(li) = self.find_listener(local) {
+            self.listener_input(li, now, tuple, seg, min_isn, out);
+            return;
+        }
+        // RFC 9293 §3.10.7.1: no connection.
+        if f.contains(TcpFlags::RST) {
+            self.stats.dropped_rst += 1;
+        } else {
+            self.stats.resets_sent += 1;
+            self.stats.segs_out += 1;
+            out(dst, src, &rst_for(seg));
+        }
+    }
+
+    /// Runs a segment through a connection. Returns `Some(min_isn)` when the segment is
+    /// a SYN that legitimately reopens a connection in TIME-WAIT (RFC 6191): the caller
+    /// hands it to the listener.
+    fn socket_input(
+        &mut self,
+        idx: u32,
+        now: Instant,
+        seg: &TcpRepr<'_>,
+        reply: &mut dyn FnMut(&TcpRepr<'_>),
+    ) -> Option<SeqNumber> {
+        let f = seg.flags;
+        let slot = &mut self.slots[idx as usize];
+        let sock = slot.sock.as_mut()?;
+        if sock.state == State::SynReceived
+            && sock.passive
+            && f.contains(TcpFlags::ACK)
+            && !f.intersects(TcpFlags::SYN | TcpFlags::RST)
+        {
+            let full = sock.origin.is_some_and(|o| {
+                self.listeners
+                    .get(o.index as usize)
+                    .and_then(|l| l.listener.as_ref())
+                    .is_some_and(Listener::accept_queue_full)
+            });
+            if full {
+                self.stats.accept_queue_overflows += 1;
+                return None;
+            }
+        }
+        if sock.state == State::TimeWait
+            && f.contains(TcpFlags::SYN)
+            && !f.intersects(TcpFlags::ACK | TcpFlags::RST)
+        {
+            let newer = match (sock.ts_on, seg.options.timestamp) {
+                (true, Some(ts)) => (ts.tsval.wrapping_sub(sock.ts_recent) as i32) > 0,
+                _ => seg.seq.diff(sock.rcv_nxt) > 0,
+            };
+            if newer {
+                let min = sock.snd_nxt;
+                sock.set_closed(None);
+                self.stats.time_wait_reused += 1;
+                self.settle(idx, now, None);
+                return Some(min);
+            }
+        }
+        let before = snapshot(sock);
+        let mut cx = Cx {
+            cfg: &self.cfg,
+            stats: &mut self.stats,
+            challenge: &mut self.challenge,
+        };
+        input::input(sock, now, seg, &mut cx, reply);
+        self.settle(idx, now, Some(before));
+        None
+    }
+
+    fn listener_input(
+        &mut self,
+        li: u32,
+        now: Instant,
+        tuple: FourTuple,
+        seg: &TcpRepr<'_>,
+        min_isn: Option<SeqNumber>,
+        out: &mut dyn FnMut(IpAddr, IpAddr, &TcpRepr<'_>),
+    ) {
+        let f = seg.flags;
+        let (src, dst) = (tuple.remote().ip(), tuple.local().ip());
+        // RFC 9293 §3.10.7.2.
+        if f.contains(TcpFlags::RST) {
+            self.stats.dropped_rst += 1;
+            return;
+        }
+        if f.contains(TcpFlags::ACK) {
+            self.stats.resets_sent += 1;
+            self.stats.segs_out += 1;
+            out(dst, src, &rst_for(seg));
+            return;
+        }
+        if !f.contains(TcpFlags::SYN) {
+            self.stats.dropped_other += 1;
+            return;
+        }
+        let ls = &self.listeners[li as usize];
+        let generation = ls.generation;
+        let Some(l) = ls.listener.as_ref() else {
+            return;
+        };
+        if l.syn_count >= self.cfg.syn_queue_len {
+            self.stats.syn_queue_overflows += 1;
+            return;
+        }
+        if l.accept_queue_full() {
+            self.stats.accept_queue_overflows += 1;
+            return;
+        }
+        if self.table.is_full() {
+            self.stats.table_full += 1;
+            return;
+        }
+        let mut iss = self.isn(&tuple, now);
+        if let Some(m) = min_isn {
+            // RFC 9293 §3.4.1 / RFC 6191: the new incarnation starts above the old one.
+            if iss.diff(m) <= 0 {
+                iss = m + 65535 + 2;
+            }
+        }
+        let mtu = self.mtu_for(tuple.remote().ip());
+        let mut sock = Socket::new(&self.cfg, tuple, iss, self.ts_offset(&tuple), mtu, now);
+        sock.open_passive(
+            now,
+            seg,
+            Origin {
+                index: li,
+                generation,
+            },
+        );
+        let idx = self.insert_socket(sock);
+        self.slots[idx as usize].in_syn_queue = true;
+        if let Some(l) = self.listeners[li as usize].listener.as_mut() {
+            l.syn_count += 1;
+        }
+        self.settle(idx, now, None);
+    }
+
+    fn find_listener(&self, local: SocketAddr) -> Option<u32> {
+        if let Some(&i) = self.listen_map.get(&local) {
+            return Some(i);
+        }
+        let any = match local {
+            SocketAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        };
+        self.listen_map
+            .get(&SocketAddr::new(any, local.port()))
+            .copied()
+    }
+
+    // ---------------------------------------------------------------- egress
+
+    /// Sends everything due now: queued RSTs, timer work (retransmissions, probes,
+    /// delayed ACKs), new data, FINs and ACKs. Stops when `out` returns false (transmit
+    /// ring full) or after a bounded amount of work; call again (see [`Tcp::poll_at`]).
+    pub fn dispatch(
+        &mut self,
+        now: Instant,
+        out: &mut dyn FnMut(IpAddr, IpAddr, &TcpRepr<'_>) -> bool,
+    ) {
+        self.last_now = now;
+        while let Some((src, dst, rst)) = self.pending_rst.front() {
+            if !out(*src, *dst, rst) {
+                return;
+            }
+            self.stats.segs_out += 1;
+            self.pending_rst.pop_front();
+        }
+        self.run_timers(now);
+        self.tw.expire(now);
+
+        let mut budget = PER_DISPATCH;
+        let rounds = self.ready.len();
+        for _ in 0..rounds {
+            let Some(idx) = self.ready.pop_front() else {
+                break;
+            };
+            let slot = &mut self.slots[idx as usize];
+            slot.in_ready = false;
+            let Some(sock) = slot.sock.as_mut() else {
+                continue;
+            };
+            let (local, remote) = (sock.tuple.local().ip(), sock.tuple.remote().ip());
+            let before = snapshot(sock);
+            let mut cx = Cx {
+                cfg: &self.cfg,
+                stats: &mut self.stats,
+                challenge: &mut self.challenge,
+            };
+            let mut sent = 0usize;
+            let mut blocked = false;
+            let mut more = false;
+            loop {
+                if sent >= PER_SOCKET_BURST || budget == 0 {
+                    more = true;
+                    break;
+                }
+                let mut emit = |r: &TcpRepr<'_>| out(local, remote, r);
+                match output::output(sock, now, &mut cx, &mut self.scratch, &mut emit) {
+                    Output::Sent => {
+                        sent += 1;
+                        budget -= 1;
+                    }
+                    Output::Idle => break,
+                    Output::Blocked => {
+                        blocked = true;
+                        break;
+                    }
+                }
+            }
+            self.stats.segs_out += sent as u64;
+            if blocked {
+                self.ready.push_front(idx);
+                self.slots[idx as usize].in_ready = true;
+                self.settle(idx, now, Some(before));
+                return;
+            }
+            if more {
+                self.ready.push_back(idx);
+                self.slots[idx as usize].in_ready = true;
+            }
+            self.settle(idx, now, Some(before));
+            if budget == 0 {
+                return;
+            }
+        }
+    }
+
+    fn run_timers(&mut self, now: Instant) {
+        while let Some(&Reverse((t, idx, generation))) = self.heap.peek() {
+            if t > now {
+                break;
+            }
+            self.heap.pop();
+            let slot = &mut self.slots[idx as usize];
+            if slot.generation != generation || slot.queued_deadline != Some(t) {
+                continue;
+            }
+            slot.queued_deadline = None;
+            let Some(sock) = slot.sock.as_mut() else {
+                continue;
+            };
+            let before = snapshot(sock);
+            let mut cx = Cx {
+                cfg: &self.cfg,
+                stats: &mut self.stats,
+                challenge: &mut self.challenge,
+            };
+            sock.on_timer(now, &mut cx);
+            self.settle(idx, now, Some(before));
+        }
+        if self.heap.len() > 2 * self.live + 64 {
+            self.compact_heap();
+        }
+    }
+
+    /// Rebuilds the timer heap from the connections (drops stale entries).
+    fn compact_heap(&mut self) {
+        self.heap.clear();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            slot.queued_deadline = None;
+            if let Some(d) = slot.sock.as_ref().and_then(|s| s.timers.next()) {
+                self.heap.push(Reverse((d, i as u32, slot.generation)));
+                slot.queued_deadline = Some(d);
+            }
+        }
+    }
+
+    /// When to call [`Tcp::dispatch`] next: the earliest timer, or the last instant seen
+    /// when output is already pending. `None` when there is nothing to do.
+    pub fn poll_at(&self) -> Option<Instant> {
+        if !self.ready.is_empty() || !self.pending_rst.is_empty() {
+            return Some(self.last_now);
+        }
+        let heap = self.heap.peek().map(|r| r.0 .0);
+        match (heap, self.tw.poll_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    // ---------------------------------------------------------------- bookkeeping
+
+    fn insert_socket(&mut self, sock: Box<Socket>) -> u32 {
+        let tuple = sock.tuple;
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize].sock = Some(sock);
+                i
+            }
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    sock: Some(sock),
+                    queued_deadline: None,
+                    in_ready: false,
+                    in_events: false,
+                    in_table: false,
+                    in_syn_queue: false,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let inserted = self.table.insert(tuple, idx);
+        self.slots[idx as usize].in_table = inserted;
+        self.live += 1;
+        idx
+    }
+
+    fn free_slot(&mut self, idx: u32) {
+        let slot = &mut self.slots[idx as usize];
+        if slot.sock.take().is_some() {
+            self.live -= 1;
+        }
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.queued_deadline = None;
+        slot.in_events = false;
+        slot.in_table = false;
+        slot.in_syn_queue = false;
+        self.free.push(idx);
+    }
+
+    fn handle_of(&self, idx: u32) -> SocketHandle {
+        SocketHandle {
+            index: idx,
+            generation: self.slots[idx as usize].generation,
+        }
+    }
+
+    /// After anything happened to connection `idx`: table and queue membership, state
+    /// hand-offs (accept queue, TIME-WAIT record, freeing), timer and output scheduling,
+    /// readiness events.
+    fn settle(&mut self, idx: u32, now: Instant, before: Option<Snapshot>) {
+        let slot = &mut self.slots[idx as usize];
+        let Some(sock) = slot.sock.as_mut() else {
+            return;
+        };
+        let after = snapshot(sock);
+        let changed = before != Some(after);
+        let state = sock.state;
+
+        if slot.in_syn_queue && (state == State::Closed || state != State::SynReceived) {
+            slot.in_syn_queue = false;
+            if let Some(o) = sock.origin {
+                if let Some(l) = self.listeners.get_mut(o.index as usize) {
+                    if l.generation == o.generation {
+                        if let Some(l) = l.listener.as_mut() {
+                            l.syn_count = l.syn_count.saturating_sub(1);
+                        }
+                    }
+                }
+            }
+            if state != State::Closed {
+                // Handshake complete: into the accept queue (RFC 9293 §3.10.7.2 note).
+                let handle = SocketHandle {
+                    index: idx,
+                    generation: slot.generation,
+                };
+                let origin = sock.origin;
+                if let Some(o) = origin {
+                    let ls = &mut self.listeners[o.index as usize];
+                    if ls.generation == o.generation {
+                        if let Some(l) = ls.listener.as_mut() {
+                            l.accept_queue.push_back(handle);
+                            if !ls.in_events {
+                                ls.in_events = true;
+                                self.events.push_back(Event::Listener(ListenerHandle {
+                                    index: o.index,
+                                    generation: o.generation,
+                                }));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        let slot = &mut self.slots[idx as usize];
+        let Some(sock) = slot.sock.as_mut() else {
+            return;
+        };
+        match sock.state {
+            State::Closed => {
+                if slot.in_table {
+                    self.table.remove(&sock.tuple);
+                    slot.in_table = false;
+                }
+                if sock.orphan || sock.origin.is_some() {
+                    self.free_slot(idx);
+                    return;
+                }
+            }
+            State::TimeWait if sock.orphan && !sock.ack_now => {
+                let window = sock.take_window_field(false);
+                let init = TimeWaitInit {
+                    tuple: sock.tuple,
+                    snd_nxt: sock.snd_nxt,
+                    rcv_nxt: sock.rcv_nxt,
+                    ts_recent: sock.ts_on.then_some(sock.ts_recent),
+                    window,
+                };
+                if slot.in_table {
+                    self.table.remove(&sock.tuple);
+                }
+                self.stats.time_wait_created += 1;
+                if self.tw.insert(now, init) {
+                    self.stats.time_wait_recycled += 1;
+                }
+                self.free_slot(idx);
+                return;
+            }
+            _ => {}
+        }
+
+        let slot = &mut self.slots[idx as usize];
+        let Some(sock) = slot.sock.as_mut() else {
+            return;
+        };
+        if let Some(d) = sock.timers.next() {
+            if slot.queued_deadline.is_none_or(|q| d < q) {
+                self.heap.push(Reverse((d, idx, slot.generation)));
+                slot.queued_deadline = Some(d);
+            }
+        }
+        if !slot.in_ready && wants_output(sock) {
+            slot.in_ready = true;
+            self.ready.push_back(idx);
+        }
+        let visible = !sock.orphan && sock.origin.is_none();
+        if changed && visible && !slot.in_events {
+            slot.in_events = true;
+            self.events.push_back(Event::Socket(SocketHandle {
+                index: idx,
+                generation: slot.generation,
+            }));
+        }
+    }
+
+    /// RFC 6528 ISN.
+    fn isn(&self, t: &FourTuple, now: Instant) -> SeqNumber {
+        self.isn.generate(now, t.local(), t.remote())
+    }
+
+    /// RFC 7323 §7.1: a per-connection timestamp offset from a keyed hash.
+    fn ts_offset(&self, t: &FourTuple) -> u32 {
+        self.hasher.hash(t) as u32
+    }
+
+    fn mtu_for(&self, remote: IpAddr) -> usize {
+        self.path_mtu.get(&remote).copied().unwrap_or(self.cfg.mtu)
+    }
+
+    /// Sets the path MTU towards `remote` (IP header included): new connections derive
+    /// their MSS from it, and live connections to `remote` never send larger segments.
+    pub fn set_path_mtu(&mut self, remote: IpAddr, mtu: usize) {
+        if self.path_mtu.len() >= MAX_PATH_MTUS && !self.path_mtu.contains_key(&remote) {
+            self.path_mtu.clear();
+        }
+        self.path_mtu.insert(remote, mtu);
+        let mss = mss_for_mtu(mtu, remote.is_ipv6());
+        for slot in &mut self.slots {
+            if let Some(s) = slot.sock.as_mut() {
+                if s.tuple.remote().ip() == remote && s.snd_mss > mss {
+                    s.snd_mss = mss;
+                    let m = usize::from(s.data_mss());
+                    s.cc.set_mss(m);
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- user API
+
+    /// Starts listening on `local` (an unspecified address listens on all) with an accept
+    /// queue of `backlog` (capped at `max_backlog`).
+    ///
+    /// # Errors
+    /// [`ListenError::AddressInUse`] when a listener owns `local`;
+    /// [`ListenError::InvalidPort`] for port 0; [`ListenError::InvalidBacklog`] for 0.
+    pub fn listen(
+        &mut self,
+        local: SocketAddr,
+        backlog: usize,
+    ) -> Result<ListenerHandle, ListenError> {
+        if local.port() == 0 {
+            return Err(ListenError::InvalidPort);
+        }
+        if backlog == 0 {
+            return Err(ListenError::InvalidBacklog);
+        }
+        if self.listen_map.contains_key(&local) {
+            return Err(ListenError::AddressInUse);
+        }
+        let l = Listener::new(local, backlog.min(self.cfg.max_backlog));
+        let index = match self.listeners.iter().position(|s| s.listener.is_none()) {
+            Some(i) => {
+                self.listeners[i].listener = Some(l);
+                i
+            }
+            None => {
+                self.listeners.push(ListenerSlot {
+                    generation: 0,
+                    listener: Some(l),
+                    in_events: false,
+                });
+                self.listeners.len() - 1
+            }
+        };
+        self.listen_map.insert(local, index as u32);
+        Ok(ListenerHandle {
+            index: index as u32,
+            generation: self.listeners[index].generation,
+        })
+    }
+
+    fn listener_mut(&mut self, l: ListenerHandle) -> Option<&mut ListenerSlot> {
+        self.listeners
+            .get_mut(l.index as usize)
+            .filter(|s| s.generation == l.generation && s.listener.is_some())
+    }
+
+    /// Takes the oldest established connection from the accept queue, if any.
+    ///
+    /// # Errors
+    /// [`AcceptError::InvalidHandle`] for a stale listener handle.
+    pub fn accept(&mut self, l: ListenerHandle) -> Result<Option<SocketHandle>, AcceptError> {
+        loop {
+            let ls = self.listener_mut(l).ok_or(AcceptError::InvalidHandle)?;
+            ls.in_events = false;
+            let Some(h) = ls
+                .listener
+                .as_mut()
+                .and_then(|x| x.accept_queue.pop_front())
+            else {
+                return Ok(None);
+            };
+            let slot = &mut self.slots[h.index as usize];
+            if slot.generation != h.generation {
+                continue;
+            }
+            let Some(sock) = slot.sock.as_mut() else {
+                continue;
+            };
+            sock.origin = None;
+            let now = self.last_now;
+            // The application may want to hear about data that arrived before accept.
+            self.settle(h.index, now, None);
+            return Ok(Some(h));
+        }
+    }
+
+    /// Stops listening: connections not yet accepted are reset.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn close_listener(&mut self, l: ListenerHandle) -> Result<(), SocketError> {
+        let ls = self.listener_mut(l).ok_or(SocketError::InvalidHandle)?;
+        let Some(listener) = ls.listener.take() else {
+            return Err(SocketError::InvalidHandle);
+        };
+        ls.generation = ls.generation.wrapping_add(1);
+        self.listen_map.remove(&listener.local);
+        let children: Vec<u32> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.sock.as_ref().is_some_and(|k| {
+                    k.origin
+                        == Some(Origin {
+                            index: l.index,
+                            generation: l.generation,
+                        })
+                })
+            })
+            .map(|(i, _)| i as u32)
+            .collect();
+        for idx in children {
+            self.abort_idx(idx);
+        }
+        Ok(())
+    }
+
+    /// Opens a connection from `local` (port 0 picks an ephemeral port, RFC 6056) to
+    /// `remote`. The SYN goes out on the next dispatch.
+    ///
+    /// # Errors
+    /// See [`ConnectError`].
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Result<SocketHandle, ConnectError> {
+        self.last_now = now;
+        if remote.port() == 0
+            || remote.ip().is_unspecified()
+            || remote.ip().is_multicast()
+            || local.ip().is_unspecified()
+            || local.is_ipv4() != remote.is_ipv4()
+        {
+            return Err(ConnectError::InvalidAddress);
+        }
+        if self.table.is_full() {
+            return Err(ConnectError::TooManyConnections);
+        }
+        let local = if local.port() == 0 {
+            self.ephemeral(local.ip(), remote)?
+        } else {
+            let t = FourTuple::new(local, remote);
+            if self.table.contains(&t) || self.tw.contains(&t) {
+                return Err(ConnectError::AddressInUse);
+            }
+            local
+        };
+        let tuple = FourTuple::new(local, remote);
+        let iss = self.isn(&tuple, now);
+        let mtu = self.mtu_for(remote.ip());
+        let mut sock = Socket::new(&self.cfg, tuple, iss, self.ts_offset(&tuple), mtu, now);
+        sock.open_active();
+        let idx = self.insert_socket(sock);
+        self.settle(idx, now, None);
+        Ok(self.handle_of(idx))
+    }
+
+    /// RFC 6056 port selection: the first port whose 4-tuple is free (no connection, no
+    /// TIME-WAIT record, no listener on it).
+    fn ephemeral(&mut self, ip: IpAddr, remote: SocketAddr) -> Result<SocketAddr, ConnectError> {
+        let (table, tw, listen_map) = (&self.table, &self.tw, &self.listen_map);
+        let port = self
+            .ports
+            .next(ip, remote, |port| {
+                let local = SocketAddr::new(ip, port);
+                let t = FourTuple::new(local, remote);
+                table.contains(&t) || tw.contains(&t) || listen_map.contains_key(&local)
+            })
+            .ok_or(ConnectError::NoPortsAvailable)?;
+        Ok(SocketAddr::new(ip, port))
+    }
+
+    fn sock(&self, h: SocketHandle) -> Option<&Socket> {
+        let slot = self.slots.get(h.index as usize)?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        slot.sock
+            .as_deref()
+            .filter(|s| !s.orphan && s.origin.is_none())
+    }
+
+    fn sock_mut(&mut self, h: SocketHandle) -> Option<(&mut Socket, Snapshot)> {
+        let slot = self.slots.get_mut(h.index as usize)?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        let s = slot
+            .sock
+            .as_deref_mut()
+            .filter(|s| !s.orphan && s.origin.is_none())?;
+        let snap = snapshot(s);
+        Some((s, snap))
+    }
+
+    /// Queues data; returns how much fit (`Ok(0)` when the send buffer is full). Data
+    /// queued during SYN-SENT goes out once the connection is established.
+    ///
+    /// # Errors
+    /// [`SendError`]: stale handle, send side closed, or the connection's error.
+    pub fn send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SendError> {
+        let now = self.last_now;
+        let (s, snap) = self.sock_mut(h).ok_or(SendError::InvalidHandle)?;
+        let n = s.send(data)?;
+        if n > 0 {
+            self.settle(h.index, now, Some(snap));
+        }
+        Ok(n)
+    }
+
+    /// Reads in-order data. `Ok(0)` means end of stream (the peer sent FIN).
+    ///
+    /// # Errors
+    /// [`RecvError::WouldBlock`] when nothing is buffered yet; the connection's error
+    /// once the buffer is drained; [`RecvError::InvalidHandle`] for a stale handle.
+    pub fn recv(&mut self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, RecvError> {
+        let now = self.last_now;
+        let (s, snap) = self.sock_mut(h).ok_or(RecvError::InvalidHandle)?;
+        let n = s.recv(buf, true)?;
+        self.settle(h.index, now, Some(snap));
+        Ok(n)
+    }
+
+    /// Like [`Tcp::recv`] but leaves the data in the buffer.
+    ///
+    /// # Errors
+    /// As [`Tcp::recv`].
+    pub fn peek(&mut self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, RecvError> {
+        let (s, _) = self.sock_mut(h).ok_or(RecvError::InvalidHandle)?;
+        s.recv(buf, false)
+    }
+
+    /// Shuts down one or both directions (half-close). The handle stays valid.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn shutdown(&mut self, h: SocketHandle, how: Shutdown) -> Result<(), SocketError> {
+        let now = self.last_now;
+        let (s, snap) = self.sock_mut(h).ok_or(SocketError::InvalidHandle)?;
+        if matches!(how, Shutdown::Read | Shutdown::Both) {
+            s.shutdown_read();
+        }
+        if matches!(how, Shutdown::Write | Shutdown::Both) {
+            s.shutdown_write();
+        }
+        self.settle(h.index, now, Some(snap));
+        Ok(())
+    }
+
+    /// Graceful close (RFC 9293 §3.10.4): the handle becomes invalid at once; the
+    /// connection finishes sending, then FIN, and lingers in TIME-WAIT as a compact
+    /// record. Unread received data makes it a reset instead (RFC 1122 §4.2.2.13).
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn close(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        let now = self.last_now;
+        let fin_wait2_timeout = self.cfg.fin_wait2_timeout;
+        let (s, _) = self.sock_mut(h).ok_or(SocketError::InvalidHandle)?;
+        if !s.rx.is_empty() && s.state.is_synchronized() {
+            self.abort_idx(h.index);
+            return Ok(());
+        }
+        s.orphan = true;
+        let freed = s.shutdown_write();
+        if freed || s.state == State::Closed {
+            s.set_closed(None);
+        } else if s.state == State::FinWait2 {
+            s.arm_fin_wait2(now, fin_wait2_timeout);
+        }
+        self.settle(h.index, now, None);
+        Ok(())
+    }
+
+    /// ABORT (RFC 9293 §3.10.5): sends RST if synchronized and frees the connection.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn abort(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        self.sock(h).ok_or(SocketError::InvalidHandle)?;
+        self.abort_idx(h.index);
+        Ok(())
+    }
+
+    fn abort_idx(&mut self, idx: u32) {
+        let now = self.last_now;
+        let Some(s) = self.slots[idx as usize].sock.as_mut() else {
+            return;
+        };
+        let (local, remote) = (s.tuple.local().ip(), s.tuple.remote().ip());
+        if let Some(rst) = s.abort() {
+            if self.pending_rst.len() < MAX_PENDING_RST {
+                self.pending_rst.push_back((local, remote, rst));
+                self.stats.resets_sent += 1;
+            }
+        }
+        s.orphan = true;
+        self.settle(idx, now, None);
+    }
+
+    /// The connection's state.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn state(&self, h: SocketHandle) -> Result<State, SocketError> {
+        Ok(self.sock(h).ok_or(SocketError::InvalidHandle)?.state)
+    }
+
+    /// Statistics of one connection (like Linux `tcp_info`).
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn info(&self, h: SocketHandle) -> Result<TcpInfo, SocketError> {
+        Ok(self.sock(h).ok_or(SocketError::InvalidHandle)?.info())
+    }
+
+    /// Local and remote address of a connection.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn addresses(&self, h: SocketHandle) -> Result<(SocketAddr, SocketAddr), SocketError> {
+        let s = self.sock(h).ok_or(SocketError::InvalidHandle)?;
+        Ok((s.tuple.local(), s.tuple.remote()))
+    }
+
+    /// Changes a per-socket option.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn set_option(&mut self, h: SocketHandle, opt: SocketOption) -> Result<(), SocketError> {
+        let now = self.last_now;
+        let (s, snap) = self.sock_mut(h).ok_or(SocketError::InvalidHandle)?;
+        s.set_option(opt, now);
+        self.settle(h.index, now, Some(snap));
+        Ok(())
+    }
+
+    /// What the application can do with the socket now.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn readiness(&self, h: SocketHandle) -> Result<Readiness, SocketError> {
+        let s = self.sock(h).ok_or(SocketError::InvalidHandle)?;
+        Ok(Readiness {
+            readable: s.can_recv(),
+            writable: s.can_send(),
+            read_closed: s.state.fin_received() || s.state == State::Closed,
+            closed: s.state == State::Closed,
+            error: s.error,
+        })
+    }
+
+    /// Readable now (data, EOF or error).
+    pub fn can_recv(&self, h: SocketHandle) -> bool {
+        self.sock(h).is_some_and(Socket::can_recv)
+    }
+
+    /// Writable now.
+    pub fn can_send(&self, h: SocketHandle) -> bool {
+        self.sock(h).is_some_and(Socket::can_send)
+    }
+
+    /// The next readiness change, oldest first (each source at most once until taken).
+    pub fn poll_event(&mut self) -> Option<Event> {
+        while let Some(e) = self.events.pop_front() {
+            match e {
+                Event::Socket(h) => {
+                    if let Some(slot) = self.slots.get_mut(h.index as usize) {
+                        if slot.generation == h.generation && slot.in_events {
+                            slot.in_events = false;
+                            return Some(e);
+                        }
+                    }
+                }
+                Event::Listener(l) => {
+                    if let Some(ls) = self.listeners.get_mut(l.index as usize) {
+                        if ls.generation == l.generation && ls.in_events {
+                            ls.in_events = false;
+                            return Some(e);
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Whether the connection has something to send now (or may, after a check).
+fn wants_output(s: &Socket) -> bool {
+    if s.syn_pending || s.ack_now || s.timers.probe_due || s.timers.keepalive_due {
+        return true;
+    }
+    if !s.state.is_synchronized() || s.state == State::SynReceived {
+        return false;
+    }
+    if s.rec.fast_rtx || s.rec.rtx_nxt.is_some() || (s.rec.in_recovery && s.rec.sack_recovery) {
+        return true;
+    }
+    let sent = s.snd_nxt.distance_from(s.tx_seq0()) as usize;
+    s.tx.len() > sent || (s.fin_queued && !s.fin_sent()) || s.window_update_due()
+}

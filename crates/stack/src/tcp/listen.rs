@@ -1,0 +1,41 @@
+//! Listening sockets (RFC 9293 §3.10.7.2 LISTEN): a SYN queue of half-open connections
+//! and an accept queue of established ones, both bounded, so a SYN flood costs at most
+//! `syn_queue_len` control blocks per listener and never more.
+//!
+//! Half-open connections are full control blocks in SYN-RECEIVED (they handle their own
+//! SYN-ACK retransmission); the listener only counts them. When the handshake completes
+//! the connection moves to the accept queue; when that queue is full, the completing ACK
+//! is dropped (the SYN-ACK will be retransmitted and the peer's ACK retried), as Linux
+//! does, and the SYN of new connections is dropped.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use super::layer::SocketHandle;
+
+/// A listening socket.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    pub local: SocketAddr,
+    pub backlog: usize,
+    /// Established connections not yet accepted, oldest first.
+    pub accept_queue: VecDeque<SocketHandle>,
+    /// Connections in SYN-RECEIVED that came from this listener.
+    pub syn_count: usize,
+}
+
+impl Listener {
+    pub(crate) fn new(local: SocketAddr, backlog: usize) -> Self {
+        Listener {
+            local,
+            backlog,
+            accept_queue: VecDeque::with_capacity(backlog.min(1024)),
+            syn_count: 0,
+        }
+    }
+
+    /// True when a completed handshake would not fit the accept queue.
+    pub(crate) fn accept_queue_full(&self) -> bool {
+        self.accept_queue.len() >= self.backlog
+    }
+}

@@ -1,0 +1,316 @@
+//! Segment generation for one connection: SYN / SYN-ACK, retransmissions, new data with
+//! sender-side silly window avoidance and Nagle (RFC 1122 §4.2.3.4, RFC 9293 §3.8.6.2.1),
+//! window probes (RFC 9293 §3.8.6.1), keepalive probes (RFC 1122 §4.2.3.6), FIN, and
+//! pure ACKs / window updates.
+//!
+//! One call produces at most one segment. Its payload is copied from the send buffer
+//! into the caller's scratch buffer (no allocation). Socket state is changed only after
+//! `emit` accepted the segment, so a full transmit ring loses nothing.
+
+use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
+
+use crate::time::Instant;
+
+use super::congestion::CongestionControl;
+use super::recovery;
+use super::socket::{Cx, Socket};
+use super::state::State;
+
+/// What one output step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Output {
+    /// A segment went out; call again for more.
+    Sent,
+    /// Nothing to send now.
+    Idle,
+    /// `emit` refused the segment (transmit ring full); try later.
+    Blocked,
+}
+
+/// Which kind of segment a plan builds; decides the bookkeeping after emission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Retransmit,
+    Probe,
+    New,
+}
+
+/// Tries to send one segment.
+pub(crate) fn output(
+    s: &mut Socket,
+    now: Instant,
+    _cx: &mut Cx<'_>,
+    scratch: &mut [u8],
+    emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
+) -> Output {
+    match s.state {
+        State::Closed | State::Listen => return Output::Idle,
+        State::SynSent | State::SynReceived if s.syn_pending => {
+            return syn(s, now, emit);
+        }
+        State::SynSent => return Output::Idle,
+        _ => {}
+    }
+    if s.state == State::SynReceived {
+        // Nothing but the SYN-ACK until the handshake completes.
+        return Output::Idle;
+    }
+    if s.state == State::TimeWait {
+        return ack_only(s, now, emit);
+    }
+
+    // Retransmissions first.
+    if let Some((seq, max)) = recovery::next_retransmission(s) {
+        let r = data(s, now, seq, max, Kind::Retransmit, scratch, emit);
+        if r != Output::Idle {
+            return r;
+        }
+    }
+    if s.timers.probe_due {
+        return probe(s, now, scratch, emit);
+    }
+    if s.timers.keepalive_due {
+        return keepalive(s, now, emit);
+    }
+    if let Some((seq, len)) = new_data_plan(s, now) {
+        return data(s, now, seq, len, Kind::New, scratch, emit);
+    }
+    ack_only(s, now, emit)
+}
+
+fn ack_only(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool) -> Output {
+    if !(s.ack_now || s.window_update_due()) {
+        return Output::Idle;
+    }
+    let saved = s.rcv_adv;
+    let a = s.ack_segment(now);
+    if !emit(&a) {
+        s.rcv_adv = saved;
+        s.ack_now = true;
+        return Output::Blocked;
+    }
+    s.counters.segs_out += 1;
+    Output::Sent
+}
+
+/// SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED) from ISS.
+fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool) -> Output {
+    let synack = s.state == State::SynReceived;
+    let mut options = TcpOptions::none();
+    options.mss = Some(s.offer.mss);
+    if synack {
+        options.window_scale = s.ws_on.then_some(s.rcv_wscale);
+        options.sack_permitted = s.sack_on;
+        if s.ts_on {
+            options.timestamp = Some(ulnet_wire::TcpTimestamp {
+                tsval: s.tsval(now),
+                tsecr: s.ts_recent,
+            });
+        }
+    } else {
+        options = s.offer.syn_options(s.tsval(now), None);
+    }
+    let saved = s.rcv_adv;
+    let window = s.take_window_field(true);
+    let repr = TcpRepr {
+        src_port: s.tuple.local().port(),
+        dst_port: s.tuple.remote().port(),
+        seq: s.iss,
+        ack: if synack { s.rcv_nxt } else { SeqNumber(0) },
+        flags: if synack {
+            TcpFlags::SYN | TcpFlags::ACK
+        } else {
+            TcpFlags::SYN
+        },
+        window,
+        urgent: 0,
+        options,
+        payload: &[],
+    };
+    if !emit(&repr) {
+        s.rcv_adv = saved;
+        return Output::Blocked;
+    }
+    s.counters.segs_out += 1;
+    s.syn_pending = false;
+    if synack {
+        s.note_ack_sent();
+    }
+    if s.snd_nxt == s.iss {
+        s.snd_nxt = s.iss + 1;
+    }
+    if !s.syn_retransmitted {
+        s.sampler.start(s.iss + 1, now);
+    }
+    if s.timers.rtx.is_none() {
+        s.timers.rtx = Some(now + s.rtt.rto());
+    }
+    Output::Sent
+}
+
+/// The next new-data segment allowed by the windows, SWS avoidance and Nagle:
+/// (first sequence number, length). A zero length means "FIN only".
+fn new_data_plan(s: &mut Socket, now: Instant) -> Option<(SeqNumber, u32)> {
+    if !matches!(
+        s.state,
+        State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck
+    ) || s.fin_sent()
+    {
+        return None;
+    }
+    let seq0 = s.tx_seq0();
+    let sent = s.snd_nxt.distance_from(seq0) as usize;
+    let unsent = s.tx.len().saturating_sub(sent) as u32;
+    if unsent == 0 {
+        // Only a FIN may be left to send; it takes no window (like every stack).
+        return s.fin_queued.then_some((s.snd_nxt, 0));
+    }
+    let mss = u32::from(s.data_mss());
+    let outstanding = s.snd_nxt.distance_from(s.snd_una);
+    if outstanding == 0 && s.cc.on_idle_restart(now, s.rtt.rto()) {
+        // RFC 5681 §4.1: cwnd was reset to the restart window after idling.
+    }
+    let wnd_room = (s.snd_una + s.snd_wnd).distance_from(s.snd_nxt);
+    let cc_room = recovery::send_allowance(s);
+    let len = unsent.min(wnd_room).min(cc_room).min(mss);
+    if len == 0 {
+        if wnd_room == 0 && outstanding == 0 {
+            // RFC 9293 §3.8.6.1: zero window with data waiting: probe.
+            s.enter_persist(now);
+        }
+        return None;
+    }
+    if len < mss {
+        let all = len == unsent;
+        // RFC 1122 §4.2.3.4: send a short segment only if it is all we have and Nagle
+        // allows, or it is at least half the largest window the peer offered.
+        let nagle_ok = s.nodelay || outstanding == 0;
+        let half_window = s.max_snd_wnd > 0 && len >= s.max_snd_wnd / 2;
+        if !((all && nagle_ok) || half_window) {
+            if outstanding == 0 && len < unsent && wnd_room < mss {
+                // Held back by the peer's small window with nothing in flight: the
+                // persist timer overrides SWS avoidance so we cannot deadlock.
+                s.enter_persist(now);
+            }
+            return None;
+        }
+    }
+    Some((s.snd_nxt, len))
+}
+
+/// Builds and emits a segment of up to `max` payload bytes starting at `seq` (FIN
+/// attached when it reaches the end of the queued data).
+fn data(
+    s: &mut Socket,
+    now: Instant,
+    seq: SeqNumber,
+    max: u32,
+    kind: Kind,
+    scratch: &mut [u8],
+    emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
+) -> Output {
+    let seq0 = s.tx_seq0();
+    let offset = seq.distance_from(seq0) as usize;
+    let options = s.segment_options(now);
+    // Room for SACK blocks beyond the timestamps (RFC 6691).
+    let opt_extra = options
+        .buffer_len()
+        .saturating_sub(if s.ts_on { 12 } else { 0 });
+    let cap = usize::from(s.data_mss()).saturating_sub(opt_extra).max(1);
+    let avail = s.tx.len().saturating_sub(offset);
+    let want = (max as usize).min(cap).min(avail).min(scratch.len());
+    let n = s.tx.read_allocated(offset, &mut scratch[..want]);
+    let end_data = seq + n as u32;
+    let fin = s.fin_queued && offset + n == s.tx.len() && s.state != State::SynReceived;
+    if n == 0 && !fin {
+        return Output::Idle;
+    }
+    let mut flags = TcpFlags::ACK;
+    if fin {
+        flags |= TcpFlags::FIN;
+    }
+    if n > 0 && offset + n == s.tx.len() {
+        flags |= TcpFlags::PSH;
+    }
+    let saved = s.rcv_adv;
+    let window = s.take_window_field(false);
+    let repr = TcpRepr {
+        src_port: s.tuple.local().port(),
+        dst_port: s.tuple.remote().port(),
+        seq,
+        ack: s.rcv_nxt,
+        flags,
+        window,
+        urgent: 0,
+        options,
+        payload: &scratch[..n],
+    };
+    if !emit(&repr) {
+        s.rcv_adv = saved;
+        return Output::Blocked;
+    }
+    s.counters.segs_out += 1;
+    s.note_ack_sent();
+    let end = end_data + u32::from(fin);
+    if kind == Kind::Retransmit {
+        recovery::on_retransmitted(s, seq, end);
+    }
+    after_send(s, now, seq, end);
+    Output::Sent
+}
+
+/// Bookkeeping common to every segment that takes sequence space.
+fn after_send(s: &mut Socket, now: Instant, seq: SeqNumber, end: SeqNumber) {
+    if end.diff(s.snd_nxt) > 0 {
+        if seq.diff(s.snd_nxt) >= 0 {
+            s.sampler.start(end, now);
+        }
+        s.snd_nxt = end;
+    }
+    if s.unacked_since.is_none() && end != seq {
+        s.unacked_since = Some(now);
+    }
+    // RFC 6298 §5.1: start the timer if it is not running.
+    if s.timers.rtx.is_none() && s.snd_nxt != s.snd_una {
+        s.timers.rtx = Some(now + s.rtt.rto());
+    }
+}
+
+/// A zero-window probe (RFC 9293 §3.8.6.1): one byte, the oldest unacknowledged if any,
+/// else the next new one.
+fn probe(
+    s: &mut Socket,
+    now: Instant,
+    scratch: &mut [u8],
+    emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
+) -> Output {
+    let seq = if s.snd_nxt != s.snd_una {
+        s.snd_una
+    } else {
+        s.snd_nxt
+    };
+    let r = data(s, now, seq, 1, Kind::Probe, scratch, emit);
+    if r != Output::Blocked {
+        s.timers.probe_due = false;
+    }
+    if r == Output::Sent && s.timers.persist {
+        // The persist timer, not the RTO, watches the probe byte.
+        s.timers.rtx = s.timers.rtx.or(Some(now + s.rtt.rto()));
+    }
+    r
+}
+
+/// A keepalive probe (RFC 1122 §4.2.3.6): <SEQ=SND.NXT-1><ACK=RCV.NXT>, no data, which
+/// an alive peer must answer with an ACK.
+fn keepalive(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool) -> Output {
+    let saved = s.rcv_adv;
+    let mut a = s.ack_segment(now);
+    a.seq = s.snd_nxt - 1;
+    if !emit(&a) {
+        s.rcv_adv = saved;
+        return Output::Blocked;
+    }
+    s.counters.segs_out += 1;
+    s.timers.keepalive_due = false;
+    Output::Sent
+}

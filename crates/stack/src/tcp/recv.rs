@@ -1,0 +1,140 @@
+//! The receive half: payload into the receive buffer (in order, or held out of order in
+//! the buffer's free space), the ACK policy (delayed ACK, RFC 1122 §4.2.3.2 and RFC 5681
+//! §4.2), and the SACK blocks we report (RFC 2018 §4, D-SACK RFC 2883).
+//!
+//! No allocation: out-of-order bytes go straight into the ring's unallocated space and the
+//! assembler's range list is preallocated and bounded.
+
+use ulnet_wire::{SeqNumber, TcpOptions};
+
+use crate::time::Instant;
+
+use super::sack::sack_blocks;
+use super::socket::{Cx, Socket};
+
+/// Stores the payload of an acceptable segment whose first byte is `seq`. Updates
+/// RCV.NXT, the ACK policy and SACK state. Returns the bytes newly delivered in order.
+pub(crate) fn deliver(
+    s: &mut Socket,
+    now: Instant,
+    mut seq: SeqNumber,
+    mut payload: &[u8],
+    cx: &mut Cx<'_>,
+) -> usize {
+    if payload.is_empty() {
+        return 0;
+    }
+    if payload.len() > usize::from(s.rcv_mss) {
+        s.rcv_mss = payload.len().min(usize::from(u16::MAX)) as u16;
+    }
+    // Anything before RCV.NXT is a duplicate: report it as a D-SACK (RFC 2883 §4) and
+    // acknowledge at once so the sender learns the retransmission was spurious.
+    if seq < s.rcv_nxt {
+        let dup = s.rcv_nxt.distance_from(seq) as usize;
+        let dup_len = dup.min(payload.len());
+        if s.sack_on {
+            s.dsack = Some((seq, seq + dup_len as u32));
+        }
+        s.ack_now = true;
+        if dup >= payload.len() {
+            return 0;
+        }
+        payload = &payload[dup..];
+        seq = s.rcv_nxt;
+    }
+    let offset = seq.distance_from(s.rcv_nxt) as usize;
+
+    if s.rd_shut {
+        // Reading is shut down: acknowledge in-order data and discard it.
+        if offset == 0 && s.asm.is_empty() {
+            s.rcv_nxt += payload.len() as u32;
+            s.counters.bytes_received += payload.len() as u64;
+            schedule_ack(s, now, cx);
+        } else {
+            s.ack_now = true;
+        }
+        return 0;
+    }
+
+    let space = s.rx.window();
+    if offset >= space {
+        cx.stats.ooo_dropped += 1;
+        s.ack_now = true;
+        return 0;
+    }
+    let len = payload.len().min(space - offset);
+    let data = &payload[..len];
+
+    if offset == 0 && s.asm.is_empty() {
+        // The fast path: in order, no holes.
+        let n = s.rx.enqueue_slice(data);
+        s.rcv_nxt += n as u32;
+        s.counters.bytes_received += n as u64;
+        schedule_ack(s, now, cx);
+        return n;
+    }
+
+    let written = s.rx.write_unallocated(offset, data);
+    if s.asm.add(offset, written).is_err() {
+        cx.stats.ooo_dropped += 1;
+        s.ack_now = true;
+        return 0;
+    }
+    if offset == 0 {
+        let n = s.asm.remove_front();
+        let n = s.rx.enqueue_unallocated(n);
+        s.rcv_nxt += n as u32;
+        s.counters.bytes_received += n as u64;
+        // RFC 5681 §4.2: ACK at once when a segment fills (part of) a hole.
+        s.ack_now = true;
+        s.last_ooo = None;
+        n
+    } else {
+        // RFC 5681 §4.2 / RFC 9293 §3.10.7.4: out-of-order data gets an immediate
+        // duplicate ACK, which carries the SACK blocks.
+        if let Some((a, b)) = s.asm.range_containing(offset) {
+            s.last_ooo = Some((s.rcv_nxt + a as u32, s.rcv_nxt + b as u32));
+        }
+        s.ack_now = true;
+        0
+    }
+}
+
+/// The delayed-ACK rule: acknowledge at once when more than one full-sized segment is
+/// unacknowledged (so at least every second one, RFC 5681 §4.2), else within the delay.
+fn schedule_ack(s: &mut Socket, now: Instant, cx: &Cx<'_>) {
+    if !s.delack_on || cx.cfg.delayed_ack.is_zero() {
+        s.ack_now = true;
+        return;
+    }
+    let unacked = s.rcv_nxt.distance_from(s.last_ack_sent);
+    if unacked > u32::from(s.rcv_mss) {
+        s.ack_now = true;
+    } else if s.timers.delack.is_none() {
+        s.timers.delack = Some(now + cx.cfg.delayed_ack);
+    }
+}
+
+/// Writes the SACK blocks to report: a D-SACK block first (RFC 2883), then the block
+/// holding the latest out-of-order segment (RFC 2018 §4), then the other held ranges;
+/// three fit beside timestamps, four without.
+pub(crate) fn fill_sack_blocks(s: &Socket, o: &mut TcpOptions) {
+    if s.dsack.is_none() && s.asm.is_empty() {
+        return;
+    }
+    let room = if o.timestamp.is_some() { 3 } else { 4 };
+    // The assembler's iterator is not `Clone`; a fixed copy of its ranges is (no
+    // allocation). Ranges past the copy are simply not reported this time.
+    let mut ranges = [(0usize, 0usize); 64];
+    let mut count = 0;
+    for (slot, r) in ranges.iter_mut().zip(s.asm.ranges()) {
+        *slot = r;
+        count += 1;
+    }
+    let mut out = [(SeqNumber(0), SeqNumber(0)); 4];
+    let held = ranges[..count].iter().copied();
+    let n = sack_blocks(held, s.rcv_nxt, s.last_ooo, s.dsack, room, &mut out);
+    for &b in &out[..n] {
+        o.sack_blocks.push(b);
+    }
+}

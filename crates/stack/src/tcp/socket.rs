@@ -1,0 +1,606 @@
+//! The per-connection control block ([`Socket`], RFC 9293 §3.3.1 "TCB") and the user
+//! calls on it (RFC 9293 §3.10.1-§3.10.6: SEND, RECEIVE, CLOSE, ABORT, STATUS).
+//!
+//! Segment arrival lives in `input.rs`, segment generation in `output.rs`, timers in
+//! `timer.rs`, loss recovery in `recovery.rs`. The layer (`layer.rs`) owns sockets and
+//! the tables that find them.
+//!
+//! Invariants:
+//! - `snd_una <= snd_nxt`, and `snd_nxt` only grows (retransmissions use their own
+//!   pointers); both within 2^31 of each other.
+//! - The send buffer holds exactly the bytes from `tx_seq0()` on: unacknowledged, then
+//!   unsent. A queued FIN sits right after the last buffered byte.
+//! - The receive buffer holds in-order bytes up to `rcv_nxt`; bytes after it (out of
+//!   order) are written into its free space and tracked by the assembler.
+
+use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
+
+use crate::storage::RingBuffer;
+use crate::time::{Duration, Instant};
+
+use super::challenge::ChallengeLimiter;
+use super::config::{Keepalive, SocketOption, TcpConfig};
+use super::congestion::{CongestionControl, Controller};
+use super::error::{ConnError, RecvError, SendError};
+use super::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
+use super::reassembly::Assembler;
+use super::recovery::Recovery;
+use super::rtt::{RttEstimator, RttSampler};
+use super::state::State;
+use super::stats::{ConnCounters, TcpInfo, TcpStats};
+use super::table::FourTuple;
+use super::timer::Timers;
+
+/// RFC 6928 initial window, in segments.
+const INITIAL_WINDOW: usize = 10;
+
+/// Engine-wide state a socket needs while handling a segment or timer.
+pub(crate) struct Cx<'a> {
+    pub cfg: &'a TcpConfig,
+    pub stats: &'a mut TcpStats,
+    pub challenge: &'a mut ChallengeLimiter,
+}
+
+/// The listener a passively opened connection came from, until it is accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub index: u32,
+    pub generation: u32,
+}
+
+/// One connection (RFC 9293 §3.3.1 Transmission Control Block).
+#[derive(Debug)]
+pub(crate) struct Socket {
+    pub(crate) tuple: FourTuple,
+    pub(crate) state: State,
+    /// Set while a passively opened connection is in its listener's SYN or accept queue.
+    pub(crate) origin: Option<Origin>,
+    /// Opened by a listener (RST in SYN-RECEIVED then returns to LISTEN, RFC 9293).
+    pub(crate) passive: bool,
+
+    // Send sequence space (RFC 9293 §3.3.1).
+    pub(crate) iss: SeqNumber,
+    pub(crate) snd_una: SeqNumber,
+    pub(crate) snd_nxt: SeqNumber,
+    pub(crate) snd_wnd: u32,
+    pub(crate) max_snd_wnd: u32,
+    pub(crate) snd_wl1: SeqNumber,
+    pub(crate) snd_wl2: SeqNumber,
+    pub(crate) snd_mss: u16,
+    pub(crate) snd_wscale: u8,
+
+    // Receive sequence space.
+    pub(crate) irs: SeqNumber,
+    pub(crate) rcv_nxt: SeqNumber,
+    /// Right edge of the window we last advertised (never moved left, RFC 9293 §3.8.6).
+    pub(crate) rcv_adv: SeqNumber,
+    pub(crate) rcv_wscale: u8,
+    pub(crate) last_ack_sent: SeqNumber,
+    /// Largest segment payload seen from the peer (for "every second full-sized segment").
+    pub(crate) rcv_mss: u16,
+    /// The peer's FIN, seen beyond a hole; processed when `rcv_nxt` reaches it.
+    pub(crate) fin_seq: Option<SeqNumber>,
+
+    // Options.
+    pub(crate) offer: Offer,
+    pub(crate) ts_on: bool,
+    pub(crate) sack_on: bool,
+    pub(crate) ws_on: bool,
+    pub(crate) ts_recent: u32,
+    pub(crate) ts_recent_age: Instant,
+    pub(crate) ts_offset: u32,
+
+    // Buffers.
+    pub(crate) tx: RingBuffer,
+    pub(crate) rx: RingBuffer,
+    pub(crate) asm: Assembler,
+
+    // User-side flags.
+    /// The application shut down writing (or closed): a FIN follows the buffered data.
+    pub(crate) fin_queued: bool,
+    pub(crate) rd_shut: bool,
+    /// The application let go of the socket (close or abort); it is freed when closed.
+    pub(crate) orphan: bool,
+
+    // Acknowledgement state.
+    pub(crate) ack_now: bool,
+    /// A SYN or SYN-ACK must be (re)sent.
+    pub(crate) syn_pending: bool,
+    /// The most recent out-of-order block (first SACK block, RFC 2018 §4).
+    pub(crate) last_ooo: Option<(SeqNumber, SeqNumber)>,
+    /// A duplicate block to report first (RFC 2883 D-SACK).
+    pub(crate) dsack: Option<(SeqNumber, SeqNumber)>,
+
+    // Retransmission and congestion.
+    pub(crate) rtt: RttEstimator,
+    pub(crate) sampler: RttSampler,
+    /// A retransmission made the sampler's result unsafe; timestamps may still measure.
+    pub(crate) rtt_ambiguous: bool,
+    pub(crate) syn_retransmitted: bool,
+    pub(crate) cc: Controller,
+    pub(crate) rec: Recovery,
+    pub(crate) timers: Timers,
+    /// Consecutive unanswered retransmissions / probes.
+    pub(crate) retries: u8,
+    /// When the oldest unacknowledged data was first sent (user timeout, RFC 5482).
+    pub(crate) unacked_since: Option<Instant>,
+    pub(crate) last_rcv: Instant,
+    pub(crate) keepalive: Option<Keepalive>,
+    pub(crate) user_timeout: Option<Duration>,
+    pub(crate) nodelay: bool,
+    pub(crate) delack_on: bool,
+
+    pub(crate) error: Option<ConnError>,
+    pub(crate) counters: ConnCounters,
+}
+
+/// How the application wants to shut a connection down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shutdown {
+    /// No more receiving: buffered and future data is discarded.
+    Read,
+    /// No more sending: a FIN follows the buffered data (half-close).
+    Write,
+    /// Both.
+    Both,
+}
+
+impl Socket {
+    /// A fresh control block in CLOSED.
+    pub(crate) fn new(
+        cfg: &TcpConfig,
+        tuple: FourTuple,
+        iss: SeqNumber,
+        ts_offset: u32,
+        mtu: usize,
+        now: Instant,
+    ) -> Box<Socket> {
+        let ipv6 = tuple.local().is_ipv6();
+        let mss = super::config::mss_for_mtu(mtu, ipv6);
+        let offer = Offer {
+            mss,
+            wscale: cfg
+                .window_scaling
+                .then(|| super::options::wscale_for(cfg.recv_buffer_len)),
+            timestamps: cfg.timestamps,
+            sack: cfg.sack,
+        };
+        Box::new(Socket {
+            tuple,
+            state: State::Closed,
+            origin: None,
+            passive: false,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: SeqNumber(0),
+            snd_wl2: iss,
+            snd_mss: super::options::default_mss(ipv6).min(mss),
+            snd_wscale: 0,
+            irs: SeqNumber(0),
+            rcv_nxt: SeqNumber(0),
+            rcv_adv: SeqNumber(0),
+            rcv_wscale: 0,
+            last_ack_sent: SeqNumber(0),
+            rcv_mss: super::options::default_mss(ipv6).min(mss),
+            fin_seq: None,
+            offer,
+            ts_on: false,
+            sack_on: false,
+            ws_on: false,
+            ts_recent: 0,
+            ts_recent_age: now,
+            ts_offset,
+            tx: RingBuffer::new(cfg.send_buffer_len),
+            rx: RingBuffer::new(cfg.recv_buffer_len),
+            asm: Assembler::new(cfg.max_ooo_ranges),
+            fin_queued: false,
+            rd_shut: false,
+            orphan: false,
+            ack_now: false,
+            syn_pending: false,
+            last_ooo: None,
+            dsack: None,
+            rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
+            sampler: RttSampler::new(),
+            rtt_ambiguous: false,
+            syn_retransmitted: false,
+            cc: Controller::new(cfg.congestion, usize::from(mss), INITIAL_WINDOW),
+            rec: Recovery::new(iss, cfg.max_ooo_ranges),
+            timers: Timers::default(),
+            retries: 0,
+            unacked_since: None,
+            last_rcv: now,
+            keepalive: cfg.keepalive,
+            user_timeout: cfg.user_timeout,
+            nodelay: !cfg.nagle,
+            delack_on: !cfg.delayed_ack.is_zero(),
+            error: None,
+            counters: ConnCounters::default(),
+        })
+    }
+
+    /// Active open (RFC 9293 §3.10.1): CLOSED → SYN-SENT, SYN queued for output.
+    pub(crate) fn open_active(&mut self) {
+        self.state = State::SynSent;
+        self.syn_pending = true;
+    }
+
+    /// Passive open from a listener's SYN (RFC 9293 §3.10.7.2): LISTEN → SYN-RECEIVED,
+    /// SYN-ACK queued.
+    pub(crate) fn open_passive(&mut self, now: Instant, syn: &TcpRepr<'_>, origin: Origin) {
+        self.passive = true;
+        self.origin = Some(origin);
+        self.irs = syn.seq;
+        self.rcv_nxt = syn.seq + 1;
+        self.last_ack_sent = self.rcv_nxt;
+        let n = self
+            .offer
+            .negotiate(&syn.options, self.tuple.local().is_ipv6());
+        self.apply_negotiated(n);
+        if let Some(ts) = syn.options.timestamp.filter(|_| self.ts_on) {
+            self.ts_recent = ts.tsval;
+            self.ts_recent_age = now;
+        }
+        // The SYN's window is never scaled (RFC 7323 §2.2).
+        self.snd_wnd = u32::from(syn.window);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = syn.seq;
+        self.snd_wl2 = self.iss;
+        self.rcv_adv = self.rcv_nxt;
+        self.state = State::SynReceived;
+        self.syn_pending = true;
+        self.last_rcv = now;
+    }
+
+    pub(crate) fn apply_negotiated(&mut self, n: Negotiated) {
+        self.snd_mss = n.snd_mss;
+        self.snd_wscale = n.snd_wscale;
+        self.rcv_wscale = n.rcv_wscale;
+        self.ws_on = n.window_scaling;
+        self.ts_on = n.timestamps;
+        self.sack_on = n.sack;
+        self.cc.set_mss(usize::from(self.data_mss()));
+    }
+
+    /// The payload bytes of a full-sized segment: the peer's MSS less the options every
+    /// segment carries (RFC 6691, RFC 9293 §3.7.1 Eff.snd.MSS).
+    #[inline]
+    pub(crate) fn data_mss(&self) -> u16 {
+        let opt = if self.ts_on { TS_OPTION_LEN } else { 0 };
+        self.snd_mss.saturating_sub(opt).max(1)
+    }
+
+    /// Sequence number of the first byte in the send buffer.
+    #[inline]
+    pub(crate) fn tx_seq0(&self) -> SeqNumber {
+        if self.snd_una == self.iss {
+            self.iss + 1
+        } else {
+            self.snd_una
+        }
+    }
+
+    /// Sequence number our FIN takes (meaningful when `fin_queued`).
+    #[inline]
+    pub(crate) fn fin_seq_out(&self) -> SeqNumber {
+        self.tx_seq0() + self.tx.len() as u32
+    }
+
+    /// True once our FIN has been sent (it may still be unacknowledged).
+    #[inline]
+    pub(crate) fn fin_sent(&self) -> bool {
+        self.fin_queued && self.snd_nxt == self.fin_seq_out() + 1
+    }
+
+    /// True once our FIN is acknowledged.
+    #[inline]
+    pub(crate) fn fin_acked(&self) -> bool {
+        self.fin_queued && self.snd_una == self.fin_seq_out() + 1
+    }
+
+    /// Our timestamp clock now.
+    #[inline]
+    pub(crate) fn tsval(&self, now: Instant) -> u32 {
+        ts_clock(now, self.ts_offset)
+    }
+
+    /// The most the receive buffer could take after `rcv_nxt`.
+    #[inline]
+    pub(crate) fn rcv_space(&self) -> u32 {
+        if self.rd_shut {
+            // Discarded data is acknowledged, so never close the window on it.
+            return self.rx.capacity().min(u32::MAX as usize) as u32;
+        }
+        self.rx.window().min(u32::MAX as usize) as u32
+    }
+
+    /// The window currently offered to the peer: up to the advertised right edge.
+    #[inline]
+    pub(crate) fn rcv_wnd(&self) -> u32 {
+        self.rcv_adv.distance_from(self.rcv_nxt)
+    }
+
+    /// The receive window to advertise now, with receiver-side silly window syndrome
+    /// avoidance (RFC 1122 §4.2.3.3, RFC 9293 §3.8.6.2.2): the right edge moves only by at
+    /// least min(buffer/2, MSS), and never moves left (RFC 9293 §3.8.6).
+    pub(crate) fn window_to_advertise(&self) -> u32 {
+        let cur = self.rcv_wnd();
+        let space = self.rcv_space();
+        let threshold = ((self.rx.capacity() / 2) as u32).min(u32::from(self.offer.mss));
+        let wnd = if space >= cur.saturating_add(threshold) || space >= self.rx.capacity() as u32 {
+            space
+        } else {
+            cur
+        };
+        let max = u32::from(u16::MAX) << self.rcv_wscale;
+        wnd.min(max)
+    }
+
+    /// The window field for an outgoing segment; records the advertised edge.
+    pub(crate) fn take_window_field(&mut self, syn: bool) -> u16 {
+        let wnd = self.window_to_advertise();
+        if syn {
+            // RFC 7323 §2.2: the window in a SYN is never scaled.
+            let w = wnd.min(u32::from(u16::MAX));
+            self.rcv_adv = self.rcv_nxt + w;
+            return w as u16;
+        }
+        let shift = self.rcv_wscale;
+        // Round up so the right edge we already offered is not taken back.
+        let field = wnd.div_ceil(1 << shift).min(u32::from(u16::MAX));
+        let edge = self.rcv_nxt + (field << shift).min(wnd.max(self.rcv_wnd()));
+        if edge.diff(self.rcv_adv) > 0 {
+            self.rcv_adv = edge;
+        }
+        field as u16
+    }
+
+    /// True when a window update is worth an ACK of its own: the window we could offer
+    /// grew by at least min(buffer/2, 2*MSS), or from below one MSS to at least one.
+    pub(crate) fn window_update_due(&self) -> bool {
+        if !self.state.may_receive() || self.state == State::SynReceived {
+            return false;
+        }
+        let cur = self.rcv_wnd();
+        let space = self.window_to_advertise();
+        if space <= cur {
+            return false;
+        }
+        let grow = space - cur;
+        let mss = u32::from(self.offer.mss);
+        let half = (self.rx.capacity() / 2) as u32;
+        grow >= half.min(2 * mss) || (cur < mss && space >= mss.min(half))
+    }
+
+    /// Base options of a non-SYN segment: timestamps when in force, then SACK blocks.
+    pub(crate) fn segment_options(&self, now: Instant) -> TcpOptions {
+        let mut o = TcpOptions::none();
+        if self.ts_on {
+            o.timestamp = Some(TcpTimestamp {
+                tsval: self.tsval(now),
+                tsecr: self.ts_recent,
+            });
+        }
+        if self.sack_on {
+            super::recv::fill_sack_blocks(self, &mut o);
+        }
+        o
+    }
+
+    /// A bare ACK <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK> with current options.
+    pub(crate) fn ack_segment(&mut self, now: Instant) -> TcpRepr<'static> {
+        let options = self.segment_options(now);
+        let window = self.take_window_field(false);
+        self.note_ack_sent();
+        TcpRepr {
+            src_port: self.tuple.local().port(),
+            dst_port: self.tuple.remote().port(),
+            seq: self.snd_nxt,
+            ack: self.rcv_nxt,
+            flags: TcpFlags::ACK,
+            window,
+            urgent: 0,
+            options,
+            payload: &[],
+        }
+    }
+
+    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT).
+    pub(crate) fn rst_segment(&self) -> TcpRepr<'static> {
+        TcpRepr {
+            src_port: self.tuple.local().port(),
+            dst_port: self.tuple.remote().port(),
+            seq: self.snd_nxt,
+            ack: self.rcv_nxt,
+            flags: TcpFlags::RST | TcpFlags::ACK,
+            window: 0,
+            urgent: 0,
+            options: TcpOptions::none(),
+            payload: &[],
+        }
+    }
+
+    /// Bookkeeping for any segment that carries ACK=RCV.NXT.
+    pub(crate) fn note_ack_sent(&mut self) {
+        self.last_ack_sent = self.rcv_nxt;
+        self.ack_now = false;
+        self.timers.delack = None;
+        self.dsack = None;
+    }
+
+    /// Moves to CLOSED with `error` (None for a clean close), dropping all timers.
+    pub(crate) fn set_closed(&mut self, error: Option<ConnError>) {
+        self.state = State::Closed;
+        if error.is_some() && self.error.is_none() {
+            self.error = error;
+        }
+        self.timers = Timers::default();
+        self.ack_now = false;
+        self.syn_pending = false;
+    }
+
+    // ---- user calls (RFC 9293 §3.10) ----
+
+    /// SEND: queues as much of `data` as fits; `Ok(0)` when the buffer is full.
+    pub(crate) fn send(&mut self, data: &[u8]) -> Result<usize, SendError> {
+        if let Some(e) = self.error {
+            return Err(e.into());
+        }
+        if self.fin_queued || !self.state.may_send() {
+            return Err(SendError::Closed);
+        }
+        Ok(self.tx.enqueue_slice(data))
+    }
+
+    /// RECEIVE (or peek when `consume` is false). `Ok(0)` is EOF; an empty buffer before
+    /// EOF is [`RecvError::WouldBlock`].
+    pub(crate) fn recv(&mut self, buf: &mut [u8], consume: bool) -> Result<usize, RecvError> {
+        if self.rd_shut {
+            return Err(RecvError::Closed);
+        }
+        if self.rx.is_empty() {
+            if let Some(e) = self.error {
+                return Err(e.into());
+            }
+            if self.state.fin_received() || self.state == State::Closed {
+                return Ok(0);
+            }
+            return Err(RecvError::WouldBlock);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if !consume {
+            return Ok(self.rx.read_allocated(0, buf));
+        }
+        let n = self.rx.dequeue_slice(buf);
+        if self.window_update_due() {
+            self.ack_now = true;
+        }
+        Ok(n)
+    }
+
+    /// Half-close the sending direction: queue a FIN after the data (RFC 9293 §3.10.4).
+    /// Returns true when the socket can be freed at once (it never synchronized).
+    pub(crate) fn shutdown_write(&mut self) -> bool {
+        match self.state {
+            State::Closed | State::Listen => true,
+            State::SynSent => {
+                self.set_closed(None);
+                true
+            }
+            State::SynReceived | State::Established => {
+                if !self.fin_queued {
+                    self.fin_queued = true;
+                    if self.state == State::Established {
+                        self.state = State::FinWait1;
+                    }
+                }
+                false
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.state = State::LastAck;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Stop receiving: buffered data is dropped, further data is acknowledged and
+    /// discarded.
+    pub(crate) fn shutdown_read(&mut self) {
+        self.rd_shut = true;
+        self.rx.clear();
+    }
+
+    /// ABORT (RFC 9293 §3.10.5): a RST goes out in synchronized states; the socket is
+    /// CLOSED afterwards. Returns the RST to send, if any.
+    pub(crate) fn abort(&mut self) -> Option<TcpRepr<'static>> {
+        let rst = match self.state {
+            State::SynReceived
+            | State::Established
+            | State::FinWait1
+            | State::FinWait2
+            | State::CloseWait => Some(self.rst_segment()),
+            _ => None,
+        };
+        self.set_closed(Some(ConnError::Aborted));
+        self.tx.clear();
+        self.rx.clear();
+        rst
+    }
+
+    /// Applies a per-socket option.
+    pub(crate) fn set_option(&mut self, opt: SocketOption, now: Instant) {
+        match opt {
+            SocketOption::NoDelay(on) => self.nodelay = on,
+            SocketOption::Keepalive(k) => {
+                self.keepalive = k;
+                self.last_rcv = now;
+                self.rearm_keepalive(now);
+            }
+            SocketOption::UserTimeout(t) => self.user_timeout = t,
+            SocketOption::Congestion(alg) => {
+                self.cc = Controller::new(alg, usize::from(self.data_mss()), INITIAL_WINDOW);
+            }
+            SocketOption::DelayedAck(on) => {
+                self.delack_on = on;
+                if !on && self.timers.delack.is_some() {
+                    self.ack_now = true;
+                }
+            }
+        }
+    }
+
+    /// Readable: data, EOF, or an error to report.
+    pub(crate) fn can_recv(&self) -> bool {
+        !self.rx.is_empty()
+            || self.error.is_some()
+            || self.state.fin_received()
+            || self.state == State::Closed
+    }
+
+    /// Writable: established-or-later with room in the send buffer (or an error to
+    /// report).
+    pub(crate) fn can_send(&self) -> bool {
+        self.error.is_some()
+            || (matches!(self.state, State::Established | State::CloseWait)
+                && !self.fin_queued
+                && self.tx.window() > 0)
+    }
+
+    /// STATUS (RFC 9293 §3.10.6) as a [`TcpInfo`].
+    pub(crate) fn info(&self) -> TcpInfo {
+        TcpInfo {
+            state: self.state,
+            cwnd: self.cc.cwnd().min(u32::MAX as usize) as u32,
+            ssthresh: self.cc.ssthresh().min(u32::MAX as usize) as u32,
+            srtt: self.rtt.srtt(),
+            rttvar: self.rtt.rttvar(),
+            rto: self.rtt.rto(),
+            snd_mss: self.data_mss(),
+            snd_wnd: self.snd_wnd,
+            rcv_wnd: self.rcv_wnd(),
+            bytes_in_flight: self.rec.pipe(self),
+            sacked_bytes: self.rec.sacked_bytes(),
+            retransmits: self.counters.retransmits,
+            backoff: self.retries,
+            fast_recoveries: self.counters.fast_recoveries,
+            timeouts: self.counters.timeouts,
+            segs_out: self.counters.segs_out,
+            segs_in: self.counters.segs_in,
+            bytes_acked: self.counters.bytes_acked,
+            bytes_received: self.counters.bytes_received,
+            send_queue_len: self.tx.len(),
+            recv_queue_len: self.rx.len(),
+            window_scale: self.ws_on.then_some((self.snd_wscale, self.rcv_wscale)),
+            timestamps: self.ts_on,
+            sack: self.sack_on,
+            congestion: self.cc.algorithm(),
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! What the application can read about a connection ([`TcpInfo`], like Linux `tcp_info`)
+//! and about the whole engine ([`TcpStats`]: every dropped or refused segment is counted
+//! under the rule that dropped it).
+
+use crate::time::Duration;
+
+use super::congestion::Algorithm;
+use super::state::State;
+
+/// A snapshot of one connection, for the application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpInfo {
+    /// Connection state.
+    pub state: State,
+    /// Congestion window, bytes.
+    pub cwnd: u32,
+    /// Slow-start threshold, bytes.
+    pub ssthresh: u32,
+    /// Smoothed RTT (RFC 6298), if any sample was taken.
+    pub srtt: Option<Duration>,
+    /// RTT variation (RFC 6298).
+    pub rttvar: Duration,
+    /// Current retransmission timeout (with backoff).
+    pub rto: Duration,
+    /// Effective send MSS, bytes.
+    pub snd_mss: u16,
+    /// Peer's receive window (scaled), bytes.
+    pub snd_wnd: u32,
+    /// Window we advertise, bytes.
+    pub rcv_wnd: u32,
+    /// Bytes sent and not yet acknowledged (cumulatively).
+    pub bytes_in_flight: u32,
+    /// Bytes the peer has selectively acknowledged above the cumulative ACK.
+    pub sacked_bytes: u32,
+    /// Segments retransmitted, over the connection's life.
+    pub retransmits: u64,
+    /// Consecutive RTO backoffs now in force.
+    pub backoff: u8,
+    /// Fast retransmits / recovery episodes entered.
+    pub fast_recoveries: u64,
+    /// Retransmission timeouts that fired.
+    pub timeouts: u64,
+    /// Segments sent.
+    pub segs_out: u64,
+    /// Segments received and accepted by the connection.
+    pub segs_in: u64,
+    /// Payload bytes acknowledged by the peer.
+    pub bytes_acked: u64,
+    /// Payload bytes received in order.
+    pub bytes_received: u64,
+    /// Bytes queued in the send buffer (unsent + unacknowledged).
+    pub send_queue_len: usize,
+    /// Bytes readable now.
+    pub recv_queue_len: usize,
+    /// Window scale shifts (send, receive) in force; `None` when not negotiated.
+    pub window_scale: Option<(u8, u8)>,
+    /// Timestamps negotiated.
+    pub timestamps: bool,
+    /// SACK negotiated.
+    pub sack: bool,
+    /// Congestion control algorithm in use.
+    pub congestion: Algorithm,
+}
+
+/// Per-connection counters kept on the control block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ConnCounters {
+    pub retransmits: u64,
+    pub fast_recoveries: u64,
+    pub timeouts: u64,
+    pub segs_out: u64,
+    pub segs_in: u64,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+}
+
+/// Engine-wide counters: why segments were dropped or answered with a reset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpStats {
+    /// Segments handed to `process`.
+    pub segs_in: u64,
+    /// Segments handed out by `process` and `dispatch`.
+    pub segs_out: u64,
+    /// RSTs sent (to segments for no connection, or by aborts).
+    pub resets_sent: u64,
+    /// Segments dropped as malformed (SYN+FIN, SYN+RST, bad ports or addresses).
+    pub dropped_malformed: u64,
+    /// Segments outside the receive window (answered with an ACK).
+    pub dropped_out_of_window: u64,
+    /// Segments rejected by PAWS (RFC 7323 §5).
+    pub dropped_paws: u64,
+    /// Segments with an unacceptable ACK (RFC 5961 §5).
+    pub dropped_bad_ack: u64,
+    /// RSTs ignored (out of window, or in TIME-WAIT per RFC 1337).
+    pub dropped_rst: u64,
+    /// Segments dropped for other RFC 9293 rules (e.g. no ACK bit).
+    pub dropped_other: u64,
+    /// Challenge ACKs sent (RFC 5961).
+    pub challenge_acks: u64,
+    /// Challenge ACKs suppressed by the rate limit (RFC 5961 §7).
+    pub challenge_acks_suppressed: u64,
+    /// SYNs dropped because a listener's SYN queue was full.
+    pub syn_queue_overflows: u64,
+    /// Handshakes dropped because a listener's accept queue was full.
+    pub accept_queue_overflows: u64,
+    /// New connections refused because the table was full.
+    pub table_full: u64,
+    /// Out-of-order segments dropped because the reassembler had no room.
+    pub ooo_dropped: u64,
+    /// Connections that entered ESTABLISHED.
+    pub established: u64,
+    /// Connections reset by the peer.
+    pub resets_received: u64,
+    /// Connections aborted on timeout.
+    pub timeouts: u64,
+    /// TIME-WAIT records created.
+    pub time_wait_created: u64,
+    /// TIME-WAIT records recycled early because the table was full.
+    pub time_wait_recycled: u64,
+    /// TIME-WAIT connections reused by a new SYN (RFC 6191).
+    pub time_wait_reused: u64,
+}

@@ -1,0 +1,200 @@
+//! Per-connection timers, kept as a handful of deadlines whose minimum the layer files
+//! in its timer queue (one entry per connection, not one per timer).
+//!
+//! - `rtx`: the retransmission timer (RFC 6298 §5) for SYN, data and FIN, or, while the
+//!   peer's window is zero, the persist timer (RFC 9293 §3.8.6.1, RFC 1122 §4.2.2.17)
+//!   with the same exponential backoff.
+//! - `delack`: the delayed ACK deadline (RFC 1122 §4.2.3.2).
+//! - `idle`: keepalive (RFC 1122 §4.2.3.6), the orphaned FIN-WAIT-2 limit, or the 2*MSL
+//!   of TIME-WAIT (RFC 9293 §3.10.7.4), depending on the state.
+//!
+//! Giving up: SYN after `syn_retries`, data after `max_retransmits` backoffs or when
+//! the user timeout (RFC 5482 / RFC 9293 §3.8.3) passes, keepalive after `count` probes.
+
+use crate::time::{Duration, Instant};
+
+use super::config::TcpConfig;
+use super::error::ConnError;
+use super::recovery;
+use super::socket::{Cx, Socket};
+use super::state::State;
+
+/// The deadlines of one connection, plus work the timers left for output.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Timers {
+    /// Retransmission or (with `persist`) window-probe deadline.
+    pub rtx: Option<Instant>,
+    /// `rtx` is the persist timer.
+    pub persist: bool,
+    /// Delayed-ACK deadline.
+    pub delack: Option<Instant>,
+    /// Keepalive / FIN-WAIT-2 / TIME-WAIT deadline.
+    pub idle: Option<Instant>,
+    /// A window probe is due.
+    pub probe_due: bool,
+    /// A keepalive probe is due.
+    pub keepalive_due: bool,
+    /// Unanswered keepalive probes.
+    pub keepalive_sent: u8,
+}
+
+impl Timers {
+    /// The earliest deadline.
+    #[inline]
+    pub(crate) fn next(&self) -> Option<Instant> {
+        [self.rtx, self.delack, self.idle]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
+impl Socket {
+    /// Restarts the keepalive idle period after hearing from the peer.
+    pub(crate) fn rearm_keepalive(&mut self, now: Instant) {
+        self.timers.keepalive_sent = 0;
+        if matches!(self.state, State::Established | State::CloseWait) {
+            self.timers.idle = self.keepalive.map(|k| now + k.idle);
+        }
+    }
+
+    /// The peer opened its window: the persist timer yields to the RTO.
+    pub(crate) fn leave_persist(&mut self, now: Instant) {
+        if self.timers.persist {
+            self.timers.persist = false;
+            self.timers.probe_due = false;
+            self.retries = 0;
+            self.rtt.reset_backoff();
+            self.timers.rtx = (self.snd_nxt != self.snd_una).then(|| now + self.rtt.rto());
+        }
+    }
+
+    /// Starts the persist timer (zero window with data waiting, RFC 9293 §3.8.6.1).
+    pub(crate) fn enter_persist(&mut self, now: Instant) {
+        if !self.timers.persist || self.timers.rtx.is_none() {
+            self.timers.persist = true;
+            self.timers.rtx = Some(now + self.rtt.rto());
+        }
+    }
+
+    /// An orphaned connection in FIN-WAIT-2 waits only so long for the peer's FIN.
+    pub(crate) fn arm_fin_wait2(&mut self, now: Instant, timeout: Duration) {
+        self.timers.rtx = None;
+        self.timers.persist = false;
+        self.timers.idle = self.orphan.then(|| now + timeout);
+    }
+
+    /// Enters (or restarts) TIME-WAIT for 2*MSL, all other timers off.
+    pub(crate) fn enter_time_wait(&mut self, now: Instant, cfg: &TcpConfig) {
+        self.state = State::TimeWait;
+        let acks = self.ack_now;
+        self.timers = Timers {
+            idle: Some(now + cfg.msl.saturating_mul(2)),
+            ..Timers::default()
+        };
+        self.ack_now = acks;
+    }
+
+    /// Runs every timer that is due at `now`.
+    pub(crate) fn on_timer(&mut self, now: Instant, cx: &mut Cx<'_>) {
+        if self.timers.delack.is_some_and(|t| t <= now) {
+            self.timers.delack = None;
+            self.ack_now = true;
+        }
+        if self.timers.rtx.is_some_and(|t| t <= now) {
+            self.timers.rtx = None;
+            if self.timers.persist {
+                self.persist_expired(now, cx);
+            } else {
+                self.rtx_expired(now, cx);
+            }
+        }
+        if self.timers.idle.is_some_and(|t| t <= now) {
+            self.timers.idle = None;
+            self.idle_expired(now, cx);
+        }
+    }
+
+    fn give_up(&mut self, cx: &mut Cx<'_>) {
+        cx.stats.timeouts += 1;
+        self.tx.clear();
+        self.set_closed(Some(ConnError::TimedOut));
+    }
+
+    fn rtx_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
+        match self.state {
+            State::SynSent | State::SynReceived if self.snd_una == self.iss => {
+                if self.retries >= cx.cfg.syn_retries {
+                    self.give_up(cx);
+                    return;
+                }
+                self.retries += 1;
+                self.rtt.backoff();
+                self.syn_pending = true;
+                self.syn_retransmitted = true;
+                self.sampler.on_retransmit();
+                self.counters.timeouts += 1;
+            }
+            _ => {
+                if self.snd_una == self.snd_nxt {
+                    return;
+                }
+                let user_expired = match (self.user_timeout, self.unacked_since) {
+                    (Some(limit), Some(since)) => now.saturating_duration_since(since) >= limit,
+                    _ => false,
+                };
+                if self.retries >= cx.cfg.max_retransmits || user_expired {
+                    self.give_up(cx);
+                    return;
+                }
+                self.retries += 1;
+                self.counters.timeouts += 1;
+                self.rtt.backoff();
+                self.sampler.on_retransmit();
+                self.rtt_ambiguous = true;
+                recovery::on_rto(self, now);
+                self.timers.rtx = Some(now + self.rtt.rto());
+            }
+        }
+    }
+
+    fn persist_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
+        if self.snd_wnd > 0 && self.snd_una == self.snd_nxt && self.tx.is_empty() {
+            self.timers.persist = false;
+            return;
+        }
+        // RFC 1122 §4.2.2.17: probing goes on while the peer answers; `retries` is reset by
+        // every ACK, so only silence counts towards giving up.
+        if self.retries >= cx.cfg.max_retransmits {
+            self.give_up(cx);
+            return;
+        }
+        self.retries += 1;
+        self.rtt.backoff();
+        self.timers.probe_due = true;
+        self.timers.rtx = Some(now + self.rtt.rto());
+    }
+
+    fn idle_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
+        match self.state {
+            State::TimeWait => self.set_closed(None),
+            State::FinWait2 => self.give_up(cx),
+            State::Established | State::CloseWait => {
+                let Some(k) = self.keepalive else { return };
+                if self.snd_una != self.snd_nxt || !self.tx.is_empty() {
+                    // Data is in flight: the RTO watches the peer, not keepalive.
+                    self.timers.idle = Some(now + k.interval);
+                    return;
+                }
+                if self.timers.keepalive_sent >= k.count {
+                    self.give_up(cx);
+                    return;
+                }
+                self.timers.keepalive_sent += 1;
+                self.timers.keepalive_due = true;
+                self.timers.idle = Some(now + k.interval);
+            }
+            _ => {}
+        }
+    }
+}
