@@ -102,12 +102,22 @@ pub fn pseudo_header(src: &IpAddr, dst: &IpAddr, protocol: IpProtocol, length: u
     let mut acc =
         u64::from(u8::from(protocol)) + u64::from(length >> 16) + u64::from(length & 0xffff);
     for addr in [src, dst] {
-        acc += match addr {
-            IpAddr::V4(a) => u64::from(data(&a.octets())),
-            IpAddr::V6(a) => u64::from(data(&a.octets())),
-        };
+        match addr {
+            IpAddr::V4(a) => acc += sum_words(&a.octets()),
+            IpAddr::V6(a) => acc += sum_words(&a.octets()),
+        }
     }
     fold(acc)
+}
+
+/// The plain sum of big-endian 16-bit words of a short even-length array (addresses),
+/// cheaper than [`data`] for 4 or 16 bytes.
+#[inline]
+fn sum_words<const N: usize>(bytes: &[u8; N]) -> u64 {
+    bytes
+        .chunks_exact(2)
+        .map(|w| u64::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum()
 }
 
 /// Updates a header checksum field after one 16-bit word changed from `old` to `new`,
