@@ -4,6 +4,9 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 use ulnet_stack::storage::RingBuffer;
+use ulnet_stack::tcp::reassembly::Assembler;
+use ulnet_stack::tcp::sack::Scoreboard;
+use ulnet_wire::SeqNumber;
 
 const MSS: usize = 1460;
 
@@ -33,5 +36,58 @@ fn ring_buffer(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, ring_buffer);
+fn assembler(c: &mut Criterion) {
+    let mut g = c.benchmark_group("assembler");
+    // In order: each segment lands at offset 0 and is drained at once.
+    g.bench_function("in_order_add_remove", |b| {
+        let mut a = Assembler::new(32);
+        b.iter(|| {
+            a.add(0, black_box(MSS)).unwrap();
+            black_box(a.remove_front())
+        })
+    });
+    // One hole: 16 segments arrive past it (ascending), then the hole fills.
+    g.bench_function("hole_then_fill_16", |b| {
+        let mut a = Assembler::new(32);
+        b.iter(|| {
+            for i in 1..=16 {
+                a.add(black_box(i * MSS), MSS).unwrap();
+            }
+            a.add(0, MSS).unwrap();
+            black_box(a.remove_front())
+        })
+    });
+    // Worst case for the sorted insert: many separate ranges, arriving out of order.
+    g.bench_function("scattered_16_ranges", |b| {
+        let mut a = Assembler::new(32);
+        b.iter(|| {
+            for i in (0..16).rev() {
+                a.add(black_box((2 * i + 1) * MSS), MSS).unwrap();
+            }
+            a.clear();
+        })
+    });
+    g.finish();
+}
+
+fn scoreboard(c: &mut Criterion) {
+    c.bench_function("scoreboard_update_3_blocks", |b| {
+        let mut sb = Scoreboard::new(32);
+        let una = SeqNumber(u32::MAX - 10_000);
+        let m = MSS as u32;
+        let blocks = [
+            (una + 5 * m, una + 9 * m),
+            (una + 2 * m, una + 3 * m),
+            (una + 11 * m, una + 12 * m),
+        ];
+        b.iter(|| {
+            let u = sb.update(una, black_box(&blocks));
+            let p = sb.pipe(una, una + 20 * m, una, MSS);
+            sb.clear();
+            black_box((u, p))
+        })
+    });
+}
+
+criterion_group!(benches, ring_buffer, assembler, scoreboard);
 criterion_main!(benches);
