@@ -40,9 +40,19 @@ fn main() {
     let mut g = XdpOptions::new(&tb.peer_dev);
     g.netns = Some(tb.peer.clone());
     let mut tx = XdpChannel::open(&g).unwrap_or_else(|e| panic!("generator: {e}"));
-    println!("receiver: {}; generator: {}", rx.capabilities().mode, tx.capabilities().mode);
+    println!(
+        "receiver: {}; generator: {}",
+        rx.capabilities().mode,
+        tx.capabilities().mode
+    );
 
-    let frame = udp_frame(tb.xdp_mac(), tb.peer_mac(), (PEER, 4000), (STEERED, 9), &[0u8; 18]);
+    let frame = udp_frame(
+        tb.xdp_mac(),
+        tb.peer_mac(),
+        (PEER, 4000),
+        (STEERED, 9),
+        &[0u8; 18],
+    );
     assert_eq!(frame.len(), 60);
     let stop = AtomicBool::new(false);
     let duration = Duration::from_secs(seconds);
@@ -51,7 +61,11 @@ fn main() {
             let start = Instant::now();
             while start.elapsed() < duration {
                 for _ in 0..64 {
-                    if tx.tx().send(frame.len(), &mut |b| b.copy_from_slice(&frame)).is_err() {
+                    if tx
+                        .tx()
+                        .send(frame.len(), &mut |b| b.copy_from_slice(&frame))
+                        .is_err()
+                    {
                         break;
                     }
                 }
