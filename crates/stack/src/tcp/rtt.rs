@@ -78,7 +78,17 @@ impl RttEstimator {
     /// the RTO, and resets the back-off: a valid sample means the path answers again
     /// (§5.7). The caller is responsible for Karn's rule (module docs).
     pub fn sample(&mut self, rtt: Duration) {
+        self.sample_weighted(rtt, 1);
+    }
+
+    /// [`RttEstimator::sample`] for a sender that takes many samples per RTT (timestamps
+    /// on every ACK): RFC 7323 Appendix G divides alpha and beta by the number of samples
+    /// expected per RTT (`expected_samples`, e.g. `max(cwnd / (2 * SMSS), 1)` with
+    /// delayed ACKs), so the estimator's memory stays about one RTT's worth of history
+    /// as RFC 6298 intended. `expected_samples` of 0 or 1 is the plain update.
+    pub fn sample_weighted(&mut self, rtt: Duration, expected_samples: u32) {
         let r = micros(rtt);
+        let n = u64::from(expected_samples.max(1));
         match self.srtt {
             None => {
                 // §2.2: SRTT <- R, RTTVAR <- R/2.
@@ -86,10 +96,13 @@ impl RttEstimator {
                 self.rttvar = r / 2;
             }
             Some(srtt) => {
-                // §2.3 with alpha = 1/8, beta = 1/4; RTTVAR first, using the old SRTT.
+                // §2.3 with alpha = 1/8, beta = 1/4 (each divided by n); RTTVAR first,
+                // using the old SRTT.
                 let err = srtt.abs_diff(r);
-                self.rttvar = (self.rttvar / 4).saturating_mul(3).saturating_add(err / 4);
-                self.srtt = Some((srtt / 8).saturating_mul(7).saturating_add(r / 8));
+                let var_den = 4 * n;
+                let srtt_den = 8 * n;
+                self.rttvar = self.rttvar - self.rttvar / var_den + err / var_den;
+                self.srtt = Some(srtt - srtt / srtt_den + r / srtt_den);
             }
         }
         let srtt = self.srtt.unwrap_or(r);
@@ -240,6 +253,22 @@ mod tests {
     }
 
     #[test]
+    fn weighted_samples_rfc7323_appendix_g() {
+        let mut a = est();
+        let mut b = est();
+        a.sample(ms(100));
+        b.sample(ms(100));
+        a.sample_weighted(ms(180), 1);
+        b.sample(ms(180));
+        assert_eq!(a.srtt(), b.srtt());
+        assert_eq!(a.rttvar(), b.rttvar());
+        // With 10 samples per RTT each moves SRTT by 1/80 of the error.
+        a.sample_weighted(ms(270), 10);
+        assert_eq!(a.srtt(), Some(ms(110) - ms(110) / 80 + ms(270) / 80));
+        assert_eq!(a.srtt(), Some(ms(112)));
+    }
+
+    #[test]
     fn min_rto_floor_and_granularity() {
         let mut e = est();
         for _ in 0..50 {
@@ -299,8 +328,8 @@ mod tests {
         ) {
             let mut e = RttEstimator::new(
                 Duration::from_micros(init), Duration::from_micros(lo), Duration::from_micros(hi));
-            for s in samples {
-                e.sample(Duration::from_micros(s));
+            for (i, s) in samples.into_iter().enumerate() {
+                e.sample_weighted(Duration::from_micros(s), i as u32 % 5);
                 let rto = micros(e.rto());
                 prop_assert!(rto >= lo.min(hi.max(lo)) && rto <= hi.max(lo));
             }
