@@ -135,7 +135,8 @@ mod tests {
         let port = p.next(local, remote, |x| x != 50007).unwrap();
         assert_eq!(port, 50007);
         assert_eq!(p.next(local, remote, |_| true), None);
-        let mut empty = EphemeralPorts::new(KEY, 10..=9);
+        let (lo, hi) = (10u16, 9u16);
+        let mut empty = EphemeralPorts::new(KEY, lo..=hi);
         assert_eq!(empty.range_len(), 0);
         assert_eq!(empty.next(local, remote, |_| false), None);
         let mut full = EphemeralPorts::new(KEY, 0..=u16::MAX);
