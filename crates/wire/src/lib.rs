@@ -1,17 +1,55 @@
 //! Packet formats as zero-copy typed views over byte buffers, and their emitters.
 //!
-//! Owns: Ethernet II, ARP, IPv4, ICMPv4, UDP, TCP (with options), the Internet checksum
-//! and a tcpdump-like pretty-printer. In: byte slices from a channel. Out: typed views
-//! (`*Packet<T>`, checked once with `new_checked`) and representations (`*Repr`) that
-//! `parse` from a view and `emit` into one.
+//! Owns: Ethernet II, ARP, IPv4 (options skipped, fragments recognised), the IPv6 fixed
+//! header, ICMPv4, UDP, TCP with every option the stack uses, the Internet checksum
+//! (with pseudo-headers and RFC 1624 incremental update) and a tcpdump-like
+//! [`pretty_print`]er. In: byte slices from a channel. Out: typed views (`*Packet<T>`,
+//! checked once with `new_checked`) and representations (`*Repr`) that `parse` from a
+//! view and `emit` into one. Transport checksums follow a [`ChecksumMode`], so a channel
+//! whose device verifies or fills checksums does not pay for them twice.
 //!
 //! Invariants: nothing panics after `check_len` (or `new_checked`) returns `Ok`; every
 //! `Repr::parse` checks lengths itself and returns a typed [`Error`] for truncated,
 //! malformed or unsupported input; `emit` panics only when handed a buffer shorter than
 //! the `buffer_len` it was told to fill (a caller bug, documented per function).
+//!
+//! Deliberately not here: IPv4 options on emit, IPv6 extension headers, 802.1Q tags,
+//! IPv4 reassembly (the stack does it from the fragment fields).
+//!
+//! ```
+//! use core::net::{IpAddr, Ipv4Addr};
+//! use ulnet_wire::{ChecksumMode, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr};
+//!
+//! let (src, dst) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+//! let udp = UdpRepr { src_port: 5000, dst_port: 7 };
+//! let ip = Ipv4Repr::new(src, dst, IpProtocol::Udp, udp.buffer_len(4), 64);
+//! let mut buf = vec![0u8; ip.buffer_len()];
+//! let mut packet = Ipv4Packet::new_unchecked(&mut buf[..]);
+//! ip.emit(&mut packet, ChecksumMode::Full);
+//! udp.emit(
+//!     &mut UdpPacket::new_unchecked(packet.payload_mut()),
+//!     &IpAddr::V4(src),
+//!     &IpAddr::V4(dst),
+//!     4,
+//!     |p| p.copy_from_slice(b"ping"),
+//!     ChecksumMode::Full,
+//! );
+//!
+//! let packet = Ipv4Packet::new_checked(&buf[..])?;
+//! let ip = Ipv4Repr::parse(&packet, ChecksumMode::Full)?;
+//! let datagram = UdpPacket::new_checked(packet.payload())?;
+//! let udp = UdpRepr::parse(&datagram, &ip.src_addr.into(), &ip.dst_addr.into(), ChecksumMode::Full)?;
+//! assert_eq!((udp.dst_port, datagram.payload()), (7, &b"ping"[..]));
+//! assert_eq!(
+//!     ulnet_wire::pretty::pretty_print_ip(&buf).to_string(),
+//!     "198.18.0.1.5000 > 198.18.0.2.7: UDP, length 4"
+//! );
+//! # Ok::<(), ulnet_wire::Error>(())
+//! ```
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![doc(test(attr(deny(warnings))))]
 
 mod bytes;
 
