@@ -6,6 +6,6 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-export PATH=$HOME/.cargo/bin:$PATH
+export PATH=${HOME:-/root}/.cargo/bin:$PATH
 cargo build --release -p ulnet-cli
 exec target/release/ulnet demo "$@"

@@ -66,8 +66,8 @@ fi
 # The Rust toolchain cannot be fetched here (only crates.io, PyPI, Debian and npm are
 # reachable), so it must already be installed; rustfmt and clippy are added when rustup can
 # reach its server, and only their absence is an error.
-if [[ -d $HOME/.cargo/bin && :$PATH: != *:$HOME/.cargo/bin:* ]]; then
-    export PATH=$HOME/.cargo/bin:$PATH
+if [[ -d ${HOME:-/root}/.cargo/bin && :$PATH: != *:${HOME:-/root}/.cargo/bin:* ]]; then
+    export PATH=${HOME:-/root}/.cargo/bin:$PATH
 fi
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install a stable Rust toolchain (rustup) first"
 for component in rustfmt clippy; do

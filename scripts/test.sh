@@ -9,7 +9,7 @@ set -uo pipefail
 
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
-export PATH=$HOME/.cargo/bin:$PATH
+export PATH=${HOME:-/root}/.cargo/bin:$PATH
 
 # Bounds, so a hung test cannot eat CI's budget (the whole run normally takes minutes).
 TEST_TIMEOUT=${ULNET_TEST_TIMEOUT:-1500}

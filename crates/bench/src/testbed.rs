@@ -316,7 +316,6 @@ impl Builder {
             keep: false,
         };
 
-        exec::run("ip", ["netns", "add", &partial.info.b.ns])?;
         let (a, b) = (&partial.info.a, &partial.info.b);
         let mtu = self.mtu.to_string();
         let (mac_a, mac_b) = (a.mac.to_string(), b.mac.to_string());

@@ -68,7 +68,7 @@ fn random16() -> u16 {
     (nanos ^ (nanos >> 16)) as u16
 }
 
-/// Picks the lowest slot no testbed namespace uses and creates side A's namespace to hold
+/// Picks the lowest slot no testbed namespace uses and creates both namespaces to hold
 /// it, under an exclusive lock so concurrent builders (threads or processes) never pick
 /// the same slot. Returns the new testbed's name.
 pub(crate) fn claim(label: &str) -> Result<String> {
@@ -91,8 +91,15 @@ pub(crate) fn claim(label: &str) -> Result<String> {
         .ok_or(Error::NoFreeSubnet)?;
     let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
     let name = plan::testbed_name(label, std::process::id(), counter, random16(), slot);
-    exec::run("ip", ["netns", "add", &plan::ns_name(&name, SideId::A)])?;
-    // The lock is released when `lock` drops: the new namespace now marks the slot taken.
+    // Both namespaces under the lock: on a fresh machine the first `ip netns add` also
+    // makes /var/run/netns a shared mount, which concurrent first calls could each do.
+    let a = plan::ns_name(&name, SideId::A);
+    exec::run("ip", ["netns", "add", &a])?;
+    if let Err(e) = exec::run("ip", ["netns", "add", &plan::ns_name(&name, SideId::B)]) {
+        let _ = exec::run("ip", ["netns", "del", &a]);
+        return Err(e);
+    }
+    // The lock is released when `lock` drops: the new namespaces now mark the slot taken.
     Ok(name)
 }
 
