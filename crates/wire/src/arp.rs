@@ -307,8 +307,8 @@ impl fmt::Display for ArpRepr {
 mod tests {
     use super::*;
 
-    // An ARP request (payload of a captured broadcast frame): who-has 10.0.0.2 tell
-    // 10.0.0.1 from 52:54:00:12:34:56.
+    // An ARP request in the layout of RFC 826 (real captures: tests/captures.rs):
+    // who-has 10.0.0.2 tell 10.0.0.1 from 52:54:00:12:34:56.
     const REQUEST: [u8; 28] = [
         0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x0a,
         0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x02,

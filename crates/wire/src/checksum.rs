@@ -183,6 +183,13 @@ mod tests {
     }
 
     #[test]
+    fn rfc1624_example() {
+        // RFC 1624 §4: checksum 0xdd2f, a field changes from 0x5555 to 0x3285; eqn. 3
+        // gives 0x0000 (where eqn. 2 of RFC 1141 gives the wrong 0xffff).
+        assert_eq!(update(0xdd2f, 0x5555, 0x3285), 0x0000);
+    }
+
+    #[test]
     fn empty_and_odd() {
         assert_eq!(data(&[]), 0);
         assert_eq!(data(&[0xab]), 0xab00);

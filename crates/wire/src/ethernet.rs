@@ -279,7 +279,8 @@ impl fmt::Display for EthernetRepr {
 mod tests {
     use super::*;
 
-    // A captured ARP request frame header: broadcast from 52:54:00:12:34:56.
+    // An ARP request frame header, broadcast from 52:54:00:12:34:56 (hand-built; real
+    // captures are in tests/captures.rs).
     const FRAME: [u8; 16] = [
         0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x08, 0x06, 0xaa,
         0xbb,

@@ -470,7 +470,8 @@ impl fmt::Display for Ipv4Repr {
 mod tests {
     use super::*;
 
-    // A captured IPv4/UDP header: 192.168.0.1 > 192.168.0.199, DF, TTL 64, total 115,
+    // The IPv4/UDP header widely used as the checksum example (from a real capture):
+    // 192.168.0.1 > 192.168.0.199, DF, TTL 64, total 115,
     // checksum b861, followed by its 95-byte payload (zeros here).
     fn captured() -> [u8; 115] {
         let mut b = [0u8; 115];

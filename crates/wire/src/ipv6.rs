@@ -247,7 +247,7 @@ impl fmt::Display for Ipv6Repr {
 mod tests {
     use super::*;
 
-    // Header of a captured ICMPv6 neighbour solicitation: fe80::1 > ff02::1:ff00:2,
+    // Header of an ICMPv6 neighbour solicitation (hand-built): fe80::1 > ff02::1:ff00:2,
     // payload 32, next header 58, hop limit 255, traffic class 0, flow 0.
     const NS: [u8; 40] = [
         0x60, 0x00, 0x00, 0x00, 0x00, 0x20, 0x3a, 0xff, 0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,

@@ -38,7 +38,8 @@
 //! let packet = Ipv4Packet::new_checked(&buf[..])?;
 //! let ip = Ipv4Repr::parse(&packet, ChecksumMode::Full)?;
 //! let datagram = UdpPacket::new_checked(packet.payload())?;
-//! let udp = UdpRepr::parse(&datagram, &ip.src_addr.into(), &ip.dst_addr.into(), ChecksumMode::Full)?;
+//! let (src, dst) = (IpAddr::V4(ip.src_addr), IpAddr::V4(ip.dst_addr));
+//! let udp = UdpRepr::parse(&datagram, &src, &dst, ChecksumMode::Full)?;
 //! assert_eq!((udp.dst_port, datagram.payload()), (7, &b"ping"[..]));
 //! assert_eq!(
 //!     ulnet_wire::pretty::pretty_print_ip(&buf).to_string(),

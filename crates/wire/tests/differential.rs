@@ -302,7 +302,8 @@ proptest! {
             payload: &payload,
         };
         let mut seg = vec![0u8; tcp.buffer_len()];
-        tcp.emit(&mut TcpPacket::new_unchecked(&mut seg[..]), &src.into(), &dst.into(), ChecksumMode::Full);
+        let (s, d) = (IpAddr::V4(src), IpAddr::V4(dst));
+        tcp.emit(&mut TcpPacket::new_unchecked(&mut seg[..]), &s, &d, ChecksumMode::Full);
         let mut ip = Ipv4Repr::new(src, dst, IpProtocol::Tcp, seg.len(), ttl);
         ip.dscp_ecn = dscp_ecn;
         ip.ident = ident;
@@ -486,7 +487,9 @@ proptest! {
         prop_assert_eq!(compare(&frame), 3);
 
         // Destination unreachable quoting a UDP header.
-        let quoted = ep::Ipv4Header::new(8 + payload.len() as u16, ttl, ep::IpNumber::UDP, addrs.1, addrs.0).unwrap();
+        let quoted_len = 8 + payload.len() as u16;
+        let quoted =
+            ep::Ipv4Header::new(quoted_len, ttl, ep::IpNumber::UDP, addrs.1, addrs.0).unwrap();
         let mut quote = quoted.to_bytes().to_vec();
         quote.extend_from_slice(&ports.1.to_be_bytes());
         quote.extend_from_slice(&ports.0.to_be_bytes());

@@ -442,9 +442,20 @@ impl SegmentSummary {
         f: &mut dyn fmt::Write,
         options: impl FnOnce(&mut dyn fmt::Write) -> fmt::Result,
     ) -> fmt::Result {
-        write!(f, "Flags [{}], seq {}", self.flags, self.seq)?;
+        write!(f, "Flags [{}]", self.flags)?;
+        // Like tcpdump, a bare ACK shows no sequence number.
         if self.payload_len > 0 {
-            write!(f, ":{}", self.seq + self.payload_len as u32)?;
+            write!(
+                f,
+                ", seq {}:{}",
+                self.seq,
+                self.seq + self.payload_len as u32
+            )?;
+        } else if self
+            .flags
+            .intersects(TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST)
+        {
+            write!(f, ", seq {}", self.seq)?;
         }
         if self.flags.contains(TcpFlags::ACK) {
             write!(f, ", ack {}", self.ack)?;

@@ -459,8 +459,8 @@ impl fmt::Display for TcpOptions {
 mod tests {
     use super::*;
 
-    // The options of a Linux SYN (captured): mss 1460, sackOK, TS val 1 ecr 0, nop,
-    // wscale 7.
+    // The option layout of a Linux SYN (as in tests/captures.rs): mss 1460, sackOK,
+    // TS val 1 ecr 0, nop, wscale 7.
     const LINUX_SYN: [u8; 20] = [
         0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
         0x00, 0x01, 0x03, 0x03, 0x07,
