@@ -74,7 +74,9 @@ for component in rustfmt clippy; do
     sub=${component/rustfmt/fmt}
     if ! cargo "$sub" --version >/dev/null 2>&1; then
         log "adding Rust component $component"
-        command -v rustup >/dev/null 2>&1 && rustup component add "$component" >/dev/null 2>&1 || true
+        if command -v rustup >/dev/null 2>&1; then
+            rustup component add "$component" >/dev/null 2>&1 || true
+        fi
         cargo "$sub" --version >/dev/null 2>&1 || die "Rust component $component is missing and rustup could not add it"
     fi
 done

@@ -7,7 +7,7 @@
 # Usage: scripts/test.sh [extra arguments for `cargo test`, e.g. a test name filter]
 set -uo pipefail
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 scripts/setup.sh || exit 1
 export PATH=${HOME:-/root}/.cargo/bin:$PATH
 
@@ -38,6 +38,7 @@ skip() {
     summary+=("skip  $1 ($2)")
 }
 
+# shellcheck disable=SC2317 # called through `step`
 run_tests() {
     echo "cargo test --workspace --no-fail-fast $*"
     # --no-fail-fast: one failing test binary must not hide the results of the others.
@@ -79,7 +80,7 @@ leftover=$(find /var/run/netns -maxdepth 1 -name 'ulnet-*' -printf '%f\n' 2>/dev
 printf '\n==> summary\n'
 printf '  %s\n' "${summary[@]}"
 if ((leftover)); then
-    printf '  note: %d ulnet-* namespace(s) exist now (another run, or a leak: see `ulnet testbed list`)\n' "$leftover"
+    printf '  note: %d ulnet-* namespace(s) exist now (another run, or a leak: see ulnet testbed list)\n' "$leftover"
 fi
 if ((status)); then
     printf '  result: FAILED\n'
