@@ -1,0 +1,368 @@
+//! Opening a runtime from a description: which channel backend on which interface in
+//! which namespace, the interface's identity (address, gateway, MAC, static neighbours),
+//! TCP, waiting and capture.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::net::IpAddr;
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use ulnet_channel::packet::{PacketChannel, PacketConfig};
+use ulnet_channel::pcap::{system_clock, Pcap, PcapWriter, Precision};
+use ulnet_channel::tap::{TapChannel, TapConfig};
+use ulnet_channel::xdp::{XdpChannel, XdpOptions};
+use ulnet_channel::{Capabilities, Channel, Stats, Tx};
+use ulnet_stack::iface::{ChecksumCaps, Interface, InterfaceConfig, IpCidr};
+use ulnet_stack::tcp::{Tcp, TcpConfig};
+use ulnet_wire::{ChecksumMode, EthernetAddress};
+
+use super::{Clock, Runtime, WaitMode};
+
+/// Which netchannel carries the frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_XDP with the steering program: frames for ulnet's address go to ulnet,
+    /// everything else to the kernel.
+    Xdp,
+    /// AF_PACKET (TPACKET_V3): ulnet sees a copy of every frame; its address must not
+    /// be the kernel's.
+    Packet,
+    /// A TAP device that ulnet creates: the kernel is the peer on the other side of it.
+    Tap,
+}
+
+impl Backend {
+    /// The name as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Xdp => "xdp",
+            Backend::Packet => "packet",
+            Backend::Tap => "tap",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "xdp" => Ok(Backend::Xdp),
+            "packet" => Ok(Backend::Packet),
+            "tap" => Ok(Backend::Tap),
+            _ => Err(format!("unknown backend {s:?} (xdp, packet or tap)")),
+        }
+    }
+}
+
+/// Everything [`open`] needs.
+#[derive(Debug, Clone)]
+pub struct NetConfig {
+    /// The channel backend.
+    pub backend: Backend,
+    /// The interface to attach to (xdp, packet) or the TAP device to create (tap).
+    pub ifname: String,
+    /// The named network namespace (`ip netns add`) the interface is in.
+    pub netns: Option<String>,
+    /// ulnet's address and prefix.
+    pub address: IpCidr,
+    /// The default gateway.
+    pub gateway: Option<IpAddr>,
+    /// ulnet's MAC; `None` takes the interface's (xdp, packet) or a locally administered
+    /// one derived from the address (tap).
+    pub mac: Option<EthernetAddress>,
+    /// Neighbours that are never asked for.
+    pub neighbors: Vec<(IpAddr, EthernetAddress)>,
+    /// TCP configuration; `None` leaves TCP off (segments are answered with nothing).
+    pub tcp: Option<TcpConfig>,
+    /// Busy-poll or sleep.
+    pub wait: WaitMode,
+    /// Record every frame in and out to this pcap file.
+    pub pcap: Option<PathBuf>,
+    /// The XDP options beyond interface, namespace and address (queue, sizes, modes).
+    pub xdp: Option<XdpOptions>,
+}
+
+impl NetConfig {
+    /// `backend` on `ifname` with `address`; no gateway, TCP on with defaults, sleeping.
+    pub fn new(backend: Backend, ifname: impl Into<String>, address: IpCidr) -> NetConfig {
+        NetConfig {
+            backend,
+            ifname: ifname.into(),
+            netns: None,
+            address,
+            gateway: None,
+            mac: None,
+            neighbors: Vec::new(),
+            tcp: Some(TcpConfig::default()),
+            wait: WaitMode::Sleep,
+            pcap: None,
+            xdp: None,
+        }
+    }
+
+    /// In namespace `netns`.
+    #[must_use]
+    pub fn netns(mut self, netns: impl Into<String>) -> Self {
+        self.netns = Some(netns.into());
+        self
+    }
+
+    /// With wait mode `wait`.
+    #[must_use]
+    pub fn wait(mut self, wait: WaitMode) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Capturing to `path`.
+    #[must_use]
+    pub fn pcap(mut self, path: impl Into<PathBuf>) -> Self {
+        self.pcap = Some(path.into());
+        self
+    }
+}
+
+/// Any channel, boxed, so one runtime type serves every backend.
+pub struct AnyChannel(pub Box<dyn Channel + Send>);
+
+impl fmt::Debug for AnyChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("AnyChannel")
+            .field(&self.0.capabilities().name)
+            .finish()
+    }
+}
+
+impl Channel for AnyChannel {
+    fn rx_batch(
+        &mut self,
+        max_count: usize,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> ulnet_channel::Result<usize> {
+        self.0.rx_batch(max_count, f)
+    }
+    fn tx(&mut self) -> &mut dyn Tx {
+        self.0.tx()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.0.capabilities()
+    }
+    fn stats(&self) -> Stats {
+        self.0.stats()
+    }
+    fn wait_fd(&self) -> Option<RawFd> {
+        self.0.wait_fd()
+    }
+    fn prepare_wait(&mut self) -> ulnet_channel::Result<()> {
+        self.0.prepare_wait()
+    }
+}
+
+/// A channel recording into a pcap file.
+pub type PcapChannel = Pcap<AnyChannel, BufWriter<File>, fn() -> Duration>;
+
+/// Opens the channel, builds the interface (MTU and checksums from the channel's
+/// capabilities, TCP attached if configured) and the runtime on the monotonic clock.
+///
+/// # Errors
+/// The channel could not be opened (the message names the system call and a fix), the
+/// MAC could not be read, the configuration is invalid (`InvalidInput`), or the pcap
+/// file could not be created.
+pub fn open(cfg: &NetConfig) -> io::Result<Runtime<AnyChannel>> {
+    let (channel, mac) = open_channel(cfg)?;
+    let channel = match &cfg.pcap {
+        Some(path) => {
+            let writer = PcapWriter::create(path, Precision::Micros)?;
+            let clock: fn() -> Duration = system_clock;
+            AnyChannel(Box::new(Pcap::new(channel, writer, clock)))
+        }
+        None => channel,
+    };
+    let caps = channel.capabilities();
+    let iface = build_interface(cfg, &caps, mac)?;
+    Runtime::new(channel, iface, cfg.wait, Clock::monotonic())
+}
+
+fn open_channel(cfg: &NetConfig) -> io::Result<(AnyChannel, EthernetAddress)> {
+    let ns = cfg.netns.as_deref();
+    Ok(match cfg.backend {
+        Backend::Xdp => {
+            let mut o = cfg
+                .xdp
+                .clone()
+                .unwrap_or_else(|| XdpOptions::new(&cfg.ifname));
+            o.ifname.clone_from(&cfg.ifname);
+            o.netns = cfg.netns.clone();
+            if !o.addresses.contains(&cfg.address.address()) {
+                o.addresses.push(cfg.address.address());
+            }
+            let mac = match cfg.mac {
+                Some(m) => m,
+                None => interface_mac(ns, &cfg.ifname)?,
+            };
+            (AnyChannel(Box::new(XdpChannel::open(&o)?)), mac)
+        }
+        Backend::Packet => {
+            let mut c = PacketConfig::new(&cfg.ifname);
+            c.netns = cfg.netns.clone();
+            let mac = match cfg.mac {
+                Some(m) => m,
+                None => interface_mac(ns, &cfg.ifname)?,
+            };
+            (AnyChannel(Box::new(PacketChannel::open(&c)?)), mac)
+        }
+        Backend::Tap => {
+            let mut c = TapConfig::new(&cfg.ifname);
+            c.netns = cfg.netns.clone();
+            let mac = cfg.mac.unwrap_or_else(|| local_mac(cfg.address.address()));
+            (AnyChannel(Box::new(TapChannel::open(&c)?)), mac)
+        }
+    })
+}
+
+fn invalid(what: impl fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, what.to_string())
+}
+
+/// The interface for `cfg` on a channel with `caps`.
+///
+/// # Errors
+/// `InvalidInput` for a configuration the stack refuses.
+pub fn build_interface(
+    cfg: &NetConfig,
+    caps: &Capabilities,
+    mac: EthernetAddress,
+) -> io::Result<Interface> {
+    // The largest IP packet that fits both the link and one channel frame.
+    let mtu = caps.mtu.min(caps.max_frame_len.saturating_sub(14));
+    let mut ic = InterfaceConfig::new(mac)
+        .address(cfg.address)
+        .mtu(mtu)
+        .checksum(ChecksumCaps {
+            rx_verified: caps.rx_checksum_verified,
+            tx: if caps.tx_checksum_offload {
+                ChecksumMode::Offload
+            } else {
+                ChecksumMode::Full
+            },
+        });
+    if let Some(gw) = cfg.gateway {
+        ic = ic.gateway(gw);
+    }
+    let mut iface = Interface::new(ic).map_err(invalid)?;
+    for (ip, mac) in &cfg.neighbors {
+        iface.add_static_neighbor(*ip, *mac).map_err(invalid)?;
+    }
+    if let Some(tcp) = &cfg.tcp {
+        let mut tcp = tcp.clone();
+        tcp.mtu = tcp.mtu.min(mtu);
+        iface.set_tcp(Tcp::new(tcp, random_key()?));
+    }
+    Ok(iface)
+}
+
+/// 16 random bytes for the TCP secrets (RFC 6528).
+fn random_key() -> io::Result<[u8; 16]> {
+    let mut key = [0u8; 16];
+    rustix::rand::getrandom(&mut key, rustix::rand::GetRandomFlags::empty())?;
+    Ok(key)
+}
+
+/// A locally administered unicast MAC (IEEE 802: bit 1 of the first octet set, bit 0
+/// clear) derived from the address, so the same configuration keeps the same MAC.
+pub fn local_mac(addr: IpAddr) -> EthernetAddress {
+    let tail = match addr {
+        IpAddr::V4(a) => a.octets(),
+        IpAddr::V6(a) => {
+            let o = a.octets();
+            [o[12], o[13], o[14], o[15]]
+        }
+    };
+    EthernetAddress([0x02, 0x75, tail[0], tail[1], tail[2], tail[3]])
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+///
+/// # Errors
+/// `InvalidInput` for anything else.
+pub fn parse_mac(s: &str) -> io::Result<EthernetAddress> {
+    let mut out = [0u8; 6];
+    let mut parts = s.trim().split(':');
+    for o in &mut out {
+        let p = parts.next().ok_or_else(|| invalid(format!("bad MAC {s:?}")))?;
+        *o = u8::from_str_radix(p, 16).map_err(|_| invalid(format!("bad MAC {s:?}")))?;
+    }
+    if parts.next().is_some() {
+        return Err(invalid(format!("bad MAC {s:?}")));
+    }
+    Ok(EthernetAddress(out))
+}
+
+/// The MAC of interface `ifname` in namespace `netns` (or the current one).
+///
+/// Without a namespace, sysfs has it. With one, sysfs does not help: it shows the
+/// namespace of whoever mounted it, not the calling thread's (`ip netns exec`
+/// remounts it for that reason), so ask iproute2, which speaks netlink inside the
+/// namespace.
+///
+/// # Errors
+/// The interface does not exist, or `ip` is missing.
+pub fn interface_mac(netns: Option<&str>, ifname: &str) -> io::Result<EthernetAddress> {
+    let text = match netns {
+        None => std::fs::read_to_string(format!("/sys/class/net/{ifname}/address"))
+            .map_err(|e| io::Error::new(e.kind(), format!("reading the MAC of {ifname}: {e}")))?,
+        Some(ns) => {
+            let out = Command::new("ip")
+                .args(["-n", ns, "-br", "link", "show", "dev", ifname])
+                .output()
+                .map_err(|e| {
+                    io::Error::new(e.kind(), format!("running `ip` (iproute2) failed: {e}"))
+                })?;
+            if !out.status.success() {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "no interface {ifname} in namespace {ns}: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ),
+                ));
+            }
+            // `NAME STATE MAC FLAGS`
+            let line = String::from_utf8_lossy(&out.stdout).into_owned();
+            line.split_whitespace()
+                .nth(2)
+                .map(str::to_owned)
+                .unwrap_or_default()
+        }
+    };
+    parse_mac(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_parse_and_local_ones_are_unicast_and_local() {
+        let m = parse_mac("02:00:0a:ff:10:01\n").unwrap();
+        assert_eq!(m, EthernetAddress([2, 0, 0x0a, 0xff, 0x10, 1]));
+        assert!(parse_mac("02:00:0a:ff:10").is_err());
+        assert!(parse_mac("02:00:0a:ff:10:01:02").is_err());
+        assert!(parse_mac("zz:00:0a:ff:10:01").is_err());
+        let l = local_mac("198.18.0.7".parse().unwrap());
+        assert_eq!(l.0[0] & 0b11, 0b10);
+        assert_eq!(&l.0[2..], &[198, 18, 0, 7]);
+        assert_eq!("tap".parse::<Backend>().unwrap(), Backend::Tap);
+        assert!("dpdk".parse::<Backend>().is_err());
+    }
+}
