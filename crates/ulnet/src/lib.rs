@@ -6,3 +6,6 @@
 pub use ulnet_channel as channel;
 pub use ulnet_stack as stack;
 pub use ulnet_wire as wire;
+
+pub mod apps;
+pub mod runtime;
