@@ -18,6 +18,10 @@ struct Cli {
 enum Command {
     /// Run the end-to-end demonstration (until `ulnet bench` exists, the main job).
     Demo(cmd::demo::Args),
+    /// Ping from ulnet's stack over a bypass channel, like ping(8).
+    Ping(cmd::ping::Args),
+    /// Serve echo, discard, chargen or HTTP from ulnet's stack over a bypass channel.
+    Serve(cmd::serve::Args),
     /// Run transfers between stacks on the simulated wire, in virtual time.
     #[command(subcommand)]
     Sim(cmd::sim::Command),
@@ -30,6 +34,8 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Ping(args) => cmd::ping::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
         Command::Sim(c) => cmd::sim::run(c),
         Command::Testbed(c) => cmd::testbed::run(c),
     };

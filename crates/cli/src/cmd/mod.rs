@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
 pub mod demo;
+pub mod ping;
+pub mod serve;
 pub mod sim;
 pub mod testbed;

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use ulnet_stack::iface::Interface;
-use ulnet_stack::tcp::{ConnectError, RecvError, Shutdown, SocketHandle};
+use ulnet_stack::tcp::{Event, ConnectError, RecvError, Shutdown, SocketHandle};
 use ulnet_stack::time::{Duration, Instant};
 
 use super::pattern;
@@ -88,7 +88,7 @@ impl BulkClient {
 }
 
 impl App for BulkClient {
-    fn poll(&mut self, now: Instant, iface: &mut Interface) {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, _events: &[Event]) {
         if self.done {
             return;
         }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use ulnet_stack::iface::Interface;
 use ulnet_stack::socket::UdpHandle;
-use ulnet_stack::tcp::{RecvError, SocketHandle, Tcp};
+use ulnet_stack::tcp::{Event, RecvError, SocketHandle, Tcp};
 use ulnet_stack::time::Instant;
 
 use super::echo::{bind_udp, AppError};
@@ -104,7 +104,7 @@ impl Discard {
 }
 
 impl App for Discard {
-    fn poll(&mut self, _now: Instant, iface: &mut Interface) {
+    fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
         let s = iface.sockets_mut().udp_mut(self.udp);
         while let Ok((n, _)) = s.recv_from(&mut self.buf) {
             self.stats.udp_datagrams += 1;
@@ -112,7 +112,7 @@ impl App for Discard {
         }
         if let Some(t) = iface.tcp_mut() {
             let stats = &mut self.stats;
-            self.tcp.poll(t, &mut DiscardSession::default, &mut |s| {
+            self.tcp.poll(t, events, &mut DiscardSession::default, &mut |s| {
                 stats.tcp_bytes += s.bytes;
                 stats.tcp_pattern_ok += u64::from(s.pattern_ok && s.bytes > 0);
             });
@@ -203,7 +203,7 @@ impl Chargen {
 }
 
 impl App for Chargen {
-    fn poll(&mut self, _now: Instant, iface: &mut Interface) {
+    fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
         let s = iface.sockets_mut().udp_mut(self.udp);
         while let Ok((_, meta)) = s.recv_from(&mut self.buf) {
             if s.send_to(pattern::slice(0, 512), meta.peer).is_ok() {
@@ -216,6 +216,7 @@ impl App for Chargen {
             let limit = self.limit;
             self.tcp.poll(
                 t,
+                events,
                 &mut || ChargenSession { bytes: 0, limit },
                 &mut |s| stats.tcp_bytes += s.bytes,
             );

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use ulnet_stack::iface::Interface;
 use ulnet_stack::socket::{AddError, UdpConfig, UdpHandle, UdpSocket};
-use ulnet_stack::tcp::{ListenError, RecvError, SocketHandle, Tcp};
+use ulnet_stack::tcp::{Event, ListenError, RecvError, SocketHandle, Tcp};
 use ulnet_stack::time::Instant;
 
 use super::server::{Next, ServerStats, Session, TcpServer};
@@ -115,7 +115,7 @@ impl Echo {
 }
 
 impl App for Echo {
-    fn poll(&mut self, _now: Instant, iface: &mut Interface) {
+    fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
         if let Some(h) = self.udp {
             let s = iface.sockets_mut().udp_mut(h);
             while let Ok((n, meta)) = s.recv_from(&mut self.buf) {
@@ -126,7 +126,7 @@ impl App for Echo {
             }
         }
         if let Some(t) = iface.tcp_mut() {
-            self.tcp.poll(t, &mut EchoSession::default, &mut |_| {});
+            self.tcp.poll(t, events, &mut EchoSession::default, &mut |_| {});
         }
     }
 }

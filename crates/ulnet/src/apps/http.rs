@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ulnet_stack::iface::Interface;
-use ulnet_stack::tcp::{RecvError, SocketHandle, Tcp};
+use ulnet_stack::tcp::{Event, RecvError, SocketHandle, Tcp};
 use ulnet_stack::time::Instant;
 
 use super::echo::AppError;
@@ -475,14 +475,14 @@ impl Http {
 }
 
 impl App for Http {
-    fn poll(&mut self, _now: Instant, iface: &mut Interface) {
+    fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
         let Some(t) = iface.tcp_mut() else {
             return;
         };
         let cfg = &self.cfg;
         let stats = &mut self.stats;
         self.tcp
-            .poll(t, &mut || HttpSession::new(Arc::clone(cfg)), &mut |s| {
+            .poll(t, events, &mut || HttpSession::new(Arc::clone(cfg)), &mut |s| {
                 stats.requests += s.stats.requests;
                 stats.ok += s.stats.ok;
                 stats.client_errors += s.stats.client_errors;

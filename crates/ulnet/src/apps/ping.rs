@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use ulnet_stack::iface::Interface;
 use ulnet_stack::socket::{IcmpHandle, IcmpSocket};
+use ulnet_stack::tcp::Event;
 use ulnet_stack::time::{Duration, Instant};
 
 use super::echo::AppError;
@@ -151,7 +152,7 @@ impl Ping {
 }
 
 impl App for Ping {
-    fn poll(&mut self, now: Instant, iface: &mut Interface) {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, _events: &[Event]) {
         let s = iface.sockets_mut().icmp_mut(self.socket);
         while let Ok(r) = s.recv_reply(&mut self.buf) {
             self.received += 1;

@@ -79,10 +79,17 @@ impl<S: Session> TcpServer<S> {
         self.sessions.values()
     }
 
-    /// Handles the TCP layer's pending events: accepts, drives sessions. `new` makes the
+    /// Handles this iteration's TCP events: accepts, drives its sessions (events of other
+    /// sockets are ignored). `new` makes the
     /// session of a freshly accepted connection; `done` gets each session that ended.
-    pub fn poll(&mut self, tcp: &mut Tcp, new: &mut dyn FnMut() -> S, done: &mut dyn FnMut(S)) {
-        while let Some(ev) = tcp.poll_event() {
+    pub fn poll(
+        &mut self,
+        tcp: &mut Tcp,
+        events: &[Event],
+        new: &mut dyn FnMut() -> S,
+        done: &mut dyn FnMut(S),
+    ) {
+        for &ev in events {
             match ev {
                 Event::Listener(l) if Some(l) == self.listener => {
                     while let Ok(Some(h)) = tcp.accept(l) {

@@ -33,9 +33,13 @@ use std::time::Duration;
 
 use ulnet_channel::{Channel, Tx};
 use ulnet_stack::iface::{Interface, TxSink};
+use ulnet_stack::tcp::Event;
 use ulnet_stack::time::Instant;
 
-pub use backend::{open, AnyChannel, Backend, NetConfig, PcapChannel};
+pub use backend::{
+    build_interface, interface_mac, local_mac, open, parse_mac, AnyChannel, Backend, NetConfig,
+    PcapChannel,
+};
 pub use clock::Clock;
 
 /// How the loop waits when there is nothing to do.
@@ -51,10 +55,14 @@ pub enum WaitMode {
 
 /// Application logic run inside the loop, between ingress and egress, on the loop's
 /// thread (the cheapest place for a server: no locks handed over, no wake-ups).
+///
+/// The loop drains the TCP layer's readiness events once per iteration and shows them
+/// to every app, so several apps can share one stack (each ignores handles it does not
+/// own). An app must not call `Tcp::poll_event` itself.
 pub trait App {
-    /// Reacts to what the received batch changed (TCP events, UDP datagrams, replies) and
-    /// queues sends; called once per iteration with the iteration's `now`.
-    fn poll(&mut self, now: Instant, iface: &mut Interface);
+    /// Reacts to what the received batch changed (`events`, UDP datagrams, ICMP replies)
+    /// and queues sends; called once per iteration with the iteration's `now`.
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]);
 
     /// The app's own next deadline (e.g. the next ping), so a sleeping loop wakes for it.
     fn poll_at(&self) -> Option<Instant> {
@@ -70,7 +78,48 @@ pub trait App {
 /// An app that does nothing: the loop then only serves the stack (ARP, ping) and
 /// whatever other threads queue through a [`Handle`].
 impl App for () {
-    fn poll(&mut self, _now: Instant, _iface: &mut Interface) {}
+    fn poll(&mut self, _now: Instant, _iface: &mut Interface, _events: &[Event]) {}
+}
+
+/// Two apps on one stack, polled in order; done when both are.
+impl<A: App, B: App> App for (A, B) {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
+        self.0.poll(now, iface, events);
+        self.1.poll(now, iface, events);
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        match (self.0.poll_at(), self.1.poll_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    fn is_done(&self) -> bool {
+        self.0.is_done() && self.1.is_done()
+    }
+}
+
+/// Any number of apps on one stack; done when all are.
+impl App for Vec<Box<dyn App + Send>> {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
+        for a in self.iter_mut() {
+            a.poll(now, iface, events);
+        }
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        self.iter().filter_map(|a| a.poll_at()).min()
+    }
+    fn is_done(&self) -> bool {
+        self.iter().all(|a| a.is_done())
+    }
+}
+
+/// Moves the TCP layer's pending readiness events into `out`.
+fn drain_events(iface: &mut Interface, out: &mut Vec<Event>) {
+    if let Some(tcp) = iface.tcp_mut() {
+        while let Some(e) = tcp.poll_event() {
+            out.push(e);
+        }
+    }
 }
 
 /// Counters of the loop.
@@ -211,6 +260,8 @@ pub struct Runtime<C> {
     batch_count: usize,
     /// Frames may still be in the transmit ring from the last flush: flush once more.
     flush_debt: bool,
+    /// TCP events for the app (reused: no allocation once it has grown).
+    events: Vec<Event>,
     stats: RuntimeStats,
 }
 
@@ -245,6 +296,7 @@ impl<C: Channel> Runtime<C> {
             clock,
             batch_count,
             flush_debt: false,
+            events: Vec::with_capacity(256),
             stats: RuntimeStats::default(),
         })
     }
@@ -310,7 +362,10 @@ impl<C: Channel> Runtime<C> {
                 );
             })?;
             progressed = received > 0;
-            app.poll(now, iface);
+            drain_events(iface, &mut self.events);
+            progressed |= !self.events.is_empty();
+            app.poll(now, iface, &self.events);
+            self.events.clear();
             progressed |= iface.poll_at().is_some_and(|t| t <= now);
             iface.egress(
                 now,
@@ -319,6 +374,9 @@ impl<C: Channel> Runtime<C> {
                     sent: &mut sent,
                 },
             );
+            // Timers may have changed sockets (an RTO gave up): the app hears it next
+            // iteration, and the loop does not sleep before that.
+            drain_events(iface, &mut self.events);
         }
         if sent > 0 || self.flush_debt {
             self.channel.tx().flush()?;
@@ -364,6 +422,9 @@ impl<C: Channel> Runtime<C> {
                 (a, b) => a.or(b),
             }
         };
+        if !self.events.is_empty() {
+            return Ok(());
+        }
         let now = self.clock.now();
         let timeout = match deadline {
             Some(t) if t <= now => return Ok(()),

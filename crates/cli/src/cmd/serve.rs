@@ -1,0 +1,226 @@
+//! `ulnet serve echo|discard|chargen|http` and the network options every command that
+//! runs the stack shares (`--backend`, `--netns`, `--iface`, `--addr`, ...).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use ulnet::apps::discard::{Chargen, Discard};
+use ulnet::apps::echo::Echo;
+use ulnet::apps::http::{Http, HttpConfig};
+use ulnet::runtime::{self, AnyChannel, App, Backend, Handle, NetConfig, Runtime, WaitMode};
+use ulnet::stack::iface::{Interface, IpCidr};
+use ulnet::stack::tcp::Event;
+use ulnet::stack::time::Instant;
+
+/// How to reach the network: the options shared by `serve` and `ping`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NetArgs {
+    /// Channel backend: xdp (AF_XDP + steering program), packet (AF_PACKET), tap.
+    #[arg(long, default_value = "xdp")]
+    pub backend: Backend,
+    /// Interface to attach to (xdp, packet) or TAP device to create (tap).
+    #[arg(long = "iface")]
+    pub iface: String,
+    /// Network namespace (`ip netns add NAME`) the interface is in.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// ulnet's own address with prefix, e.g. 198.18.0.16/24 (not the kernel's).
+    #[arg(long)]
+    pub addr: String,
+    /// Default gateway.
+    #[arg(long)]
+    pub gateway: Option<IpAddr>,
+    /// MAC address (default: the interface's; for tap a locally administered one).
+    #[arg(long)]
+    pub mac: Option<String>,
+    /// Static neighbour, IP=MAC (repeatable).
+    #[arg(long = "neighbor", value_name = "IP=MAC")]
+    pub neighbors: Vec<String>,
+    /// Spin on the rings instead of sleeping in poll(2) (one core at 100%).
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// Record every frame in and out to this pcap file.
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+}
+
+impl NetArgs {
+    /// The runtime configuration these options describe.
+    pub fn config(&self) -> anyhow::Result<NetConfig> {
+        let (ip, prefix) = self
+            .addr
+            .split_once('/')
+            .context("--addr needs a prefix length, e.g. 198.18.0.16/24")?;
+        let ip: IpAddr = ip.parse().context("--addr")?;
+        let prefix: u8 = prefix.parse().context("--addr prefix")?;
+        let cidr = IpCidr::new(ip, prefix).context("--addr: bad prefix length")?;
+        let mut cfg = NetConfig::new(self.backend, &self.iface, cidr);
+        cfg.netns.clone_from(&self.netns);
+        cfg.gateway = self.gateway;
+        cfg.mac = self.mac.as_deref().map(runtime::parse_mac).transpose()?;
+        for n in &self.neighbors {
+            let (ip, mac) = n.split_once('=').context("--neighbor IP=MAC")?;
+            cfg.neighbors
+                .push((ip.parse().context("--neighbor IP")?, runtime::parse_mac(mac)?));
+        }
+        cfg.wait = if self.busy_poll {
+            WaitMode::BusyPoll
+        } else {
+            WaitMode::Sleep
+        };
+        cfg.pcap.clone_from(&self.pcap);
+        Ok(cfg)
+    }
+
+    /// ulnet's address.
+    pub fn ip(&self) -> anyhow::Result<IpAddr> {
+        let ip = self.addr.split('/').next().unwrap_or_default();
+        ip.parse().context("--addr")
+    }
+}
+
+/// The services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Service {
+    /// UDP and TCP echo (RFC 862), port 7 by default.
+    Echo,
+    /// UDP and TCP sink (RFC 863), port 9.
+    Discard,
+    /// UDP and TCP source of the test pattern, port 19.
+    Chargen,
+    /// HTTP/1.1: GET /bytes/N and static files with --root, port 80.
+    Http,
+}
+
+/// Arguments of `serve`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Which service.
+    #[arg(value_enum)]
+    pub service: Service,
+    #[command(flatten)]
+    pub net: NetArgs,
+    /// Port (default: the service's well-known port).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Directory of static files (http).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Stop each chargen stream after this many bytes.
+    #[arg(long)]
+    pub limit: Option<u64>,
+}
+
+/// Stops the loop on SIGINT/SIGTERM (the runtime then returns, the channel drops and the
+/// XDP program is detached by its BPF link).
+pub fn stop_on_signals(handle: &Handle) -> anyhow::Result<()> {
+    let h = handle.clone();
+    ctrlc::set_handler(move || h.stop()).context("installing the SIGINT/SIGTERM handler")
+}
+
+/// Stops the loop after `secs` seconds, from a helper thread.
+pub fn stop_after(handle: &Handle, secs: Option<f64>) {
+    if let Some(s) = secs {
+        let h = handle.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs_f64(s.max(0.0)));
+            h.stop();
+        });
+    }
+}
+
+/// A running service, boxed so `serve` handles them alike.
+enum Running {
+    Echo(Echo),
+    Discard(Discard),
+    Chargen(Chargen),
+    Http(Http),
+}
+
+impl App for Running {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
+        match self {
+            Running::Echo(a) => a.poll(now, iface, events),
+            Running::Discard(a) => a.poll(now, iface, events),
+            Running::Chargen(a) => a.poll(now, iface, events),
+            Running::Http(a) => a.poll(now, iface, events),
+        }
+    }
+}
+
+impl Running {
+    fn summary(&self) -> String {
+        match self {
+            Running::Echo(a) => format!(
+                "udp echoed {} (dropped {}), tcp connections {}",
+                a.udp_stats().echoed,
+                a.udp_stats().dropped,
+                a.tcp_stats().accepted
+            ),
+            Running::Discard(a) => format!("{:?}", a.stats()),
+            Running::Chargen(a) => format!("{:?}", a.stats()),
+            Running::Http(a) => format!("{:?}", a.stats()),
+        }
+    }
+}
+
+fn start(args: &Args, rt: &Runtime<AnyChannel>, ip: IpAddr) -> anyhow::Result<Running> {
+    let mut iface = rt.iface();
+    let port = args.port.unwrap_or(match args.service {
+        Service::Echo => 7,
+        Service::Discard => 9,
+        Service::Chargen => 19,
+        Service::Http => 80,
+    });
+    let local = SocketAddr::new(ip, port);
+    Ok(match args.service {
+        Service::Echo => Running::Echo(Echo::new(&mut iface, local)?),
+        Service::Discard => Running::Discard(Discard::new(&mut iface, local)?),
+        Service::Chargen => Running::Chargen(Chargen::new(&mut iface, local, args.limit)?),
+        Service::Http => {
+            if let Some(r) = &args.root {
+                if !r.is_dir() {
+                    bail!("--root {} is not a directory", r.display());
+                }
+            }
+            let cfg = HttpConfig {
+                root: args.root.clone(),
+                ..HttpConfig::default()
+            };
+            Running::Http(Http::new(&mut iface, local, cfg)?)
+        }
+    })
+}
+
+/// Runs the subcommand.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let cfg = args.net.config()?;
+    let mut rt = runtime::open(&cfg).with_context(|| {
+        format!("opening the {} channel on {}", cfg.backend, cfg.ifname)
+    })?;
+    let mut app = start(&args, &rt, args.net.ip()?)?;
+    let handle = rt.handle();
+    stop_on_signals(&handle)?;
+    stop_after(&handle, args.duration);
+    let caps = ulnet::channel::Channel::capabilities(rt.channel());
+    eprintln!(
+        "ulnet: serving {:?} on {} ({} {}, mtu {}){}",
+        args.service,
+        args.net.addr,
+        caps.name,
+        caps.mode,
+        caps.mtu,
+        if args.net.busy_poll { ", busy-polling" } else { "" }
+    );
+    rt.run(&mut app)?;
+    let stats = ulnet::channel::Channel::stats(rt.channel());
+    eprintln!("ulnet: stopped: {}", app.summary());
+    eprintln!("ulnet: channel {stats:?}");
+    eprintln!("ulnet: runtime {:?}", rt.stats());
+    Ok(())
+}
