@@ -143,8 +143,7 @@ impl Reassembler {
         // RFC 791 §3.2: every fragment but the last carries a multiple of 8 bytes; no
         // datagram exceeds 65535 bytes (the "ping of death" check).
         if end > MAX_PAYLOAD
-            || (header.more_frags && payload.len() % 8 != 0)
-            || payload.is_empty() && header.more_frags
+            || (header.more_frags && (payload.is_empty() || !payload.len().is_multiple_of(8)))
         {
             return Err(DropReason::FragMalformed);
         }

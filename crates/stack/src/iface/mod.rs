@@ -32,6 +32,9 @@ mod stats;
 mod tcp;
 mod udp;
 
+#[cfg(test)]
+mod tests;
+
 use core::net::{IpAddr, Ipv4Addr};
 
 use ulnet_wire::{ChecksumMode, EthernetAddress};

@@ -42,7 +42,8 @@ drop_reasons! {
     ArpTruncated => "arp_truncated",
     /// The ARP packet is not Ethernet/IPv4, or its operation is unknown.
     ArpUnsupported => "arp_unsupported",
-    /// The ARP sender hardware address is a group address or does not match the frame.
+    /// The ARP sender hardware address is a group address, or the sender protocol
+    /// address is broadcast or multicast.
     ArpBadSource => "arp_bad_source",
     /// Someone else claims one of our IPv4 addresses.
     ArpAddressConflict => "arp_address_conflict",
@@ -56,7 +57,7 @@ drop_reasons! {
     Ipv4BadVersion => "ipv4_bad_version",
     /// The IPv4 header checksum is wrong.
     Ipv4BadChecksum => "ipv4_bad_checksum",
-    /// The source address is broadcast, multicast or ours (RFC 1122 §3.2.1.3).
+    /// The source address is a broadcast or multicast address (RFC 1122 §3.2.1.3).
     Ipv4BadSource => "ipv4_bad_source",
     /// The destination is not one of our addresses or a broadcast we listen to.
     Ipv4NotForUs => "ipv4_not_for_us",

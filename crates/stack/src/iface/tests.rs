@@ -1,0 +1,316 @@
+//! Interface unit tests: one malformed or foreign frame per drop reason, each counted
+//! exactly once and answered with nothing.
+
+use core::net::{IpAddr, Ipv4Addr};
+
+use ulnet_wire::{
+    ArpOperation, ArpPacket, ArpRepr, ChecksumMode, EtherType, EthernetAddress, EthernetFrame,
+    EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
+};
+
+use super::*;
+use crate::socket::{UdpConfig, UdpSocket};
+
+const US: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+const PEER: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+const OUR_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const PEER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+fn iface() -> Interface {
+    let config = InterfaceConfig::new(US).address(IpCidr::new(IpAddr::V4(OUR_IP), 24).unwrap());
+    let mut i = Interface::new(config).unwrap();
+    let mut s = UdpSocket::new(UdpConfig::default());
+    s.bind("0.0.0.0:7".parse().unwrap()).unwrap();
+    i.sockets_mut().add_udp(s).unwrap();
+    i
+}
+
+fn eth(dst: EthernetAddress, ethertype: EtherType, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + payload.len()];
+    EthernetRepr {
+        src_addr: PEER,
+        dst_addr: dst,
+        ethertype,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    f[14..].copy_from_slice(payload);
+    f
+}
+
+fn ip(src: Ipv4Addr, dst: Ipv4Addr, protocol: IpProtocol, payload: &[u8]) -> Vec<u8> {
+    let repr = Ipv4Repr::new(src, dst, protocol, payload.len(), 64);
+    let mut p = vec![0u8; 20 + payload.len()];
+    repr.emit(
+        &mut Ipv4Packet::new_unchecked(&mut p[..]),
+        ChecksumMode::Full,
+    );
+    p[20..].copy_from_slice(payload);
+    p
+}
+
+fn udp(dst_port: u16, data: &[u8]) -> Vec<u8> {
+    let mut d = vec![0u8; 8 + data.len()];
+    UdpRepr {
+        src_port: 5000,
+        dst_port,
+    }
+    .emit(
+        &mut UdpPacket::new_unchecked(&mut d[..]),
+        &IpAddr::V4(PEER_IP),
+        &IpAddr::V4(OUR_IP),
+        data.len(),
+        |p| p.copy_from_slice(data),
+        ChecksumMode::Full,
+    );
+    d
+}
+
+fn good_udp() -> Vec<u8> {
+    eth(
+        US,
+        EtherType::Ipv4,
+        &ip(PEER_IP, OUR_IP, IpProtocol::Udp, &udp(7, b"hi")),
+    )
+}
+
+/// Feeds `frame` and returns the drop reasons counted and the frames sent.
+fn run(frame: &[u8]) -> (Vec<(DropReason, u64)>, usize) {
+    let mut i = iface();
+    i.add_static_neighbor(IpAddr::V4(PEER_IP), PEER).unwrap();
+    let mut sent = 0;
+    let mut sink = |_len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+        let mut b = [0u8; 2048];
+        fill(&mut b[.._len]);
+        sent += 1;
+        true
+    };
+    i.ingress(Instant::from_secs(1), frame, &mut sink);
+    (i.stats().nonzero_drops().collect(), sent)
+}
+
+fn expect(frame: &[u8], reason: DropReason) {
+    let (drops, _) = run(frame);
+    assert_eq!(drops, [(reason, 1)], "expected {reason:?}");
+}
+
+#[test]
+fn the_good_frame_is_delivered() {
+    let (drops, sent) = run(&good_udp());
+    assert!(drops.is_empty());
+    assert_eq!(sent, 0);
+}
+
+#[test]
+fn ethernet_drops() {
+    expect(&good_udp()[..13], DropReason::EthTruncated);
+    let mut f = good_udp();
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+    expect(&f, DropReason::EthNotForUs);
+    let mut f = good_udp();
+    f[6] = 0x01;
+    expect(&f, DropReason::EthBadSource);
+    let mut f = good_udp();
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    expect(&f, DropReason::EthUnknownType);
+}
+
+#[test]
+fn ipv4_drops() {
+    let mut f = good_udp();
+    f[14] = 0x65;
+    expect(&f, DropReason::Ipv4BadVersion);
+    expect(&good_udp()[..14 + 19], DropReason::Ipv4Truncated);
+    let mut f = good_udp();
+    f[14 + 3] += 1; // total length past the frame
+    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+    expect(&f, DropReason::Ipv4Truncated);
+    let mut f = good_udp();
+    f[14] = 0x44; // IHL 4: shorter than a header
+    expect(&f, DropReason::Ipv4Malformed);
+    let mut f = good_udp();
+    f[14 + 10] ^= 1;
+    expect(&f, DropReason::Ipv4BadChecksum);
+    let bcast_src = ip(
+        Ipv4Addr::new(198, 18, 0, 255),
+        OUR_IP,
+        IpProtocol::Udp,
+        &udp(7, b""),
+    );
+    expect(
+        &eth(US, EtherType::Ipv4, &bcast_src),
+        DropReason::Ipv4BadSource,
+    );
+    let other = ip(
+        PEER_IP,
+        Ipv4Addr::new(198, 18, 0, 3),
+        IpProtocol::Udp,
+        &udp(7, b""),
+    );
+    expect(&eth(US, EtherType::Ipv4, &other), DropReason::Ipv4NotForUs);
+    // RFC 1122 §3.3.6: unicast datagram in a link-layer broadcast.
+    let ours = ip(PEER_IP, OUR_IP, IpProtocol::Udp, &udp(7, b""));
+    expect(
+        &eth(EthernetAddress::BROADCAST, EtherType::Ipv4, &ours),
+        DropReason::Ipv4NotForUs,
+    );
+    let mut ttl0 = ours.clone();
+    ttl0[8] = 0;
+    Ipv4Packet::new_unchecked(&mut ttl0[..]).fill_checksum();
+    expect(&eth(US, EtherType::Ipv4, &ttl0), DropReason::Ipv4TtlZero);
+    let gre = ip(PEER_IP, OUR_IP, IpProtocol::Unknown(47), b"xxxx");
+    expect(
+        &eth(US, EtherType::Ipv4, &gre),
+        DropReason::Ipv4UnknownProtocol,
+    );
+}
+
+#[test]
+fn transport_drops() {
+    let short = ip(PEER_IP, OUR_IP, IpProtocol::Udp, &[0u8; 7]);
+    expect(&eth(US, EtherType::Ipv4, &short), DropReason::UdpMalformed);
+    let mut bad = udp(7, b"hello");
+    bad[6] ^= 0xff;
+    let bad = ip(PEER_IP, OUR_IP, IpProtocol::Udp, &bad);
+    expect(&eth(US, EtherType::Ipv4, &bad), DropReason::UdpBadChecksum);
+    let tcp = ip(PEER_IP, OUR_IP, IpProtocol::Tcp, &[0u8; 20]);
+    expect(&eth(US, EtherType::Ipv4, &tcp), DropReason::TcpNoLayer);
+    let mut icmp = vec![0u8; 12];
+    Icmpv4Repr::EchoRequest {
+        ident: 1,
+        seq_no: 1,
+        data: b"ping",
+    }
+    .emit(
+        &mut Icmpv4Packet::new_unchecked(&mut icmp[..]),
+        ChecksumMode::Full,
+    );
+    let mut bad = icmp.clone();
+    bad[2] ^= 1;
+    expect(
+        &eth(
+            US,
+            EtherType::Ipv4,
+            &ip(PEER_IP, OUR_IP, IpProtocol::Icmp, &bad),
+        ),
+        DropReason::IcmpBadChecksum,
+    );
+    expect(
+        &eth(
+            US,
+            EtherType::Ipv4,
+            &ip(PEER_IP, OUR_IP, IpProtocol::Icmp, &icmp[..4]),
+        ),
+        DropReason::IcmpMalformed,
+    );
+    let mut redirect = icmp.clone();
+    redirect[0] = 5;
+    Icmpv4Packet::new_unchecked(&mut redirect[..]).fill_checksum();
+    expect(
+        &eth(
+            US,
+            EtherType::Ipv4,
+            &ip(PEER_IP, OUR_IP, IpProtocol::Icmp, &redirect),
+        ),
+        DropReason::IcmpUnsupported,
+    );
+    let to_bcast = ip(
+        PEER_IP,
+        Ipv4Addr::new(198, 18, 0, 255),
+        IpProtocol::Icmp,
+        &icmp,
+    );
+    expect(
+        &eth(EthernetAddress::BROADCAST, EtherType::Ipv4, &to_bcast),
+        DropReason::IcmpBroadcastEcho,
+    );
+    // A good echo request is answered.
+    let (drops, sent) = run(&eth(
+        US,
+        EtherType::Ipv4,
+        &ip(PEER_IP, OUR_IP, IpProtocol::Icmp, &icmp),
+    ));
+    assert!(drops.is_empty());
+    assert_eq!(sent, 1);
+}
+
+#[test]
+fn arp_drops() {
+    let arp = |op, sha: EthernetAddress, spa: Ipv4Addr, tpa: Ipv4Addr| {
+        let mut p = [0u8; 28];
+        ArpRepr {
+            operation: op,
+            source_hardware_addr: sha,
+            source_protocol_addr: spa,
+            target_hardware_addr: EthernetAddress([0; 6]),
+            target_protocol_addr: tpa,
+        }
+        .emit(&mut ArpPacket::new_unchecked(&mut p[..]));
+        eth(EthernetAddress::BROADCAST, EtherType::Arp, &p)
+    };
+    let req = arp(ArpOperation::Request, PEER, PEER_IP, OUR_IP);
+    expect(&req[..14 + 27], DropReason::ArpTruncated);
+    let mut f = req.clone();
+    f[14 + 1] = 6; // hardware type 6
+    expect(&f, DropReason::ArpUnsupported);
+    expect(
+        &arp(ArpOperation::Unknown(9), PEER, PEER_IP, OUR_IP),
+        DropReason::ArpUnsupported,
+    );
+    expect(
+        &arp(
+            ArpOperation::Request,
+            EthernetAddress::BROADCAST,
+            PEER_IP,
+            OUR_IP,
+        ),
+        DropReason::ArpBadSource,
+    );
+    expect(
+        &arp(
+            ArpOperation::Request,
+            EthernetAddress([2, 0, 0, 0, 0, 7]),
+            OUR_IP,
+            PEER_IP,
+        ),
+        DropReason::ArpAddressConflict,
+    );
+    expect(
+        &arp(
+            ArpOperation::Request,
+            EthernetAddress([2, 0, 0, 0, 0, 7]),
+            Ipv4Addr::new(198, 18, 0, 7),
+            PEER_IP,
+        ),
+        DropReason::ArpNotForUs,
+    );
+    let (drops, sent) = run(&req);
+    assert!(drops.is_empty());
+    assert_eq!(sent, 1, "a reply");
+}
+
+#[test]
+fn config_is_validated() {
+    let base = || InterfaceConfig::new(US).address(IpCidr::new(IpAddr::V4(OUR_IP), 24).unwrap());
+    assert_eq!(
+        Interface::new(base().mtu(67)).unwrap_err(),
+        ConfigError::MtuTooSmall
+    );
+    assert_eq!(
+        Interface::new(InterfaceConfig::new(EthernetAddress::BROADCAST)).unwrap_err(),
+        ConfigError::BadMac
+    );
+    assert_eq!(
+        Interface::new(base().gateway(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)))).unwrap_err(),
+        ConfigError::GatewayNotOnLink
+    );
+    assert_eq!(
+        Interface::new(base().address(IpCidr::new("::1".parse().unwrap(), 128).unwrap()))
+            .unwrap_err(),
+        ConfigError::Ipv6Unsupported
+    );
+    assert_eq!(
+        Interface::new(base().address(IpCidr::new(IpAddr::V4(Ipv4Addr::BROADCAST), 32).unwrap()))
+            .unwrap_err(),
+        ConfigError::BadAddress
+    );
+}
