@@ -7,5 +7,7 @@ pub use ulnet_channel as channel;
 pub use ulnet_stack as stack;
 pub use ulnet_wire as wire;
 
+pub mod sim;
+
 pub mod apps;
 pub mod runtime;

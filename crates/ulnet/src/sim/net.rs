@@ -1,0 +1,348 @@
+//! Two interfaces on a simulated cable, driven in virtual time, with a tap on every frame
+//! they transmit: pcap capture of node A, deliberate drops of chosen data segments, and
+//! observations the TCP layer does not count (retransmitted bytes, RSTs on the wire).
+//!
+//! Node A is 198.18.0.1/24 (MAC 02:00:00:00:00:01), node B 198.18.0.2/24
+//! (02:00:00:00:00:02); endpoint 0 of the wire is A, endpoint 1 is B.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+
+use ulnet_channel::pcap::{PcapWriter, Precision};
+use ulnet_channel::sim::{Endpoint, LinkStats, Wire};
+use ulnet_channel::{Channel, Tx};
+use ulnet_stack::iface::{Interface, InterfaceConfig, IpCidr, TxSink};
+use ulnet_stack::tcp::Tcp;
+use ulnet_stack::time::Instant;
+use ulnet_wire::TcpPacket;
+use ulnet_wire::{EtherType, EthernetAddress, EthernetFrame, IpProtocol, Ipv4Packet, SeqNumber};
+
+/// Node A's index in [`Net::nodes`].
+pub const A: usize = 0;
+/// Node B's index in [`Net::nodes`].
+pub const B: usize = 1;
+
+/// Node `i`'s (0 or 1) IPv4 address: 198.18.0.1 and 198.18.0.2.
+pub fn node_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, i as u8 + 1)
+}
+
+fn node_mac(i: usize) -> EthernetAddress {
+    EthernetAddress([0x02, 0, 0, 0, 0, i as u8 + 1])
+}
+
+/// What the tap saw of one node's transmissions.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TapCounters {
+    /// TCP segments carrying payload.
+    pub data_segments: u64,
+    /// Data segments whose payload (some of it) had been sent before on that flow.
+    pub retransmitted_segments: u64,
+    /// Payload bytes sent again: below the highest sequence number the flow had sent.
+    pub retransmitted_bytes: u64,
+    /// Segments with RST set.
+    pub rsts: u64,
+    /// Segments the harness dropped on purpose.
+    pub dropped: u64,
+}
+
+/// The per-node frame tap.
+#[derive(Debug)]
+struct Tap {
+    pcap: Option<PcapWriter<BufWriter<File>>>,
+    pcap_error: Option<io::Error>,
+    /// Highest sequence number sent per flow, keyed by (source port, destination port).
+    highest: HashMap<(u16, u16), SeqNumber>,
+    /// Data segment numbers to drop, ascending, not yet reached.
+    drop: Vec<u64>,
+    counters: TapCounters,
+    scratch: Vec<u8>,
+}
+
+impl Tap {
+    fn record(&mut self, now: std::time::Duration, frame: &[u8]) {
+        if let Some(w) = self.pcap.as_mut() {
+            if self.pcap_error.is_none() {
+                if let Err(e) = w.write_frame(now, frame) {
+                    self.pcap_error = Some(e);
+                }
+            }
+        }
+    }
+
+    /// Counts one transmitted frame; true when the harness should lose it.
+    fn inspect(&mut self, frame: &[u8]) -> bool {
+        let Some(tcp) = tcp_of(frame) else {
+            return false;
+        };
+        let c = &mut self.counters;
+        if tcp.rst() {
+            c.rsts += 1;
+        }
+        let len = tcp.payload().len() as u32;
+        if len == 0 {
+            return false;
+        }
+        c.data_segments += 1;
+        let seq = tcp.seq_number();
+        let end = seq + len;
+        let key = (tcp.src_port(), tcp.dst_port());
+        match self.highest.get_mut(&key) {
+            Some(high) => {
+                if seq < *high {
+                    c.retransmitted_segments += 1;
+                    c.retransmitted_bytes += u64::from(high.distance_from(seq).min(len));
+                }
+                *high = high.max(end);
+            }
+            None => {
+                // Bounded by the flows the stacks hold; the harness owns both ends.
+                self.highest.insert(key, end);
+            }
+        }
+        if self.drop.first() == Some(&c.data_segments) {
+            self.drop.remove(0);
+            c.dropped += 1;
+            return true;
+        }
+        false
+    }
+}
+
+/// The TCP header of an Ethernet/IPv4/TCP frame, if it is one (unfragmented).
+fn tcp_of(frame: &[u8]) -> Option<TcpPacket<&[u8]>> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::Ipv4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    if ip.protocol() != IpProtocol::Tcp || ip.is_fragment() {
+        return None;
+    }
+    TcpPacket::new_checked(ip.payload()).ok()
+}
+
+/// A channel transmit half seen through the node's tap.
+struct TapSink<'a> {
+    tx: &'a mut dyn Tx,
+    tap: &'a mut Tap,
+    now: std::time::Duration,
+}
+
+impl TxSink for TapSink<'_> {
+    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let (tap, now) = (&mut *self.tap, self.now);
+        if tap.drop.is_empty() {
+            // The common case: inspect the frame in place, in the channel's buffer.
+            return self
+                .tx
+                .send(len, &mut |buf| {
+                    fill(buf);
+                    tap.record(now, buf);
+                    tap.inspect(buf);
+                })
+                .is_ok();
+        }
+        // A drop is pending: build the frame aside to decide before the wire sees it.
+        let mut scratch = std::mem::take(&mut tap.scratch);
+        scratch.clear();
+        scratch.resize(len, 0);
+        fill(&mut scratch);
+        tap.record(now, &scratch);
+        let ok = tap.inspect(&scratch)
+            || self
+                .tx
+                .send(len, &mut |b| b.copy_from_slice(&scratch))
+                .is_ok();
+        tap.scratch = scratch;
+        ok
+    }
+}
+
+/// One node: its interface, its end of the cable, its tap.
+#[derive(Debug)]
+pub struct Node {
+    /// The interface (with the TCP layer attached).
+    pub iface: Interface,
+    ep: Endpoint,
+    tap: Tap,
+}
+
+impl Node {
+    /// The TCP layer.
+    pub fn tcp(&self) -> &Tcp {
+        self.iface
+            .tcp()
+            .expect("the harness attaches TCP to every node")
+    }
+
+    /// The TCP layer, mutably.
+    pub fn tcp_mut(&mut self) -> &mut Tcp {
+        self.iface
+            .tcp_mut()
+            .expect("the harness attaches TCP to every node")
+    }
+
+    /// What the tap saw of this node's transmissions.
+    pub fn tap(&self) -> TapCounters {
+        self.tap.counters
+    }
+}
+
+/// Two nodes on a simulated cable.
+#[derive(Debug)]
+pub struct Net {
+    /// The cable and its virtual clock.
+    pub wire: Wire,
+    /// Node A (index [`A`]) and node B (index [`B`]).
+    pub nodes: [Node; 2],
+}
+
+/// How the two nodes are built.
+#[derive(Debug)]
+pub struct NetConfig<'a> {
+    /// Link MTU.
+    pub mtu: usize,
+    /// Pre-load the neighbour caches.
+    pub static_arp: bool,
+    /// The two TCP layers, A's then B's.
+    pub tcp: [Tcp; 2],
+    /// Capture node A's frames here.
+    pub pcap: Option<&'a Path>,
+    /// A's data segments to drop (numbered from 1).
+    pub drop_segments: Vec<u64>,
+}
+
+impl Net {
+    /// Builds the two nodes on `wire` (whose endpoints 0 and 1 are `ea` and `eb`).
+    ///
+    /// # Errors
+    /// An invalid MTU, or the pcap file failing to open.
+    pub fn new(wire: Wire, ea: Endpoint, eb: Endpoint, cfg: NetConfig<'_>) -> io::Result<Net> {
+        wire.set_mtu(cfg.mtu);
+        let [ta, tb] = cfg.tcp;
+        let mut drop = cfg.drop_segments;
+        drop.sort_unstable();
+        drop.dedup();
+        drop.retain(|&n| n > 0);
+        let mut nodes = Vec::with_capacity(2);
+        for (i, (ep, tcp)) in [(ea, ta), (eb, tb)].into_iter().enumerate() {
+            let config = InterfaceConfig::new(node_mac(i))
+                .address(IpCidr::new(IpAddr::V4(node_ip(i)), 24).expect("/24 is valid"))
+                .mtu(cfg.mtu);
+            let mut iface = Interface::new(config)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+            if cfg.static_arp {
+                let peer = 1 - i;
+                iface
+                    .add_static_neighbor(IpAddr::V4(node_ip(peer)), node_mac(peer))
+                    .map_err(|e| io::Error::other(format!("{e:?}")))?;
+            }
+            iface.set_tcp(tcp);
+            let pcap = match (i, cfg.pcap) {
+                (A, Some(path)) => Some(PcapWriter::new(
+                    BufWriter::new(File::create(path)?),
+                    Precision::Nanos,
+                )?),
+                _ => None,
+            };
+            nodes.push(Node {
+                iface,
+                ep,
+                tap: Tap {
+                    pcap,
+                    pcap_error: None,
+                    highest: HashMap::new(),
+                    drop: if i == A { drop.clone() } else { Vec::new() },
+                    counters: TapCounters::default(),
+                    scratch: Vec::new(),
+                },
+            });
+        }
+        let nodes: [Node; 2] = nodes.try_into().expect("two nodes");
+        Ok(Net { wire, nodes })
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> Instant {
+        Instant::from_micros(self.wire.now_micros())
+    }
+
+    /// Every node takes the frames that have arrived, carrying each through its stack.
+    pub fn ingress(&mut self) {
+        let now = self.now();
+        let wire_now = self.wire.now();
+        for n in &mut self.nodes {
+            let (iface, tap) = (&mut n.iface, &mut n.tap);
+            // The simulator's endpoint never fails; a failure would only end the batch.
+            while let Ok(count) = n.ep.rx_batch(usize::MAX, &mut |frame, tx| {
+                tap.record(wire_now, frame);
+                iface.ingress(
+                    now,
+                    frame,
+                    &mut TapSink {
+                        tx,
+                        tap,
+                        now: wire_now,
+                    },
+                );
+            }) {
+                if count == 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Every node runs its timers and sends what its sockets queued, then flushes.
+    pub fn egress(&mut self) {
+        let now = self.now();
+        let wire_now = self.wire.now();
+        for n in &mut self.nodes {
+            n.iface.egress(
+                now,
+                &mut TapSink {
+                    tx: n.ep.tx(),
+                    tap: &mut n.tap,
+                    now: wire_now,
+                },
+            );
+            // The simulator's flush cannot fail.
+            let _ = n.ep.tx().flush();
+        }
+    }
+
+    /// The next instant, in microseconds, at which a stack or the wire has work; `None`
+    /// when nothing will ever happen again.
+    pub fn next_event_micros(&self) -> Option<u64> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.iface.poll_at())
+            .map(Instant::total_micros)
+            .chain(self.wire.next_event_micros())
+            .min()
+    }
+
+    /// The wire's counters for the link `from` → `to` (node indices).
+    pub fn link_stats(&self, from: usize, to: usize) -> LinkStats {
+        self.wire.link_stats(from, to)
+    }
+
+    /// Flushes the capture file.
+    ///
+    /// # Errors
+    /// The first error writing the capture.
+    pub fn finish_capture(&mut self) -> io::Result<()> {
+        let tap = &mut self.nodes[A].tap;
+        if let Some(e) = tap.pcap_error.take() {
+            return Err(e);
+        }
+        match tap.pcap.as_mut() {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
+    }
+}

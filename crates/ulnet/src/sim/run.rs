@@ -1,0 +1,794 @@
+//! The simulated bulk transfer: `connections` clients on node A each send `bytes` of
+//! their seeded stream to one listener on node B, which reads to the end and hashes;
+//! both sides then close (A first), and the run checks the digests, the final states
+//! and the absence of resets.
+//!
+//! The applications are event-driven (`Tcp::poll_event`), as a real runtime would be,
+//! so a thousand idle connections cost nothing per step. The loop is the one documented
+//! on `Interface`: take arrived frames, let the applications act, send, then jump
+//! virtual time to the earliest deadline of either stack or the wire.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant as WallInstant;
+
+use sha2::{Digest, Sha256};
+use ulnet_channel::sim::Wire;
+use ulnet_stack::iface::DropReason;
+use ulnet_stack::tcp::{
+    Event, ListenerHandle, RecvError, Shutdown, SocketHandle, State, Tcp, TcpConfig, TcpInfo,
+};
+use ulnet_stack::time::Duration as StackDuration;
+
+use super::net::{node_ip, Net, NetConfig, A, B};
+use super::options::TcpSimOptions;
+use super::payload::{hex, Stream};
+use super::report::{
+    ConnReport, CwndSample, NodeTcpReport, Retransmissions, Spread, TcpSimReport, Windows,
+    WireDirection, WireReport,
+};
+
+/// The port B listens on (iperf's).
+pub const PORT: u16 = 5001;
+/// Payload generated and offered to `send` at a time, per connection.
+const CHUNK: usize = 16 * 1024;
+/// Iterations at one virtual instant before the run is declared livelocked.
+const SAME_INSTANT_LIMIT: u32 = 100_000;
+/// How often (iterations) the wall clock is read.
+const WALL_CHECK_EVERY: u64 = 1024;
+
+#[derive(Debug)]
+struct Client {
+    h: SocketHandle,
+    port: u16,
+    stream: Stream,
+    sent: u64,
+    stage: Vec<u8>,
+    stage_pos: usize,
+    hasher: Sha256,
+    digest: Option<[u8; 32]>,
+    shut: bool,
+    eof: bool,
+    done: bool,
+    state: State,
+    info: Option<TcpInfo>,
+    error: Option<String>,
+}
+
+#[derive(Debug)]
+struct Server {
+    h: SocketHandle,
+    client: Option<usize>,
+    received: u64,
+    hasher: Sha256,
+    digest: Option<[u8; 32]>,
+    shut: bool,
+    done: bool,
+    state: State,
+    info: Option<TcpInfo>,
+    error: Option<String>,
+}
+
+/// The applications on both nodes, and what they measured.
+#[derive(Debug)]
+struct Apps {
+    bytes: u64,
+    listener: ListenerHandle,
+    clients: Vec<Client>,
+    client_of: HashMap<SocketHandle, usize>,
+    client_by_port: HashMap<u16, usize>,
+    servers: Vec<Server>,
+    server_of: HashMap<SocketHandle, usize>,
+    clients_done: usize,
+    servers_done: usize,
+    total_received: u64,
+    /// Virtual instants (µs) when 25%, 95% and 100% of all bytes had arrived.
+    t25: Option<u64>,
+    t95: Option<u64>,
+    t100: Option<u64>,
+    failures: Vec<String>,
+    buf: Vec<u8>,
+}
+
+fn isn_key(seed: u64, node: u8) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&seed.to_le_bytes());
+    k[8] = node;
+    k[15] = 0x5a;
+    k
+}
+
+fn tcp_config(o: &TcpSimOptions) -> TcpConfig {
+    let mut c = TcpConfig::default();
+    c.congestion = o.congestion.algorithm();
+    c.sack = o.sack;
+    c.timestamps = o.timestamps;
+    c.window_scaling = o.window_scaling;
+    if let Some(n) = o.send_buffer {
+        c.send_buffer_len = n;
+    }
+    if let Some(n) = o.recv_buffer {
+        c.recv_buffer_len = n;
+    }
+    c.mtu = match o.mss {
+        Some(mss) => o.mtu.min(usize::from(mss) + 40),
+        None => o.mtu,
+    };
+    if let Some(d) = o.delayed_ack {
+        c.delayed_ack = StackDuration::from_micros(d.as_micros().min(u128::from(u64::MAX)) as u64);
+    }
+    // Room for every connection of the run in the listener's queues.
+    c.max_backlog = c.max_backlog.max(o.connections);
+    c.syn_queue_len = c.syn_queue_len.max(o.connections);
+    c.max_connections = c.max_connections.max(o.connections + 16);
+    c
+}
+
+fn micros_to_s(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
+impl Apps {
+    fn client(&mut self, tcp: &mut Tcp, i: usize) {
+        let c = &mut self.clients[i];
+        if c.done {
+            return;
+        }
+        let Ok(r) = tcp.readiness(c.h) else {
+            c.error = Some("socket handle became invalid".into());
+            c.done = true;
+            self.clients_done += 1;
+            return;
+        };
+        c.state = tcp.state(c.h).unwrap_or(State::Closed);
+        if let Ok(info) = tcp.info(c.h) {
+            c.info = Some(info);
+        }
+        if let Some(e) = r.error {
+            c.error = Some(format!("client: {e}"));
+            let _ = tcp.close(c.h);
+            c.done = true;
+            self.clients_done += 1;
+            return;
+        }
+        while c.sent < self.bytes {
+            if c.stage_pos == c.stage.len() {
+                let n = (self.bytes - c.sent).min(CHUNK as u64) as usize;
+                c.stage.resize(n, 0);
+                c.stream.fill(c.sent, &mut c.stage);
+                c.stage_pos = 0;
+            }
+            match tcp.send(c.h, &c.stage[c.stage_pos..]) {
+                Ok(0) => break,
+                Ok(k) => {
+                    c.hasher.update(&c.stage[c.stage_pos..c.stage_pos + k]);
+                    c.stage_pos += k;
+                    c.sent += k as u64;
+                }
+                Err(e) => {
+                    c.error = Some(format!("client send: {e}"));
+                    break;
+                }
+            }
+        }
+        if c.sent == self.bytes && !c.shut && c.state.is_synchronized() {
+            match tcp.shutdown(c.h, Shutdown::Write) {
+                Ok(()) => c.shut = true,
+                Err(e) => c.error = Some(format!("client shutdown: {e}")),
+            }
+        }
+        loop {
+            match tcp.recv(c.h, &mut self.buf) {
+                Ok(0) => {
+                    c.eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    c.error = Some(format!("client received {n} unexpected bytes"));
+                }
+                Err(RecvError::WouldBlock) => break,
+                Err(e) => {
+                    c.error = Some(format!("client recv: {e}"));
+                    break;
+                }
+            }
+        }
+        c.state = tcp.state(c.h).unwrap_or(State::Closed);
+        let finished = c.shut && c.eof && matches!(c.state, State::TimeWait | State::Closed);
+        if finished || c.error.is_some() {
+            c.info = tcp.info(c.h).ok().or(c.info);
+            c.digest = Some(std::mem::take(&mut c.hasher).finalize().into());
+            let _ = tcp.close(c.h);
+            c.done = true;
+            self.clients_done += 1;
+        }
+    }
+
+    fn server(&mut self, tcp: &mut Tcp, i: usize, now_us: u64) {
+        let s = &mut self.servers[i];
+        if s.done {
+            return;
+        }
+        let Ok(r) = tcp.readiness(s.h) else {
+            s.error = Some("socket handle became invalid".into());
+            s.done = true;
+            self.servers_done += 1;
+            return;
+        };
+        if let Ok(info) = tcp.info(s.h) {
+            s.info = Some(info);
+        }
+        let mut eof = s.digest.is_some();
+        while !eof {
+            match tcp.recv(s.h, &mut self.buf) {
+                Ok(0) => eof = true,
+                Ok(n) => {
+                    s.hasher.update(&self.buf[..n]);
+                    s.received += n as u64;
+                    self.total_received += n as u64;
+                }
+                Err(RecvError::WouldBlock) => break,
+                Err(e) => {
+                    s.error = Some(format!("server recv: {e}"));
+                    break;
+                }
+            }
+        }
+        let total = self.bytes.saturating_mul(self.clients.len() as u64);
+        let got = self.total_received;
+        for (mark, slot) in [
+            (25, &mut self.t25),
+            (95, &mut self.t95),
+            (100, &mut self.t100),
+        ] {
+            if slot.is_none() && got.saturating_mul(100) >= total.saturating_mul(mark) {
+                *slot = Some(now_us);
+            }
+        }
+        if eof && s.digest.is_none() {
+            s.digest = Some(std::mem::take(&mut s.hasher).finalize().into());
+        }
+        if eof && !s.shut {
+            match tcp.shutdown(s.h, Shutdown::Write) {
+                Ok(()) => s.shut = true,
+                Err(e) => s.error = Some(format!("server shutdown: {e}")),
+            }
+        }
+        if let Some(e) = r.error {
+            s.error.get_or_insert(format!("server: {e}"));
+        }
+        s.state = tcp.state(s.h).unwrap_or(State::Closed);
+        if (s.shut && s.state == State::Closed) || s.error.is_some() {
+            s.info = tcp.info(s.h).ok().or(s.info);
+            let _ = tcp.close(s.h);
+            s.done = true;
+            self.servers_done += 1;
+        }
+    }
+
+    fn accept(&mut self, tcp: &mut Tcp, now_us: u64) {
+        loop {
+            match tcp.accept(self.listener) {
+                Ok(Some(h)) => {
+                    let client = tcp
+                        .addresses(h)
+                        .ok()
+                        .and_then(|(_, remote)| self.client_by_port.get(&remote.port()).copied());
+                    let i = self.servers.len();
+                    self.servers.push(Server {
+                        h,
+                        client,
+                        received: 0,
+                        hasher: Sha256::new(),
+                        digest: None,
+                        shut: false,
+                        done: false,
+                        state: State::Established,
+                        info: None,
+                        error: None,
+                    });
+                    self.server_of.insert(h, i);
+                    if client.is_none() {
+                        self.failures.push(format!(
+                            "accepted a connection from no client we know ({h:?})"
+                        ));
+                    }
+                    self.server(tcp, i, now_us);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.failures.push(format!("accept: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Lets both applications act on every readiness change since the last step.
+    fn step(&mut self, net: &mut Net) {
+        let now_us = net.wire.now_micros();
+        let a = net.nodes[A].tcp_mut();
+        while let Some(ev) = a.poll_event() {
+            if let Event::Socket(h) = ev {
+                if let Some(&i) = self.client_of.get(&h) {
+                    self.client(a, i);
+                }
+            }
+        }
+        let b = net.nodes[B].tcp_mut();
+        while let Some(ev) = b.poll_event() {
+            match ev {
+                Event::Listener(_) => self.accept(b, now_us),
+                Event::Socket(h) => {
+                    if let Some(&i) = self.server_of.get(&h) {
+                        self.server(b, i, now_us);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Visits every unfinished connection whether or not an event said so; returns how
+    /// many made progress (events the TCP layer should have raised and did not).
+    fn sweep(&mut self, net: &mut Net) -> Vec<String> {
+        let now_us = net.wire.now_micros();
+        let mut missed = Vec::new();
+        for i in 0..self.clients.len() {
+            let before = (
+                self.clients[i].sent,
+                self.clients[i].shut,
+                self.clients[i].done,
+            );
+            self.client(net.nodes[A].tcp_mut(), i);
+            let c = &self.clients[i];
+            if (c.sent, c.shut, c.done) != before {
+                missed.push(format!("client {i} ({:?})", c.state));
+            }
+        }
+        let before = self.servers.len();
+        self.accept(net.nodes[B].tcp_mut(), now_us);
+        if self.servers.len() != before {
+            missed.push(format!(
+                "listener ({} accepted)",
+                self.servers.len() - before
+            ));
+        }
+        for i in 0..self.servers.len() {
+            let s = &self.servers[i];
+            let before = (s.received, s.shut, s.done);
+            self.server(net.nodes[B].tcp_mut(), i, now_us);
+            let s = &self.servers[i];
+            if (s.received, s.shut, s.done) != before {
+                missed.push(format!("server {i} ({:?})", s.state));
+            }
+        }
+        missed
+    }
+
+    fn finished(&self) -> bool {
+        self.clients_done == self.clients.len() && self.servers_done == self.clients.len()
+    }
+
+    fn stall_summary(&self, net: &Net) -> String {
+        let mut states: HashMap<String, usize> = HashMap::new();
+        for c in self.clients.iter().filter(|c| !c.done) {
+            let k = format!(
+                "client {:?} sent={} shut={} eof={}",
+                c.state,
+                c.sent == self.bytes,
+                c.shut,
+                c.eof
+            );
+            *states.entry(k).or_default() += 1;
+        }
+        for s in self.servers.iter().filter(|s| !s.done) {
+            let k = format!(
+                "server {:?} eof={} shut={}",
+                s.state,
+                s.digest.is_some(),
+                s.shut
+            );
+            *states.entry(k).or_default() += 1;
+        }
+        let mut v: Vec<String> = states
+            .into_iter()
+            .map(|(k, n)| format!("{n}x [{k}]"))
+            .collect();
+        v.sort();
+        format!(
+            "{} of {} accepted; unfinished: {}; in flight on the wire: {}",
+            self.servers.len(),
+            self.clients.len(),
+            v.join(", "),
+            net.wire.in_flight()
+        )
+    }
+}
+
+fn node_report(net: &Net, i: usize) -> NodeTcpReport {
+    let n = &net.nodes[i];
+    let s = n.tcp().stats();
+    NodeTcpReport {
+        resets_sent: s.resets_sent,
+        resets_received: s.resets_received,
+        rsts_on_wire: n.tap().rsts,
+        timeouts: s.timeouts,
+        dropped_paws: s.dropped_paws,
+        dropped_out_of_window: s.dropped_out_of_window,
+        ooo_dropped: s.ooo_dropped,
+        syn_queue_overflows: s.syn_queue_overflows,
+        accept_queue_overflows: s.accept_queue_overflows,
+        bad_checksums: n.iface.stats().drops(DropReason::TcpBadChecksum),
+    }
+}
+
+/// Runs the transfer `opts` describes and reports what happened. A failed transfer
+/// (corrupted data, a reset, a connection that did not close, a virtual-time or
+/// wall-clock limit reached) is a report with `ok == false`, not an error.
+///
+/// # Errors
+/// Only set-up problems: an invalid MTU, the pcap file failing to open or write.
+pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
+    let wall_start = WallInstant::now();
+    let (wire, ea, eb) = Wire::pair(
+        opts.seed,
+        opts.a_to_b.link_config(),
+        opts.b_to_a.link_config(),
+    );
+    let cfg = tcp_config(opts);
+    let mut net = Net::new(
+        wire,
+        ea,
+        eb,
+        NetConfig {
+            mtu: opts.mtu,
+            static_arp: opts.static_arp,
+            tcp: [
+                Tcp::new(cfg.clone(), isn_key(opts.seed, 1)),
+                Tcp::new(cfg, isn_key(opts.seed, 2)),
+            ],
+            pcap: opts.pcap.as_deref(),
+            drop_segments: opts.drop_segments.clone(),
+        },
+    )?;
+    let listen_at = SocketAddr::new(IpAddr::V4(node_ip(B)), PORT);
+    let listener = net.nodes[B]
+        .tcp_mut()
+        .listen(listen_at, opts.connections.max(1))
+        .map_err(|e| io::Error::other(format!("listen: {e}")))?;
+    let mut apps = Apps {
+        bytes: opts.bytes,
+        listener,
+        clients: Vec::with_capacity(opts.connections),
+        client_of: HashMap::new(),
+        client_by_port: HashMap::new(),
+        servers: Vec::with_capacity(opts.connections),
+        server_of: HashMap::new(),
+        clients_done: 0,
+        servers_done: 0,
+        total_received: 0,
+        t25: None,
+        t95: None,
+        t100: None,
+        failures: Vec::new(),
+        buf: vec![0u8; 64 * 1024],
+    };
+    let now = net.now();
+    let local = SocketAddr::new(IpAddr::V4(node_ip(A)), 0);
+    for i in 0..opts.connections {
+        let tcp = net.nodes[A].tcp_mut();
+        let h = tcp
+            .connect(now, local, listen_at)
+            .map_err(|e| io::Error::other(format!("connect #{i}: {e}")))?;
+        let port = tcp.addresses(h).map(|(l, _)| l.port()).unwrap_or(0);
+        apps.client_of.insert(h, i);
+        apps.client_by_port.insert(port, i);
+        apps.clients.push(Client {
+            h,
+            port,
+            stream: Stream::new(opts.seed, i as u64),
+            sent: 0,
+            stage: Vec::new(),
+            stage_pos: 0,
+            hasher: Sha256::new(),
+            digest: None,
+            shut: false,
+            eof: false,
+            done: false,
+            state: State::SynSent,
+            info: None,
+            error: None,
+        });
+        apps.client(tcp, i);
+    }
+
+    let limit_us = u64::try_from(opts.time_limit.as_micros()).unwrap_or(u64::MAX);
+    let mut trace = Vec::new();
+    let mut same_instant = 0u32;
+    let mut iterations = 0u64;
+    loop {
+        net.ingress();
+        apps.step(&mut net);
+        net.egress();
+        if apps.finished() {
+            break;
+        }
+        if opts.cwnd_trace {
+            sample(&net, &apps, &mut trace);
+        }
+        iterations += 1;
+        if iterations.is_multiple_of(WALL_CHECK_EVERY) && wall_start.elapsed() > opts.wall_limit {
+            apps.failures.push(format!(
+                "wall-clock limit of {:?} reached at virtual {:.3} s; {}",
+                opts.wall_limit,
+                net.wire.now().as_secs_f64(),
+                apps.stall_summary(&net)
+            ));
+            break;
+        }
+        let now_us = net.wire.now_micros();
+        match net.next_event_micros() {
+            None => {
+                let missed = apps.sweep(&mut net);
+                if missed.is_empty() {
+                    apps.failures.push(format!(
+                        "stalled at virtual {:.6} s: no timer pending and nothing on the wire; {}",
+                        micros_to_s(now_us),
+                        apps.stall_summary(&net)
+                    ));
+                    break;
+                }
+                apps.failures.push(format!(
+                    "TCP raised no readiness event for: {}",
+                    missed.join(", ")
+                ));
+                net.egress();
+            }
+            Some(t) if t <= now_us => {
+                same_instant += 1;
+                if same_instant > SAME_INSTANT_LIMIT {
+                    apps.failures.push(format!(
+                        "livelock: {SAME_INSTANT_LIMIT} passes at virtual {:.6} s without time moving; {}",
+                        micros_to_s(now_us),
+                        apps.stall_summary(&net)
+                    ));
+                    break;
+                }
+            }
+            Some(t) => {
+                same_instant = 0;
+                if t > limit_us {
+                    apps.failures.push(format!(
+                        "virtual time limit of {:?} reached; {}",
+                        opts.time_limit,
+                        apps.stall_summary(&net)
+                    ));
+                    break;
+                }
+                net.wire.advance_to_micros(t);
+            }
+        }
+    }
+    if opts.cwnd_trace {
+        sample(&net, &apps, &mut trace);
+    }
+    let end_us = net.wire.now_micros();
+    net.finish_capture()?;
+    Ok(report(
+        opts,
+        &net,
+        apps,
+        trace,
+        end_us,
+        wall_start.elapsed().as_secs_f64(),
+    ))
+}
+
+/// Appends connection 0's state to `trace` when its window or RTT changed.
+fn sample(net: &Net, apps: &Apps, trace: &mut Vec<CwndSample>) {
+    let Some(c) = apps.clients.first() else {
+        return;
+    };
+    let info = if c.done {
+        c.info
+    } else {
+        net.nodes[A].tcp().info(c.h).ok()
+    };
+    let Some(info) = info else {
+        return;
+    };
+    let s = CwndSample {
+        t: net.wire.now().as_secs_f64(),
+        cwnd: info.cwnd,
+        ssthresh: info.ssthresh,
+        srtt: info.srtt.map_or(0.0, |d| d.as_micros() as f64 / 1e6),
+        mss: info.snd_mss,
+        in_flight: info.bytes_in_flight,
+    };
+    let changed = trace
+        .last()
+        .is_none_or(|l: &CwndSample| (l.cwnd, l.ssthresh, l.srtt) != (s.cwnd, s.ssthresh, s.srtt));
+    if changed {
+        trace.push(s);
+    }
+}
+
+fn digest_of_digests<'a>(digests: impl Iterator<Item = Option<&'a [u8; 32]>>) -> String {
+    let mut h = Sha256::new();
+    for d in digests {
+        h.update(d.map_or([0u8; 32], |d| *d));
+    }
+    hex(&h.finalize())
+}
+
+fn report(
+    opts: &TcpSimOptions,
+    net: &Net,
+    mut apps: Apps,
+    cwnd_trace: Vec<CwndSample>,
+    end_us: u64,
+    wall_s: f64,
+) -> TcpSimReport {
+    // Received digest per client, through the server that accepted it.
+    let mut recv_of: Vec<Option<usize>> = vec![None; apps.clients.len()];
+    for (si, s) in apps.servers.iter().enumerate() {
+        if let Some(ci) = s.client {
+            recv_of[ci] = Some(si);
+        }
+    }
+    let mut failures = std::mem::take(&mut apps.failures);
+    let mut hashes_equal = true;
+    let mut closed_cleanly = true;
+    let mut retx = Retransmissions::default();
+    let mut per_conn = Vec::new();
+    let (mut cwnds, mut ssthreshes, mut srtts) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, c) in apps.clients.iter().enumerate() {
+        let server = recv_of[i].map(|si| &apps.servers[si]);
+        let sent_digest = c.digest;
+        let recv_digest = server.and_then(|s| s.digest);
+        let equal = c.sent == opts.bytes && sent_digest.is_some() && sent_digest == recv_digest;
+        if !equal {
+            hashes_equal = false;
+            failures.push(format!(
+                "connection {i}: sent {} of {} bytes, received {} ({})",
+                c.sent,
+                opts.bytes,
+                server.map_or(0, |s| s.received),
+                if recv_digest.is_none() {
+                    "no end of stream"
+                } else {
+                    "digests differ"
+                }
+            ));
+        }
+        let clean = c.done
+            && c.error.is_none()
+            && matches!(c.state, State::TimeWait | State::Closed)
+            && server.is_some_and(|s| s.done && s.error.is_none() && s.state == State::Closed);
+        if !clean {
+            closed_cleanly = false;
+            failures.push(format!(
+                "connection {i}: not closed cleanly: client {:?}{}, server {}",
+                c.state,
+                c.error
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default(),
+                server.map_or("never accepted".to_string(), |s| format!(
+                    "{:?}{}",
+                    s.state,
+                    s.error
+                        .as_deref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                ))
+            ));
+        }
+        let ci = c.info;
+        let si = server.and_then(|s| s.info);
+        if let Some(ci) = ci {
+            retx.segments += ci.retransmits;
+            retx.rto_expiries += ci.timeouts;
+            retx.fast_retransmits += ci.fast_recoveries;
+            cwnds.push(f64::from(ci.cwnd));
+            if ci.ssthresh != u32::MAX {
+                ssthreshes.push(f64::from(ci.ssthresh));
+            }
+            if let Some(d) = ci.srtt {
+                srtts.push(d.as_micros() as f64 / 1e3);
+            }
+        }
+        if let Some(si) = si {
+            retx.segments += si.retransmits;
+            retx.rto_expiries += si.timeouts;
+            retx.fast_retransmits += si.fast_recoveries;
+        }
+        if apps.clients.len() <= 16 {
+            per_conn.push(ConnReport {
+                index: i,
+                port: c.port,
+                bytes_sent: c.sent,
+                bytes_received: server.map_or(0, |s| s.received),
+                hash_sent: sent_digest.map(|d| hex(&d)).unwrap_or_default(),
+                hash_received: recv_digest.map(|d| hex(&d)),
+                client_state: c.state.name().to_string(),
+                server_state: server.map(|s| s.state.name().to_string()),
+                error: c
+                    .error
+                    .clone()
+                    .or_else(|| server.and_then(|s| s.error.clone())),
+                cwnd: ci.map_or(0, |i| i.cwnd),
+                ssthresh: ci.and_then(|i| (i.ssthresh != u32::MAX).then_some(i.ssthresh)),
+                srtt_ms: ci.and_then(|i| i.srtt).map(|d| d.as_micros() as f64 / 1e3),
+                retransmits: (
+                    ci.map_or(0, |i| i.retransmits),
+                    si.map_or(0, |i| i.retransmits),
+                ),
+                rto_expiries: ci.map_or(0, |i| i.timeouts),
+                fast_retransmits: ci.map_or(0, |i| i.fast_recoveries),
+            });
+        }
+    }
+    let tap_a = net.nodes[A].tap();
+    retx.segments_on_wire = tap_a.retransmitted_segments;
+    retx.bytes_on_wire = tap_a.retransmitted_bytes;
+    let (tcp_a, tcp_b) = (node_report(net, A), node_report(net, B));
+    for (name, t) in [("A", &tcp_a), ("B", &tcp_b)] {
+        if t.resets_sent + t.resets_received + t.rsts_on_wire > 0 {
+            closed_cleanly = false;
+            failures.push(format!(
+                "node {name}: {} RSTs sent, {} received, {} seen on the wire",
+                t.resets_sent, t.resets_received, t.rsts_on_wire
+            ));
+        }
+    }
+    let bytes_sent: u64 = apps.clients.iter().map(|c| c.sent).sum();
+    let bytes_received = apps.total_received;
+    let transfer_us = apps.t100.unwrap_or(end_us);
+    let goodput = if transfer_us > 0 {
+        bytes_received as f64 * 8.0 / micros_to_s(transfer_us)
+    } else {
+        0.0
+    };
+    let total = opts.bytes.saturating_mul(apps.clients.len() as u64);
+    let steady = match (apps.t25, apps.t95) {
+        (Some(a), Some(b)) if b > a => Some(total as f64 * 0.70 * 8.0 / micros_to_s(b - a)),
+        _ => None,
+    };
+    TcpSimReport {
+        ok: failures.is_empty() && hashes_equal && closed_cleanly,
+        failures,
+        connections: apps.clients.len(),
+        bytes_sent,
+        bytes_received,
+        hash_sent: digest_of_digests(apps.clients.iter().map(|c| c.digest.as_ref())),
+        hash_received: digest_of_digests(
+            recv_of
+                .iter()
+                .map(|s| s.and_then(|si| apps.servers[si].digest.as_ref())),
+        ),
+        hashes_equal,
+        all_closed_cleanly: closed_cleanly,
+        virtual_duration_s: micros_to_s(end_us),
+        transfer_duration_s: micros_to_s(transfer_us),
+        goodput_bps: goodput,
+        goodput_steady_bps: steady,
+        wall_s,
+        retransmissions: retx,
+        windows: Windows {
+            cwnd: Spread::of(cwnds),
+            ssthresh: Spread::of(ssthreshes),
+            srtt_ms: Spread::of(srtts),
+        },
+        wire: WireReport {
+            a_to_b: WireDirection::new(net.link_stats(A, B), tap_a.dropped),
+            b_to_a: WireDirection::new(net.link_stats(B, A), net.nodes[B].tap().dropped),
+        },
+        tcp_a,
+        tcp_b,
+        per_connection: (apps.clients.len() <= 16).then_some(per_conn),
+        options: opts.clone(),
+        cwnd_trace,
+    }
+}
