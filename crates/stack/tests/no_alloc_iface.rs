@@ -88,7 +88,7 @@ fn steady_udp_echo_allocates_nothing() {
 
     let mut a = Interface::new(common::config(1)).unwrap();
     let mut b = Interface::new(common::config(2)).unwrap();
-    let mut sock = |iface: &mut Interface, node: u8| {
+    let sock = |iface: &mut Interface, node: u8| {
         let mut s = UdpSocket::new(UdpConfig::default());
         s.bind(sa(node, 7)).unwrap();
         iface.sockets_mut().add_udp(s).unwrap()
@@ -98,28 +98,32 @@ fn steady_udp_echo_allocates_nothing() {
     let mut buf = vec![0u8; 2048];
     let msg = vec![0x42u8; 1000];
     let mut now = Instant::from_secs(1);
-    let mut round = |now: Instant, a: &mut Interface, b: &mut Interface, ab: &mut Link, ba: &mut Link| {
-        a.sockets_mut().udp_mut(ha).send_to(&msg, sa(2, 7)).unwrap();
-        a.egress(now, ab);
-        // Enough passes for ARP both ways during warm-up.
-        for _ in 0..3 {
-            deliver(now, ab, b, ba);
-            while let Ok((n, meta)) = b.sockets_mut().udp_mut(hb).recv_from(&mut buf) {
-                b.sockets_mut().udp_mut(hb).send_to(&buf[..n], meta.peer).unwrap();
-            }
-            b.egress(now, ba);
-            deliver(now, ba, a, ab);
+    let mut round =
+        |now: Instant, a: &mut Interface, b: &mut Interface, ab: &mut Link, ba: &mut Link| {
+            a.sockets_mut().udp_mut(ha).send_to(&msg, sa(2, 7)).unwrap();
             a.egress(now, ab);
-        }
-        let mut echoed = 0;
-        while let Ok((n, _)) = a.sockets_mut().udp_mut(ha).recv_from(&mut buf) {
-            assert_eq!(n, 1000);
-            echoed += 1;
-        }
-        let _ = a.poll_at();
-        let _ = b.poll_at();
-        echoed
-    };
+            // Enough passes for ARP both ways during warm-up.
+            for _ in 0..3 {
+                deliver(now, ab, b, ba);
+                while let Ok((n, meta)) = b.sockets_mut().udp_mut(hb).recv_from(&mut buf) {
+                    b.sockets_mut()
+                        .udp_mut(hb)
+                        .send_to(&buf[..n], meta.peer)
+                        .unwrap();
+                }
+                b.egress(now, ba);
+                deliver(now, ba, a, ab);
+                a.egress(now, ab);
+            }
+            let mut echoed = 0;
+            while let Ok((n, _)) = a.sockets_mut().udp_mut(ha).recv_from(&mut buf) {
+                assert_eq!(n, 1000);
+                echoed += 1;
+            }
+            let _ = a.poll_at();
+            let _ = b.poll_at();
+            echoed
+        };
     // Warm-up: announcements, ARP both ways, first datagrams.
     for _ in 0..5 {
         now += Duration::from_millis(1);

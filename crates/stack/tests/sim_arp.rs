@@ -37,7 +37,10 @@ fn lone(limits: Limits) -> (Sim, Endpoint) {
     let (wire, mut eps) = Wire::hub(5, 2, LinkConfig::new());
     let raw = eps.pop().unwrap();
     let mut sim = Sim::new(wire);
-    sim.add(common::config(1).limits(limits), Box::new(eps.pop().unwrap()));
+    sim.add(
+        common::config(1).limits(limits),
+        Box::new(eps.pop().unwrap()),
+    );
     (sim, raw)
 }
 
@@ -57,16 +60,34 @@ fn resolves_expires_and_resolves_again() {
     sim.run_for(Duration::from_secs(3));
     let mut buf = [0u8; 64];
     for round in 0..2 {
-        sim.iface(0).sockets_mut().udp_mut(tx).send_to(b"ping", sa(2, 2000)).unwrap();
+        sim.iface(0)
+            .sockets_mut()
+            .udp_mut(tx)
+            .send_to(b"ping", sa(2, 2000))
+            .unwrap();
         sim.run_for(Duration::from_millis(10));
-        assert_eq!(sim.iface(1).sockets_mut().udp_mut(rx).recv_from(&mut buf).unwrap().0, 4);
+        assert_eq!(
+            sim.iface(1)
+                .sockets_mut()
+                .udp_mut(rx)
+                .recv_from(&mut buf)
+                .unwrap()
+                .0,
+            4
+        );
         assert_eq!(sim.iface(0).stats().arp_requests_sent, round + 1);
         let now = sim.now();
-        assert_eq!(sim.iface(0).neighbors().lookup(ipa(2), now), Lookup::Found(common::mac(2)));
+        assert_eq!(
+            sim.iface(0).neighbors().lookup(ipa(2), now),
+            Lookup::Found(common::mac(2))
+        );
         // Past the TTL the entry is gone: the next datagram asks again.
         sim.run_for(Duration::from_secs(11));
         let now = sim.now();
-        assert_eq!(sim.iface(0).neighbors().lookup(ipa(2), now), Lookup::Missing);
+        assert_eq!(
+            sim.iface(0).neighbors().lookup(ipa(2), now),
+            Lookup::Missing
+        );
     }
 }
 
@@ -78,12 +99,19 @@ fn pending_queue_is_bounded_and_dropped_on_failure() {
     let mut sent = 0;
     for k in 0..20u8 {
         // The socket buffer holds 64 datagrams: all accepted; egress parks 8.
-        sim.iface(0).sockets_mut().udp_mut(tx).send_to(&[k; 100], sa(99, 9)).unwrap();
+        sim.iface(0)
+            .sockets_mut()
+            .udp_mut(tx)
+            .send_to(&[k; 100], sa(99, 9))
+            .unwrap();
         sent += 1;
     }
     sim.step();
     assert_eq!(sim.iface(0).pending(), (8, 8 * 108));
-    assert_eq!(sim.iface(0).stats().drops(DropReason::NeighborQueueFull), sent - 8);
+    assert_eq!(
+        sim.iface(0).stats().drops(DropReason::NeighborQueueFull),
+        sent - 8
+    );
     // RFC 1122 §2.3.2.1: one request per second, three in all, then give up.
     let mut requests = Vec::new();
     for _ in 0..5 {
@@ -93,9 +121,14 @@ fn pending_queue_is_bounded_and_dropped_on_failure() {
         }));
     }
     assert_eq!(requests.len(), 3, "{requests:?}");
-    assert!(requests.iter().all(|(dst, r)| dst.is_broadcast() && r.source_protocol_addr == ip(1)));
+    assert!(requests
+        .iter()
+        .all(|(dst, r)| dst.is_broadcast() && r.source_protocol_addr == ip(1)));
     assert_eq!(sim.iface(0).pending(), (0, 0));
-    assert_eq!(sim.iface(0).stats().drops(DropReason::NeighborUnreachable), 8);
+    assert_eq!(
+        sim.iface(0).stats().drops(DropReason::NeighborUnreachable),
+        8
+    );
     assert_eq!(sim.iface(0).neighbors().state(ipa(99)), None);
 }
 
@@ -104,7 +137,11 @@ fn queued_packets_leave_in_order_once_answered() {
     let (mut sim, mut raw) = lone(Limits::default());
     let tx = udp(&mut sim, 0, 1000);
     for k in 0..3u8 {
-        sim.iface(0).sockets_mut().udp_mut(tx).send_to(&[k; 10], sa(2, 9)).unwrap();
+        sim.iface(0)
+            .sockets_mut()
+            .udp_mut(tx)
+            .send_to(&[k; 10], sa(2, 9))
+            .unwrap();
     }
     sim.run_for(Duration::from_millis(1));
     let req = arps(&collect(&mut raw))
@@ -143,7 +180,10 @@ fn announces_on_start() {
     for (dst, r) in ann {
         assert!(dst.is_broadcast());
         assert_eq!(r.operation, ArpOperation::Request);
-        assert_eq!((r.source_protocol_addr, r.target_protocol_addr), (ip(1), ip(1)));
+        assert_eq!(
+            (r.source_protocol_addr, r.target_protocol_addr),
+            (ip(1), ip(1))
+        );
         assert_eq!(r.source_hardware_addr, mac(1));
     }
     assert_eq!(sim.iface(0).stats().arp_announcements_sent, 2);
@@ -159,12 +199,19 @@ fn static_entries_skip_arp() {
     let other = EthernetAddress([2, 0, 0, 0, 0, 0x42]);
     sim.iface(0).add_static_neighbor(ipa(2), other).unwrap();
     let tx = udp(&mut sim, 0, 1000);
-    sim.iface(0).sockets_mut().udp_mut(tx).send_to(b"x", sa(2, 9)).unwrap();
+    sim.iface(0)
+        .sockets_mut()
+        .udp_mut(tx)
+        .send_to(b"x", sa(2, 9))
+        .unwrap();
     sim.run_for(Duration::from_secs(100));
     let frames = collect(&mut raw);
     assert_eq!(frames.len(), 1);
     assert_eq!(&frames[0][0..6], &other.0);
-    assert_eq!(sim.iface(0).neighbors().state(ipa(2)), Some(NeighborState::Static(other)));
+    assert_eq!(
+        sim.iface(0).neighbors().state(ipa(2)),
+        Some(NeighborState::Static(other))
+    );
 }
 
 #[test]
@@ -191,16 +238,28 @@ fn answers_requests_for_us_only() {
     let (dst, r) = replies[0];
     assert_eq!(dst, mac(7));
     assert_eq!(r.operation, ArpOperation::Reply);
-    assert_eq!((r.source_hardware_addr, r.source_protocol_addr), (mac(1), ip(1)));
-    assert_eq!((r.target_hardware_addr, r.target_protocol_addr), (mac(7), ip(7)));
+    assert_eq!(
+        (r.source_hardware_addr, r.source_protocol_addr),
+        (mac(1), ip(1))
+    );
+    assert_eq!(
+        (r.target_hardware_addr, r.target_protocol_addr),
+        (mac(7), ip(7))
+    );
     // The requester was learned (RFC 826), the bystander request was not.
     let now = sim.now();
-    assert_eq!(sim.iface(0).neighbors().lookup(ipa(7), now), Lookup::Found(mac(7)));
+    assert_eq!(
+        sim.iface(0).neighbors().lookup(ipa(7), now),
+        Lookup::Found(mac(7))
+    );
     assert_eq!(sim.iface(0).stats().drops(DropReason::ArpNotForUs), 1);
     // Someone else claiming our address is a conflict, counted.
     let mut claim = request(ip(9));
     claim[14 + 14..14 + 18].copy_from_slice(&ip(1).octets());
     inject(&mut raw, &[claim]);
     sim.run_for(Duration::from_millis(1));
-    assert_eq!(sim.iface(0).stats().drops(DropReason::ArpAddressConflict), 1);
+    assert_eq!(
+        sim.iface(0).stats().drops(DropReason::ArpAddressConflict),
+        1
+    );
 }

@@ -15,7 +15,10 @@ fn setup(limits: Limits) -> (Sim, Endpoint, UdpHandle) {
     let (wire, mut eps) = Wire::hub(3, 2, LinkConfig::new());
     let raw = eps.pop().unwrap();
     let mut sim = Sim::new(wire);
-    sim.add(common::config(1).limits(limits), Box::new(eps.pop().unwrap()));
+    sim.add(
+        common::config(1).limits(limits),
+        Box::new(eps.pop().unwrap()),
+    );
     let mut s = UdpSocket::new(UdpConfig::default());
     s.bind(sa(1, 9000)).unwrap();
     let h = sim.iface(0).sockets_mut().add_udp(s).unwrap();
@@ -42,12 +45,19 @@ fn any_order_reassembles() {
     let datagram = udp_datagram(sa(2, 5000), sa(1, 9000), &payload);
     let frags = udp_fragments(2, 1, 77, &datagram, 1480);
     assert_eq!(frags.len(), 3);
-    for (k, order) in [[2usize, 1, 0], [1, 0, 2], [0, 2, 1], [0, 1, 2]].iter().enumerate() {
+    for (k, order) in [[2usize, 1, 0], [1, 0, 2], [0, 2, 1], [0, 1, 2]]
+        .iter()
+        .enumerate()
+    {
         let (mut sim, mut raw, h) = setup(Limits::default());
         let frames: Vec<_> = order.iter().map(|&i| frags[i].clone()).collect();
         inject(&mut raw, &frames);
         sim.run_for(Duration::from_millis(10));
-        assert_eq!(recv_all(&mut sim, h), vec![payload.clone()], "order {k}: {order:?}");
+        assert_eq!(
+            recv_all(&mut sim, h),
+            vec![payload.clone()],
+            "order {k}: {order:?}"
+        );
         assert_eq!(sim.iface(0).reassembly().buffered_len(), 0);
         collect(&mut raw);
     }
@@ -66,7 +76,10 @@ fn overlapping_fragments_drop_the_datagram() {
     let mut p = ulnet_wire::Ipv4Packet::new_unchecked(&mut ip[..]);
     p.set_frag_offset(1000);
     p.fill_checksum();
-    inject(&mut raw, &[a[0].clone(), overlapping, a[1].clone(), a[2].clone()]);
+    inject(
+        &mut raw,
+        &[a[0].clone(), overlapping, a[1].clone(), a[2].clone()],
+    );
     sim.run_for(Duration::from_millis(10));
     assert!(recv_all(&mut sim, h).is_empty());
     let s = sim.iface(0).stats();
@@ -81,8 +94,22 @@ fn overlapping_fragments_drop_the_datagram() {
 fn duplicates_are_tolerated() {
     let (mut sim, mut raw, h) = setup(Limits::default());
     let payload = data(3000);
-    let frags = udp_fragments(2, 1, 6, &udp_datagram(sa(2, 5000), sa(1, 9000), &payload), 1480);
-    inject(&mut raw, &[frags[0].clone(), frags[0].clone(), frags[1].clone(), frags[2].clone()]);
+    let frags = udp_fragments(
+        2,
+        1,
+        6,
+        &udp_datagram(sa(2, 5000), sa(1, 9000), &payload),
+        1480,
+    );
+    inject(
+        &mut raw,
+        &[
+            frags[0].clone(),
+            frags[0].clone(),
+            frags[1].clone(),
+            frags[2].clone(),
+        ],
+    );
     sim.run_for(Duration::from_millis(10));
     assert_eq!(recv_all(&mut sim, h), vec![payload]);
     assert_eq!(sim.iface(0).stats().drops(DropReason::FragDuplicate), 1);
@@ -95,7 +122,13 @@ fn timeout_is_configurable_and_frees_memory() {
         ..Limits::default()
     };
     let (mut sim, mut raw, h) = setup(limits);
-    let frags = udp_fragments(2, 1, 8, &udp_datagram(sa(2, 5000), sa(1, 9000), &data(4000)), 1480);
+    let frags = udp_fragments(
+        2,
+        1,
+        8,
+        &udp_datagram(sa(2, 5000), sa(1, 9000), &data(4000)),
+        1480,
+    );
     inject(&mut raw, &frags[..2]);
     sim.run_for(Duration::from_secs(59));
     assert_eq!(sim.iface(0).reassembly().datagram_count(), 1);

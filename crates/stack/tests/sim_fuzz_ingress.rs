@@ -49,7 +49,7 @@ impl TxSink for CheckingSink {
         assert_eq!(&buf[6..12], &mac(1).0, "we only send from our own MAC");
         self.frames += 1;
         // Refuse some to exercise the ring-full path.
-        self.frames % 7 != 0
+        !self.frames.is_multiple_of(7)
     }
 }
 
@@ -63,7 +63,9 @@ fn iface() -> Interface {
     });
     u.bind(sa(1, 7)).unwrap();
     i.sockets_mut().add_udp(u).unwrap();
-    i.sockets_mut().add_icmp(IcmpSocket::new(1, 4, 4096)).unwrap();
+    i.sockets_mut()
+        .add_icmp(IcmpSocket::new(1, 4, 4096))
+        .unwrap();
     let mut tcp = Tcp::new(TcpConfig::default(), [7; 16]);
     tcp.listen(sa(1, 80), 4).unwrap();
     i.set_tcp(tcp);
@@ -89,17 +91,31 @@ fn corpus() -> Vec<Vec<u8>> {
     v.push(arp(ArpOperation::Reply, ip(1)));
     let ipv4 = |proto, payload: &[u8]| {
         let repr = Ipv4Repr::new(ip(2), ip(1), proto, payload.len(), 64);
-        eth_frame(mac(2), mac(1), EtherType::Ipv4, &common::ipv4_packet(repr, payload))
+        eth_frame(
+            mac(2),
+            mac(1),
+            EtherType::Ipv4,
+            &common::ipv4_packet(repr, payload),
+        )
     };
-    v.push(ipv4(IpProtocol::Udp, &udp_datagram(sa(2, 5), sa(1, 7), b"hello")));
-    v.push(ipv4(IpProtocol::Udp, &udp_datagram(sa(2, 5), sa(1, 8), b"closed")));
+    v.push(ipv4(
+        IpProtocol::Udp,
+        &udp_datagram(sa(2, 5), sa(1, 7), b"hello"),
+    ));
+    v.push(ipv4(
+        IpProtocol::Udp,
+        &udp_datagram(sa(2, 5), sa(1, 8), b"closed"),
+    ));
     let echo = Icmpv4Repr::EchoRequest {
         ident: 1,
         seq_no: 2,
         data: b"ping",
     };
     let mut icmp = vec![0u8; echo.buffer_len()];
-    echo.emit(&mut Icmpv4Packet::new_unchecked(&mut icmp[..]), ChecksumMode::Full);
+    echo.emit(
+        &mut Icmpv4Packet::new_unchecked(&mut icmp[..]),
+        ChecksumMode::Full,
+    );
     v.push(ipv4(IpProtocol::Icmp, &icmp));
     icmp[0] = 0; // an echo reply
     Icmpv4Packet::new_unchecked(&mut icmp[..]).fill_checksum();
@@ -119,7 +135,12 @@ fn corpus() -> Vec<Vec<u8>> {
         payload: &[],
     };
     let mut tcp = vec![0u8; syn.buffer_len()];
-    syn.emit(&mut TcpPacket::new_unchecked(&mut tcp[..]), &ipa(2), &ipa(1), ChecksumMode::Full);
+    syn.emit(
+        &mut TcpPacket::new_unchecked(&mut tcp[..]),
+        &ipa(2),
+        &ipa(1),
+        ChecksumMode::Full,
+    );
     v.push(ipv4(IpProtocol::Tcp, &tcp));
     let big = udp_datagram(sa(2, 5), sa(1, 7), &[3u8; 2000]);
     v.extend(udp_fragments(2, 1, 9, &big, 512));
@@ -129,14 +150,22 @@ fn corpus() -> Vec<Vec<u8>> {
 #[derive(Debug, Clone)]
 enum Input {
     Random(Vec<u8>),
-    Mutated { base: usize, flips: Vec<(usize, u8)>, cut: Option<usize> },
+    Mutated {
+        base: usize,
+        flips: Vec<(usize, u8)>,
+        cut: Option<usize>,
+    },
     Pass(u16),
 }
 
 fn input() -> impl Strategy<Value = Input> {
     prop_oneof![
         prop::collection::vec(any::<u8>(), 0..1600).prop_map(Input::Random),
-        (any::<usize>(), prop::collection::vec((any::<usize>(), any::<u8>()), 0..6), prop::option::of(any::<usize>()))
+        (
+            any::<usize>(),
+            prop::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+            prop::option::of(any::<usize>())
+        )
             .prop_map(|(base, flips, cut)| Input::Mutated { base, flips, cut }),
         any::<u16>().prop_map(Input::Pass),
     ]

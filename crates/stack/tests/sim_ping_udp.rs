@@ -11,14 +11,26 @@ use ulnet_stack::socket::{IcmpSocket, UdpConfig, UdpSocket};
 use ulnet_stack::time::Duration;
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 #[test]
 fn ping_and_udp_over_lossy_wire() {
-    let mut sim = Sim::pair(0x5eed, LinkConfig::new().loss(0.10).delay(std::time::Duration::from_millis(1)));
+    let mut sim = Sim::pair(
+        0x5eed,
+        LinkConfig::new()
+            .loss(0.10)
+            .delay(std::time::Duration::from_millis(1)),
+    );
     let pings: Vec<_> = (0..2)
-        .map(|i| sim.iface(i).sockets_mut().add_icmp(IcmpSocket::new(0x100 + i as u16, 16, 16 * 1024)).unwrap())
+        .map(|i| {
+            sim.iface(i)
+                .sockets_mut()
+                .add_icmp(IcmpSocket::new(0x100 + i as u16, 16, 16 * 1024))
+                .unwrap()
+        })
         .collect();
     let echo = {
         let mut s = UdpSocket::new(UdpConfig::default());
@@ -39,28 +51,48 @@ fn ping_and_udp_over_lossy_wire() {
         // Each node pings the other; the client sends one datagram to the echo port.
         for (i, &h) in pings.iter().enumerate() {
             let peer = if i == 0 { ipa(2) } else { ipa(1) };
-            sim.iface(i).sockets_mut().icmp_mut(h).send_echo(peer, seq, &pattern(seq as u8, 56)).unwrap();
+            sim.iface(i)
+                .sockets_mut()
+                .icmp_mut(h)
+                .send_echo(peer, seq, &pattern(seq as u8, 56))
+                .unwrap();
         }
         let msg = pattern(seq as u8 ^ 0x55, 100 + usize::from(seq));
-        sim.iface(0).sockets_mut().udp_mut(client).send_to(&msg, sa(2, 7)).unwrap();
+        sim.iface(0)
+            .sockets_mut()
+            .udp_mut(client)
+            .send_to(&msg, sa(2, 7))
+            .unwrap();
         let end = sim.now() + Duration::from_millis(200);
         sim.run_until(end, |sim| {
             // The echo server answers what it got.
             let iface = sim.iface(1);
             while let Ok((n, meta)) = iface.sockets_mut().udp_mut(echo).recv_from(&mut buf) {
                 let data = buf[..n].to_vec();
-                iface.sockets_mut().udp_mut(echo).send_to(&data, meta.peer).unwrap();
+                iface
+                    .sockets_mut()
+                    .udp_mut(echo)
+                    .send_to(&data, meta.peer)
+                    .unwrap();
             }
             false
         });
         for (i, &h) in pings.iter().enumerate() {
             while let Ok(r) = sim.iface(i).sockets_mut().icmp_mut(h).recv_reply(&mut buf) {
                 assert_eq!(&buf[..r.len], &pattern(r.seq_no as u8, 56)[..]);
-                assert!(r.rtt.is_some_and(|d| d >= Duration::from_millis(2)), "{r:?}");
+                assert!(
+                    r.rtt.is_some_and(|d| d >= Duration::from_millis(2)),
+                    "{r:?}"
+                );
                 replies[i] += 1;
             }
         }
-        while let Ok((n, meta)) = sim.iface(0).sockets_mut().udp_mut(client).recv_from(&mut buf) {
+        while let Ok((n, meta)) = sim
+            .iface(0)
+            .sockets_mut()
+            .udp_mut(client)
+            .recv_from(&mut buf)
+        {
             assert_eq!(meta.peer, sa(2, 7));
             assert!((100..100 + usize::from(rounds)).contains(&n));
             let seq = (n - 100) as u8;
@@ -71,12 +103,18 @@ fn ping_and_udp_over_lossy_wire() {
     // A round trip survives 10% loss each way with probability 0.81; ARP costs a few
     // more frames at the start. Expect well over half, and fewer than all.
     for (i, &n) in replies.iter().enumerate() {
-        assert!(n >= 30 && n <= usize::from(rounds), "node {i}: {n} replies of {rounds}");
+        assert!(
+            n >= 30 && n <= usize::from(rounds),
+            "node {i}: {n} replies of {rounds}"
+        );
     }
     assert!(udp_back >= 30, "{udp_back} UDP echoes of {rounds}");
     for (i, peer) in [(0usize, 2u8), (1, 1)] {
         let now = sim.now();
-        assert_eq!(sim.iface(i).neighbors().lookup(ipa(peer), now), Lookup::Found(mac(peer)));
+        assert_eq!(
+            sim.iface(i).neighbors().lookup(ipa(peer), now),
+            Lookup::Found(mac(peer))
+        );
         assert!(sim.iface(i).stats().icmp_echo_replies_sent > 0);
     }
 }
@@ -95,7 +133,11 @@ fn send_big(seed: u64, link: LinkConfig, count: usize, len: usize) -> (usize, Si
     let mut buf = vec![0u8; 65536];
     for k in 0..count {
         let data = pattern(k as u8, len);
-        sim.iface(0).sockets_mut().udp_mut(tx).send_to(&data, sa(2, 9000)).unwrap();
+        sim.iface(0)
+            .sockets_mut()
+            .udp_mut(tx)
+            .send_to(&data, sa(2, 9000))
+            .unwrap();
         let end = sim.now() + Duration::from_millis(100);
         sim.run_until(end, |_| false);
         while let Ok((n, meta)) = sim.iface(1).sockets_mut().udp_mut(rx).recv_from(&mut buf) {
@@ -120,7 +162,10 @@ fn fragments_of_4000_byte_datagrams_reassemble_despite_loss() {
     let mut sim = sim;
     sim.run_for(Duration::from_secs(31));
     assert_eq!(sim.iface(1).reassembly().buffered_len(), 0);
-    assert_eq!(sim.iface(1).stats().drops(DropReason::FragTimeout), 30 - good as u64);
+    assert_eq!(
+        sim.iface(1).stats().drops(DropReason::FragTimeout),
+        30 - good as u64
+    );
 }
 
 #[test]
@@ -135,6 +180,9 @@ fn fragments_reassemble_out_of_order() {
     assert!(reordered > 5, "the wire reordered only {reordered} frames");
     // Only the peer's gratuitous ARP (about a host we did not know yet) is refused.
     let stats = sim.nodes[1].iface.stats();
-    let drops: Vec<_> = stats.nonzero_drops().filter(|(r, _)| *r != DropReason::ArpNotForUs).collect();
+    let drops: Vec<_> = stats
+        .nonzero_drops()
+        .filter(|(r, _)| *r != DropReason::ArpNotForUs)
+        .collect();
     assert!(drops.is_empty(), "{stats}");
 }

@@ -21,7 +21,10 @@ fn network() -> (Sim, Endpoint, UdpHandle) {
     let raw = eps.pop().unwrap();
     let mut sim = Sim::new(wire);
     let mut eps = eps.into_iter();
-    sim.add(common::config(1).gateway(ipa(254)), Box::new(eps.next().unwrap()));
+    sim.add(
+        common::config(1).gateway(ipa(254)),
+        Box::new(eps.next().unwrap()),
+    );
     sim.add(common::config(254), Box::new(eps.next().unwrap()));
     sim.add(common::config(2), Box::new(eps.next().unwrap()));
     let mut s = UdpSocket::new(UdpConfig::default());
@@ -47,7 +50,11 @@ fn next_hops(raw: &mut Endpoint, dst: Ipv4Addr) -> Vec<[u8; 6]> {
 
 fn send(sim: &mut Sim, h: UdpHandle, dst: Ipv4Addr) {
     let to = SocketAddr::new(IpAddr::V4(dst), 9);
-    sim.iface(0).sockets_mut().udp_mut(h).send_to(b"hello", to).unwrap();
+    sim.iface(0)
+        .sockets_mut()
+        .udp_mut(h)
+        .send_to(b"hello", to)
+        .unwrap();
     sim.run_for(Duration::from_millis(10));
 }
 
@@ -101,7 +108,12 @@ fn broadcast_needs_no_resolution() {
     let rx = sim.iface(2).sockets_mut().add_udp(rx).unwrap();
     send(&mut sim, h, bcast);
     assert_eq!(next_hops(&mut raw, bcast), [[0xff; 6]]);
-    let (n, meta) = sim.iface(2).sockets_mut().udp_mut(rx).recv_from(&mut [0; 16]).unwrap();
+    let (n, meta) = sim
+        .iface(2)
+        .sockets_mut()
+        .udp_mut(rx)
+        .recv_from(&mut [0; 16])
+        .unwrap();
     assert_eq!((n, meta.local_addr), (5, IpAddr::V4(bcast)));
     assert_eq!(sim.iface(0).stats().arp_requests_sent, 0);
 }

@@ -10,16 +10,30 @@ use ulnet_stack::tcp::{RecvError, State, Tcp, TcpConfig};
 use ulnet_stack::time::Duration;
 
 fn stream(len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i % 251) as u8 ^ (i / 251) as u8).collect()
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ (i / 251) as u8)
+        .collect()
 }
 
 fn transfer(seed: u64, link: LinkConfig, len: usize) -> Sim {
     let mut sim = Sim::pair(seed, link);
-    sim.iface(0).set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
-    sim.iface(1).set_tcp(Tcp::new(TcpConfig::default(), [2; 16]));
-    let listener = sim.iface(1).tcp_mut().unwrap().listen(sa(2, 80), 4).unwrap();
+    sim.iface(0)
+        .set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
+    sim.iface(1)
+        .set_tcp(Tcp::new(TcpConfig::default(), [2; 16]));
+    let listener = sim
+        .iface(1)
+        .tcp_mut()
+        .unwrap()
+        .listen(sa(2, 80), 4)
+        .unwrap();
     let now = sim.now();
-    let client = sim.iface(0).tcp_mut().unwrap().connect(now, sa(1, 0), sa(2, 80)).unwrap();
+    let client = sim
+        .iface(0)
+        .tcp_mut()
+        .unwrap()
+        .connect(now, sa(1, 0), sa(2, 80))
+        .unwrap();
     let data = stream(len);
     let mut sent = 0;
     let mut server = None;
@@ -63,11 +77,24 @@ fn transfer(seed: u64, link: LinkConfig, len: usize) -> Sim {
     });
     if !done {
         for n in &sim.nodes {
-            eprintln!("{}\n{:?}", n.iface.stats(), n.iface.tcp().map(|t| t.stats()));
+            eprintln!(
+                "{}\n{:?}",
+                n.iface.stats(),
+                n.iface.tcp().map(|t| t.stats())
+            );
         }
-        eprintln!("client {:?} server {:?}", sim.nodes[0].iface.tcp().unwrap().state(client), server.map(|s| sim.nodes[1].iface.tcp().unwrap().state(s)));
+        eprintln!(
+            "client {:?} server {:?}",
+            sim.nodes[0].iface.tcp().unwrap().state(client),
+            server.map(|s| sim.nodes[1].iface.tcp().unwrap().state(s))
+        );
     }
-    assert!(done, "transfer incomplete: {} of {len} bytes by {}", got.len(), sim.now());
+    assert!(
+        done,
+        "transfer incomplete: {} of {len} bytes by {}",
+        got.len(),
+        sim.now()
+    );
     assert_eq!(got.len(), len);
     assert!(got == data, "stream corrupted");
     sim
@@ -75,14 +102,24 @@ fn transfer(seed: u64, link: LinkConfig, len: usize) -> Sim {
 
 #[test]
 fn stream_over_clean_wire() {
-    let sim = transfer(1, LinkConfig::new().delay(std::time::Duration::from_millis(1)), 300_000);
+    let sim = transfer(
+        1,
+        LinkConfig::new().delay(std::time::Duration::from_millis(1)),
+        300_000,
+    );
     let a = sim.nodes[0].iface.stats();
     assert!(a.tcp_sent > 200, "{a}");
-    assert_eq!(a.total_drops() - a.drops(ulnet_stack::iface::DropReason::ArpNotForUs), 0, "{a}");
+    assert_eq!(
+        a.total_drops() - a.drops(ulnet_stack::iface::DropReason::ArpNotForUs),
+        0,
+        "{a}"
+    );
 }
 
 #[test]
 fn stream_over_lossy_wire() {
-    let link = LinkConfig::new().loss(0.02).delay(std::time::Duration::from_millis(1));
+    let link = LinkConfig::new()
+        .loss(0.02)
+        .delay(std::time::Duration::from_millis(1));
     transfer(2, link, 200_000);
 }

@@ -31,17 +31,33 @@ fn receive_buffer_drops_what_does_not_fit() {
     tx.bind(sa(1, 7)).unwrap();
     let tx = sim.iface(0).sockets_mut().add_udp(tx).unwrap();
     for k in 0..10u8 {
-        sim.iface(0).sockets_mut().udp_mut(tx).send_to(&[k; 100], sa(2, 7)).unwrap();
+        sim.iface(0)
+            .sockets_mut()
+            .udp_mut(tx)
+            .send_to(&[k; 100], sa(2, 7))
+            .unwrap();
     }
     // One larger than the whole buffer.
-    sim.iface(0).sockets_mut().udp_mut(tx).send_to(&[0xee; 1001], sa(2, 7)).unwrap();
+    sim.iface(0)
+        .sockets_mut()
+        .udp_mut(tx)
+        .send_to(&[0xee; 1001], sa(2, 7))
+        .unwrap();
     sim.run_for(Duration::from_millis(10));
     let s = sim.iface(1).sockets().udp(rx);
-    assert_eq!((s.rx_queued(), s.stats().rx_datagrams, s.stats().rx_dropped), (4, 4, 7));
+    assert_eq!(
+        (s.rx_queued(), s.stats().rx_datagrams, s.stats().rx_dropped),
+        (4, 4, 7)
+    );
     assert_eq!(sim.iface(1).stats().drops(DropReason::UdpSocketFull), 7);
     let mut buf = [0u8; 200];
     for k in 0..4u8 {
-        let (n, meta) = sim.iface(1).sockets_mut().udp_mut(rx).recv_from(&mut buf).unwrap();
+        let (n, meta) = sim
+            .iface(1)
+            .sockets_mut()
+            .udp_mut(rx)
+            .recv_from(&mut buf)
+            .unwrap();
         assert_eq!((n, buf[0], meta.peer), (100, k, sa(1, 7)));
     }
 }
@@ -79,7 +95,11 @@ fn closed_port_answers_unreachable_within_rate_limit() {
     tx.bind(sa(1, 7)).unwrap();
     let tx = sim.iface(0).sockets_mut().add_udp(tx).unwrap();
     for _ in 0..20 {
-        sim.iface(0).sockets_mut().udp_mut(tx).send_to(b"anyone?", sa(2, 9)).unwrap();
+        sim.iface(0)
+            .sockets_mut()
+            .udp_mut(tx)
+            .send_to(b"anyone?", sa(2, 9))
+            .unwrap();
     }
     sim.run_for(Duration::from_millis(10));
     let b = sim.iface(1).stats().clone();
@@ -88,7 +108,11 @@ fn closed_port_answers_unreachable_within_rate_limit() {
     assert_eq!(sim.iface(0).stats().icmp_errors_received, 5);
     // A second later the bucket has refilled.
     sim.run_for(Duration::from_secs(1));
-    sim.iface(0).sockets_mut().udp_mut(tx).send_to(b"anyone?", sa(2, 9)).unwrap();
+    sim.iface(0)
+        .sockets_mut()
+        .udp_mut(tx)
+        .send_to(b"anyone?", sa(2, 9))
+        .unwrap();
     sim.run_for(Duration::from_millis(10));
     assert_eq!(sim.iface(1).stats().icmp_unreachables_sent, 6);
 }

@@ -30,7 +30,11 @@ impl Drop for TempFile {
 }
 
 fn run_session(path: &Path) {
-    let (wire, a, b) = Wire::pair(21, LinkConfig::new().delay(std::time::Duration::from_micros(200)), LinkConfig::new());
+    let (wire, a, b) = Wire::pair(
+        21,
+        LinkConfig::new().delay(std::time::Duration::from_micros(200)),
+        LinkConfig::new(),
+    );
     let clock = {
         let wire = wire.clone();
         move || wire.now()
@@ -51,17 +55,31 @@ fn run_session(path: &Path) {
         s.bind(sa(i as u8 + 1, 7)).unwrap();
         udp.push(sim.iface(i).sockets_mut().add_udp(s).unwrap());
     }
-    let ping = sim.iface(0).sockets_mut().add_icmp(IcmpSocket::new(0x77, 8, 16 * 1024)).unwrap();
+    let ping = sim
+        .iface(0)
+        .sockets_mut()
+        .add_icmp(IcmpSocket::new(0x77, 8, 16 * 1024))
+        .unwrap();
 
     // Ping: small, then large enough to be fragmented both ways.
     for (seq, len) in [(1u16, 56usize), (2, 56), (3, 3000)] {
         let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
-        sim.iface(0).sockets_mut().icmp_mut(ping).send_echo(common::ipa(2), seq, &data).unwrap();
+        sim.iface(0)
+            .sockets_mut()
+            .icmp_mut(ping)
+            .send_echo(common::ipa(2), seq, &data)
+            .unwrap();
         sim.run_for(Duration::from_millis(20));
     }
     let mut buf = vec![0u8; 65536];
     let mut replies = 0;
-    while sim.iface(0).sockets_mut().icmp_mut(ping).recv_reply(&mut buf).is_ok() {
+    while sim
+        .iface(0)
+        .sockets_mut()
+        .icmp_mut(ping)
+        .recv_reply(&mut buf)
+        .is_ok()
+    {
         replies += 1;
     }
     assert_eq!(replies, 3);
@@ -70,10 +88,18 @@ fn run_session(path: &Path) {
     for (from, to) in [(0usize, 2u8), (1, 1)] {
         for len in [32usize, 4000] {
             let data = vec![from as u8 ^ 0x5a; len];
-            sim.iface(from).sockets_mut().udp_mut(udp[from]).send_to(&data, sa(to, 7)).unwrap();
+            sim.iface(from)
+                .sockets_mut()
+                .udp_mut(udp[from])
+                .send_to(&data, sa(to, 7))
+                .unwrap();
         }
     }
-    sim.iface(0).sockets_mut().udp_mut(udp[0]).send_to(b"closed?", sa(2, 9)).unwrap();
+    sim.iface(0)
+        .sockets_mut()
+        .udp_mut(udp[0])
+        .send_to(b"closed?", sa(2, 9))
+        .unwrap();
     sim.run_for(Duration::from_millis(20));
     for (i, &h) in udp.iter().enumerate() {
         assert_eq!(sim.iface(i).sockets().udp(h).rx_queued(), 2);
@@ -81,9 +107,19 @@ fn run_session(path: &Path) {
     assert_eq!(sim.iface(0).stats().icmp_errors_received, 1);
 
     // TCP: connect, 64 KiB, graceful close.
-    let listener = sim.iface(1).tcp_mut().unwrap().listen(sa(2, 80), 4).unwrap();
+    let listener = sim
+        .iface(1)
+        .tcp_mut()
+        .unwrap()
+        .listen(sa(2, 80), 4)
+        .unwrap();
     let now = sim.now();
-    let client = sim.iface(0).tcp_mut().unwrap().connect(now, sa(1, 0), sa(2, 80)).unwrap();
+    let client = sim
+        .iface(0)
+        .tcp_mut()
+        .unwrap()
+        .connect(now, sa(1, 0), sa(2, 80))
+        .unwrap();
     let data: Vec<u8> = (0..65536u32).map(|i| (i * 7) as u8).collect();
     let (mut sent, mut closed, mut server, mut got, mut eof) = (0, false, None, 0usize, false);
     let end = sim.now() + Duration::from_secs(60);
@@ -127,7 +163,9 @@ fn tshark(args: &[&str]) -> String {
     let out = Command::new("tshark")
         .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("tshark is required for this test (apt-get install tshark): {e}"));
+        .unwrap_or_else(|e| {
+            panic!("tshark is required for this test (apt-get install tshark): {e}")
+        });
     assert!(
         out.status.success(),
         "tshark {args:?} failed: {}",
@@ -143,9 +181,12 @@ fn tshark_finds_no_malformed_or_bad_checksum_frames() {
     run_session(&path);
     let file = path.to_str().unwrap();
     let checks = [
-        "-o", "ip.check_checksum:TRUE",
-        "-o", "udp.check_checksum:TRUE",
-        "-o", "tcp.check_checksum:TRUE",
+        "-o",
+        "ip.check_checksum:TRUE",
+        "-o",
+        "udp.check_checksum:TRUE",
+        "-o",
+        "tcp.check_checksum:TRUE",
     ];
     let with = |extra: &[&str]| {
         let mut v = vec!["-n", "-r", file];
@@ -158,18 +199,45 @@ fn tshark_finds_no_malformed_or_bad_checksum_frames() {
         "_ws.malformed || _ws.expert.severity == \"Error\" || ip.checksum.status == \"Bad\" \
          || udp.checksum.status == \"Bad\" || tcp.checksum.status == \"Bad\" \
          || icmp.checksum.status == \"Bad\"",
-        "-T", "fields", "-e", "frame.number", "-e", "_ws.col.Info",
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+        "-e",
+        "_ws.col.Info",
     ]);
     assert!(bad.trim().is_empty(), "tshark flags these frames:\n{bad}");
 
     // The capture holds what the session did, and tshark really checked checksums.
-    let count = |filter: &str| with(&["-Y", filter, "-T", "fields", "-e", "frame.number"]).lines().count();
+    let count = |filter: &str| {
+        with(&["-Y", filter, "-T", "fields", "-e", "frame.number"])
+            .lines()
+            .count()
+    };
     assert!(count("arp") >= 3, "ARP");
-    assert!(count("icmp.type == 8") >= 3 && count("icmp.type == 0") >= 3, "echo");
-    assert!(count("icmp.type == 3 && icmp.code == 3") == 1, "port unreachable");
+    assert!(
+        count("icmp.type == 8") >= 3 && count("icmp.type == 0") >= 3,
+        "echo"
+    );
+    assert!(
+        count("icmp.type == 3 && icmp.code == 3") == 1,
+        "port unreachable"
+    );
     assert!(count("ip.flags.mf == 1") >= 4, "fragments");
-    assert!(count("udp.checksum.status == \"Good\"") >= 4, "UDP checksums verified");
-    assert!(count("tcp.checksum.status == \"Good\"") >= 40, "TCP checksums verified");
-    assert!(count("ip.checksum.status == \"Good\"") >= 60, "IP checksums verified");
-    assert!(count("tcp.flags.syn == 1") >= 2 && count("tcp.flags.fin == 1") >= 2, "TCP open/close");
+    assert!(
+        count("udp.checksum.status == \"Good\"") >= 4,
+        "UDP checksums verified"
+    );
+    assert!(
+        count("tcp.checksum.status == \"Good\"") >= 40,
+        "TCP checksums verified"
+    );
+    assert!(
+        count("ip.checksum.status == \"Good\"") >= 60,
+        "IP checksums verified"
+    );
+    assert!(
+        count("tcp.flags.syn == 1") >= 2 && count("tcp.flags.fin == 1") >= 2,
+        "TCP open/close"
+    );
 }

@@ -114,7 +114,9 @@ impl Sim {
             let iface = &mut n.iface;
             while n
                 .chan
-                .rx_batch(64, &mut |frame, tx| iface.ingress(now, frame, &mut Sink(tx)))
+                .rx_batch(64, &mut |frame, tx| {
+                    iface.ingress(now, frame, &mut Sink(tx))
+                })
                 .expect("rx")
                 > 0
             {}
@@ -159,7 +161,8 @@ impl Sim {
             same_instant = 0;
             let next = self.events().filter(|&t| t > now).min().unwrap_or(u64::MAX);
             if next > deadline.total_micros() {
-                self.wire.advance_to_micros(deadline.total_micros().max(now));
+                self.wire
+                    .advance_to_micros(deadline.total_micros().max(now));
                 self.step();
                 return done(self);
             }
@@ -180,7 +183,12 @@ use ulnet_wire::{
 };
 
 /// An Ethernet frame carrying `payload` with `ethertype`.
-pub fn eth_frame(src: EthernetAddress, dst: EthernetAddress, ethertype: EtherType, payload: &[u8]) -> Vec<u8> {
+pub fn eth_frame(
+    src: EthernetAddress,
+    dst: EthernetAddress,
+    ethertype: EtherType,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut f = vec![0u8; 14 + payload.len()];
     EthernetRepr {
         src_addr: src,
@@ -196,7 +204,10 @@ pub fn eth_frame(src: EthernetAddress, dst: EthernetAddress, ethertype: EtherTyp
 pub fn ipv4_packet(mut repr: Ipv4Repr, payload: &[u8]) -> Vec<u8> {
     repr.payload_len = payload.len();
     let mut p = vec![0u8; 20 + payload.len()];
-    repr.emit(&mut Ipv4Packet::new_unchecked(&mut p[..]), ChecksumMode::Full);
+    repr.emit(
+        &mut Ipv4Packet::new_unchecked(&mut p[..]),
+        ChecksumMode::Full,
+    );
     p[20..].copy_from_slice(payload);
     p
 }
@@ -231,7 +242,12 @@ pub fn udp_fragments(from: u8, to: u8, ident: u16, datagram: &[u8], chunk: usize
         repr.ident = ident;
         repr.frag_offset = off as u16;
         repr.more_frags = end < datagram.len();
-        out.push(eth_frame(mac(from), mac(to), EtherType::Ipv4, &ipv4_packet(repr, &datagram[off..end])));
+        out.push(eth_frame(
+            mac(from),
+            mac(to),
+            EtherType::Ipv4,
+            &ipv4_packet(repr, &datagram[off..end]),
+        ));
         off = end;
     }
     out
@@ -240,7 +256,9 @@ pub fn udp_fragments(from: u8, to: u8, ident: u16, datagram: &[u8], chunk: usize
 /// Sends raw frames from an endpoint.
 pub fn inject(ep: &mut Endpoint, frames: &[Vec<u8>]) {
     for f in frames {
-        ep.tx().send(f.len(), &mut |b| b.copy_from_slice(f)).expect("inject");
+        ep.tx()
+            .send(f.len(), &mut |b| b.copy_from_slice(f))
+            .expect("inject");
     }
     ep.tx().flush().expect("flush");
 }
