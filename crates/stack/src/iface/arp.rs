@@ -161,6 +161,7 @@ impl Core {
     /// Sends parked packets whose next hop became known by other means (a static
     /// entry) and drops those whose next hop has no entry left.
     fn service_pending(&mut self, now: Instant, tx: &mut dyn TxSink) {
+        self.pending_recheck = false;
         let mut i = 0;
         while let Some(hop) = self.pending.next_hop_at(i) {
             match self.neighbors.lookup(hop, now) {

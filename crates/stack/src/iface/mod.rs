@@ -102,6 +102,9 @@ pub(crate) struct Core {
     announce: Announce,
     /// A whole datagram being cut into fragments (allocated on first use).
     scratch: Vec<u8>,
+    /// Parked packets may have become sendable without an ARP answer (a static entry
+    /// was added): the next egress looks.
+    pending_recheck: bool,
     rx_checksum: ChecksumMode,
 }
 
@@ -219,6 +222,7 @@ impl Interface {
                 next_at: None,
             },
             scratch: Vec::new(),
+            pending_recheck: false,
             rx_checksum: if config.checksum.rx_verified {
                 ChecksumMode::Offload
             } else {
@@ -271,6 +275,7 @@ impl Interface {
     }
 
     /// Adds a static neighbour: `ip` is at `mac`, never expiring, never asked for.
+    /// Packets already waiting for `ip` leave on the next [`egress`](Self::egress).
     ///
     /// # Errors
     /// As [`NeighborCache::add_static`].
@@ -279,7 +284,9 @@ impl Interface {
         ip: IpAddr,
         mac: EthernetAddress,
     ) -> Result<(), NeighborError> {
-        self.core.neighbors.add_static(ip, mac)
+        self.core.neighbors.add_static(ip, mac)?;
+        self.core.pending_recheck = self.core.pending.count() > 0;
+        Ok(())
     }
 
     /// The sockets.
@@ -333,7 +340,7 @@ impl Interface {
             },
             c.neighbors.poll_at(),
             c.frag.poll_at(),
-            self.sockets.has_tx().then_some(Instant::ZERO),
+            (self.sockets.has_tx() || c.pending_recheck).then_some(Instant::ZERO),
             self.tcp.as_ref().and_then(Tcp::poll_at),
         ]
         .into_iter()

@@ -314,3 +314,33 @@ fn config_is_validated() {
         ConfigError::BadAddress
     );
 }
+
+#[test]
+fn static_entry_releases_parked_packets() {
+    let mut i = iface();
+    let mut frames = Vec::new();
+    let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+        let mut b = vec![0u8; len];
+        fill(&mut b);
+        frames.push(b);
+        true
+    };
+    let t = Instant::from_secs(1);
+    let h = i
+        .sockets_mut()
+        .add_udp(UdpSocket::new(UdpConfig::default()))
+        .unwrap();
+    i.sockets_mut()
+        .udp_mut(h)
+        .send_to(b"x", "198.18.0.2:9".parse().unwrap())
+        .unwrap();
+    i.egress(t, &mut sink);
+    assert_eq!(i.pending().0, 1);
+    i.add_static_neighbor(IpAddr::V4(PEER_IP), PEER).unwrap();
+    assert_eq!(i.poll_at(), Some(Instant::ZERO));
+    i.egress(t, &mut sink);
+    assert_eq!(i.pending().0, 0);
+    let last = frames.last().unwrap();
+    assert_eq!(&last[0..6], &PEER.0);
+    assert_eq!(last.len(), 14 + 20 + 8 + 1);
+}
