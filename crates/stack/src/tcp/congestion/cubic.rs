@@ -120,7 +120,9 @@ impl Cubic {
         };
         let mss = self.common.mss as f64;
         let cwnd = self.segments(self.common.cwnd).max(1.0);
-        let acked_segs = acked as f64 / mss;
+        // One ACK cannot stand for more than a window of growth (stretch ACKs, or an
+        // ACK after the window was cut with more outstanding).
+        let acked_segs = (acked as f64 / mss).min(cwnd);
         let t = secs(now.saturating_duration_since(e.start));
         // §4.3: W_est grows like Reno with α_cubic, and like Reno itself (α = 1) once it
         // has reached the window before the last reduction.
@@ -139,7 +141,7 @@ impl Cubic {
             // [cwnd, 1.5 cwnd], and move (target - cwnd) / cwnd per acknowledged segment.
             let rtt = self.rtt.map_or(0.0, secs);
             let w = w_cubic(t + rtt, e.k, e.w_max).clamp(cwnd, 1.5 * cwnd);
-            cwnd + (w - cwnd) / cwnd * acked_segs
+            cwnd + ((w - cwnd) / cwnd * acked_segs).min(w - cwnd)
         };
         if target > cwnd {
             self.frac += (target - cwnd) * mss;

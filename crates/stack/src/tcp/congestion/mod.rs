@@ -233,7 +233,8 @@ struct Common {
     mss: usize,
     cwnd: usize,
     ssthresh: usize,
-    initial_window: usize,
+    /// The configured initial window in segments (0: RFC 5681 §3.1 eq. 1).
+    iw_segments: usize,
     in_recovery: bool,
     /// A timeout happened and no ACK of new data since (RFC 5681 §3.1 eq. 4 note).
     after_rto: bool,
@@ -247,29 +248,28 @@ fn clamp_mss(mss: usize) -> usize {
     mss.clamp(1, usize::from(u16::MAX))
 }
 
+/// The initial window in bytes: `iw_segments` SMSS-sized segments, or RFC 5681 §3.1
+/// eq. 1 when zero.
+fn initial_window(mss: usize, iw_segments: usize) -> usize {
+    match iw_segments {
+        0 if mss > 2190 => 2 * mss,
+        0 if mss > 1095 => 3 * mss,
+        0 => 4 * mss,
+        n => n.saturating_mul(mss),
+    }
+}
+
 /// RFC 3465 §2.2 limit L on the slow-start increase per ACK, in segments.
 const ABC_LIMIT_SEGMENTS: usize = 2;
 
 impl Common {
     fn new(mss: usize, iw_segments: usize) -> Self {
         let mss = clamp_mss(mss);
-        let iw = if iw_segments == 0 {
-            // RFC 5681 §3.1 eq. 1.
-            if mss > 2190 {
-                2 * mss
-            } else if mss > 1095 {
-                3 * mss
-            } else {
-                4 * mss
-            }
-        } else {
-            iw_segments.saturating_mul(mss)
-        };
         Common {
             mss,
-            cwnd: iw,
+            cwnd: initial_window(mss, iw_segments),
             ssthresh: usize::MAX,
-            initial_window: iw,
+            iw_segments,
             in_recovery: false,
             after_rto: false,
             last_event: None,
@@ -281,14 +281,15 @@ impl Common {
     }
 
     /// RFC 5681 §3.1 slow start with RFC 3465 ABC (L = 2*SMSS). Stops at `ssthresh` and
-    /// returns the acknowledged bytes left over for congestion avoidance.
+    /// returns the acknowledged bytes left over for congestion avoidance; bytes beyond
+    /// L count for neither (RFC 3465 §2.2: one ACK is worth at most L).
     fn slow_start(&mut self, newly_acked: usize) -> usize {
         let limit = ABC_LIMIT_SEGMENTS.saturating_mul(self.mss);
         let inc = newly_acked.min(limit);
         let room = self.ssthresh.saturating_sub(self.cwnd);
         let grow = inc.min(room);
         self.cwnd = self.cwnd.saturating_add(grow);
-        newly_acked - grow.min(newly_acked)
+        inc - grow
     }
 
     /// RFC 7661 §4.3: the window grows only while the sender uses it, i.e. at least half
@@ -298,9 +299,11 @@ impl Common {
         flight_size >= self.cwnd / 2
     }
 
-    /// RFC 5681 §3.1 eq. 4: max(FlightSize / 2, 2*SMSS).
+    /// RFC 5681 §3.1 eq. 4: max(FlightSize / 2, 2*SMSS). FlightSize is capped at cwnd:
+    /// it only exceeds cwnd after the window was just cut (a timeout with much data
+    /// outstanding), and a congestion event must never raise the window.
     fn half_flight(&self, flight_size: usize) -> usize {
-        (flight_size / 2).max(2 * self.mss)
+        (flight_size.min(self.cwnd) / 2).max(2 * self.mss)
     }
 
     fn on_dup_ack(&mut self) {
@@ -328,7 +331,7 @@ impl Common {
         };
         self.touch(now);
         if idle {
-            self.cwnd = self.cwnd.min(self.initial_window);
+            self.cwnd = self.cwnd.min(initial_window(self.mss, self.iw_segments));
         }
         idle
     }
@@ -343,6 +346,75 @@ impl Common {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Ev {
+        Ack(u64, usize, usize, Option<u64>),
+        Congestion(u64, usize),
+        DupAck,
+        PartialAck(usize),
+        RecoveryExit(u64),
+        Rto(u64, usize),
+        Idle(u64, u64),
+        Mss(usize),
+    }
+
+    fn ev() -> impl Strategy<Value = Ev> {
+        prop_oneof![
+            6 => (0u64..10_000_000, 0usize..200_000, 0usize..2_000_000, proptest::option::of(0u64..2_000_000))
+                .prop_map(|(t, a, f, r)| Ev::Ack(t, a, f, r)),
+            1 => (0u64..10_000_000, 0usize..2_000_000).prop_map(|(t, f)| Ev::Congestion(t, f)),
+            1 => Just(Ev::DupAck),
+            1 => (0usize..100_000).prop_map(Ev::PartialAck),
+            1 => (0u64..10_000_000).prop_map(Ev::RecoveryExit),
+            1 => (0u64..10_000_000, 0usize..2_000_000).prop_map(|(t, f)| Ev::Rto(t, f)),
+            1 => (0u64..10_000_000, 0u64..3_000_000).prop_map(|(t, r)| Ev::Idle(t, r)),
+            1 => (0usize..10_000).prop_map(Ev::Mss),
+        ]
+    }
+
+    proptest! {
+        /// Any event sequence keeps the windows sane: cwnd at least one SMSS, ssthresh at
+        /// least two once set, growth per ACK bounded by slow start's 2*SMSS or CUBIC's
+        /// 1.5x target cap, and a congestion event or timeout never raises cwnd.
+        #[test]
+        fn windows_stay_sane(alg in prop_oneof![Just(Algorithm::NewReno), Just(Algorithm::Cubic)],
+                             mss in 1usize..9000, iw in 0usize..20,
+                             evs in proptest::collection::vec(ev(), 0..200)) {
+            let mut c = Controller::new(alg, mss, iw);
+            for e in evs {
+                let before = c.cwnd();
+                match e {
+                    Ev::Ack(t, a, f, r) => {
+                        c.on_ack(Instant::from_micros(t), a, f, r.map(Duration::from_micros));
+                        // Slow start's L = 2*SMSS, plus one SMSS of congestion
+                        // avoidance with the leftover; CUBIC at most to 1.5 cwnd.
+                        let cap = before + (3 * c.mss()).max(before / 2 + 2 * c.mss());
+                        prop_assert!(c.cwnd() <= cap, "{} -> {}", before, c.cwnd());
+                    }
+                    Ev::Congestion(t, f) => {
+                        c.on_congestion_event(Instant::from_micros(t), f);
+                        prop_assert!(c.cwnd() <= before.max(2 * c.mss()));
+                    }
+                    Ev::DupAck => c.on_dup_ack(),
+                    Ev::PartialAck(n) => c.on_partial_ack(n),
+                    Ev::RecoveryExit(t) => c.on_recovery_exit(Instant::from_micros(t)),
+                    Ev::Rto(t, f) => {
+                        c.on_rto(Instant::from_micros(t), f);
+                        prop_assert_eq!(c.cwnd(), c.mss());
+                    }
+                    Ev::Idle(t, r) => {
+                        c.on_idle_restart(Instant::from_micros(t), Duration::from_micros(r));
+                        prop_assert!(c.cwnd() <= before);
+                    }
+                    Ev::Mss(m) => c.set_mss(m),
+                }
+                prop_assert!(c.cwnd() >= c.mss());
+                prop_assert!(c.ssthresh() >= 2 * c.mss());
+            }
+        }
+    }
 
     #[test]
     fn algorithm_names() {

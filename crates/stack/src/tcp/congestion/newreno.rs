@@ -161,7 +161,7 @@ mod tests {
 
     #[test]
     fn congestion_avoidance_is_linear() {
-        let mut c = NewReno::new(MSS, 10);
+        let mut c = NewReno::new(MSS, 40);
         let mut now = Instant::from_secs(1);
         c.on_congestion_event(now, 40 * MSS);
         c.on_recovery_exit(now);
@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn slow_start_hands_over_at_ssthresh() {
-        let mut c = NewReno::new(MSS, 2);
+        let mut c = NewReno::new(MSS, 11);
         c.on_rto(Instant::ZERO, 11 * MSS);
         assert_eq!(c.ssthresh(), 5500);
         assert_eq!(c.cwnd(), MSS);
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn congestion_event_halves() {
-        let mut c = NewReno::new(MSS, 10);
+        let mut c = NewReno::new(MSS, 64);
         let now = Instant::from_secs(1);
         c.on_congestion_event(now, 64 * MSS);
         assert_eq!(c.ssthresh(), 32 * MSS);
@@ -205,11 +205,15 @@ mod tests {
         let mut d = NewReno::new(MSS, 10);
         d.on_congestion_event(now, MSS);
         assert_eq!(d.ssthresh(), 2 * MSS);
+        // FlightSize above cwnd (the window was just cut) cannot raise the window.
+        let mut e = NewReno::new(MSS, 10);
+        e.on_congestion_event(now, 64 * MSS);
+        assert_eq!(e.ssthresh(), 5 * MSS);
     }
 
     #[test]
     fn non_sack_recovery_inflate_deflate_rfc6582() {
-        let mut c = NewReno::new(MSS, 10);
+        let mut c = NewReno::new(MSS, 20);
         let now = Instant::from_secs(1);
         c.on_congestion_event(now, 20 * MSS);
         for _ in 0..3 {
@@ -232,7 +236,7 @@ mod tests {
 
     #[test]
     fn rto_gives_one_segment_and_holds_ssthresh_on_repeat() {
-        let mut c = NewReno::new(MSS, 10);
+        let mut c = NewReno::new(MSS, 30);
         let now = Instant::from_secs(1);
         c.on_rto(now, 30 * MSS);
         assert_eq!(c.cwnd(), MSS);

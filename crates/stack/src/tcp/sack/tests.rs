@@ -340,3 +340,56 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Whatever the ranges, the blocks are valid: at most the limit, no duplicates apart
+    /// from the D-SACK pair, each a real out-of-order range (or the D-SACK), the D-SACK
+    /// first, the newest segment's range right after it, and as many as fit.
+    #[test]
+    fn sack_blocks_are_well_formed(
+        raw in proptest::collection::vec((0usize..2000, 1usize..200), 0..8),
+        last in proptest::option::of(0usize..2200),
+        dup in proptest::option::of((0u32..3000, 1u32..100)),
+        limit in 0usize..6,
+        rcv in any::<u32>(),
+    ) {
+        let mut asm = crate::tcp::reassembly::Assembler::new(8);
+        for (o, l) in raw {
+            asm.add(o, l).unwrap();
+        }
+        let rcv = SeqNumber(rcv);
+        let ranges: Vec<SeqRange> = asm
+            .ranges()
+            .map(|(s, e)| (rcv + s as u32, rcv + e as u32))
+            .collect();
+        let last = last.map(|o| (rcv + o as u32, rcv + o as u32 + 1));
+        let dsack = dup.map(|(s, l)| (rcv - 1000 + s, rcv - 1000 + s + l));
+        let mut out = [(SeqNumber(0), SeqNumber(0)); 4];
+        let n = sack_blocks(asm.ranges(), rcv, last, dsack, limit, &mut out);
+        let limit = limit.min(4);
+        prop_assert!(n <= limit);
+        let plain_start = usize::from(dsack.is_some() && limit > 0);
+        if plain_start == 1 {
+            prop_assert_eq!(out[0], dsack.unwrap());
+        }
+        let plain = &out[plain_start..n];
+        for (i, b) in plain.iter().enumerate() {
+            prop_assert!(ranges.contains(b));
+            prop_assert!(!plain[..i].contains(b));
+        }
+        prop_assert_eq!(n, limit.min(plain_start + ranges.len()));
+        let holding = |seq: SeqNumber| ranges.iter().copied().find(|r| seq.in_range(r.0, r.1));
+        let mut expect_next = Vec::new();
+        if let Some(r) = dsack.and_then(|d| holding(d.0)) {
+            expect_next.push(r);
+        }
+        if let Some(r) = last.and_then(|l| holding(l.0)) {
+            if !expect_next.contains(&r) {
+                expect_next.push(r);
+            }
+        }
+        for (got, want) in plain.iter().zip(&expect_next) {
+            prop_assert_eq!(got, want);
+        }
+    }
+}
