@@ -129,6 +129,7 @@ mod tests {
         assert_eq!(b.peek_payload(&mut buf), 4);
         assert_eq!(&buf[..4], b"klmn");
         assert_eq!(b.discard(), Some(5));
-        assert!(b.is_empty() && b.len() == 0);
+        assert!(b.is_empty());
+        assert_eq!(b.len(), 0);
     }
 }
