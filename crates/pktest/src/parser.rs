@@ -259,10 +259,12 @@ impl Parser<'_> {
                 Action::Code(c)
             }
             Some(Tok::Ellipsis) | Some(Tok::Word(_)) => Action::Syscall(self.syscall()?),
-            _ => return self.err(format!(
+            _ => {
+                return self.err(format!(
                 "expected a packet (< or >), a system call, a `command` or %{{ code }}%, found {}",
                 self.found()
-            )),
+            ))
+            }
         };
         let outbound = matches!(&action, Action::Packet(p) if p.dir == Direction::Outbound);
         if !outbound && matches!(when, When::Any) {

@@ -579,6 +579,9 @@ impl Interp {
         let Sock::Conn(h) = f.sock else {
             return Ok(Some(Err("ENOTCONN")));
         };
+        // Linux reports a connection's error once (sock_error() clears sk_err); after
+        // that reads see end of file.
+        let taken = f.error_taken;
         let mut buf = vec![0u8; len.min(MAX_IO)];
         let r = if flags & 0x2 != 0 {
             self.tcp.peek(h, &mut buf)
@@ -597,9 +600,23 @@ impl Interp {
                     None
                 }
             }
-            Err(RecvError::ConnectionReset) => Some(Err("ECONNRESET")),
-            Err(RecvError::TimedOut) => Some(Err("ETIMEDOUT")),
-            Err(RecvError::ConnectionRefused) => Some(Err("ECONNREFUSED")),
+            Err(
+                RecvError::ConnectionReset | RecvError::TimedOut | RecvError::ConnectionRefused,
+            ) if taken => Some(Ok(0)),
+            Err(
+                e @ (RecvError::ConnectionReset
+                | RecvError::TimedOut
+                | RecvError::ConnectionRefused),
+            ) => {
+                if let Some(f) = self.fds.get_mut(&fd) {
+                    f.error_taken = true;
+                }
+                Some(Err(match e {
+                    RecvError::ConnectionReset => "ECONNRESET",
+                    RecvError::TimedOut => "ETIMEDOUT",
+                    _ => "ECONNREFUSED",
+                }))
+            }
             Err(RecvError::Closed) => Some(Ok(0)),
             Err(_) => Some(Err("EBADF")),
         })
@@ -629,9 +646,22 @@ impl Interp {
             // Linux waits for the handshake before queueing (sk_stream_wait_connect).
             return Ok(if nonblock { Some(Err("EAGAIN")) } else { None });
         }
+        let taken = f.error_taken;
         let zeros = vec![0u8; (len - p.progress).min(1 << 20)];
         let r = self.tcp.send(h, &zeros);
         self.settle();
+        if let Err(
+            SendError::ConnectionReset | SendError::TimedOut | SendError::ConnectionRefused,
+        ) = r
+        {
+            // The error is reported once (then EPIPE), as Linux's sock_error() does.
+            if taken {
+                return Ok(Some(Err("EPIPE")));
+            }
+            if let Some(f) = self.fds.get_mut(&fd) {
+                f.error_taken = true;
+            }
+        }
         match r {
             Ok(n) => {
                 p.progress += n;
