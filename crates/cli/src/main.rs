@@ -20,6 +20,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Ping from ulnet's stack over a bypass channel, like ping(8).
     Ping(cmd::ping::Args),
+    /// Run packetdrill scripts against ulnet's TCP engine in virtual time.
+    Pktest(cmd::pktest::Args),
     /// Serve echo, discard, chargen or HTTP from ulnet's stack over a bypass channel.
     Serve(cmd::serve::Args),
     /// Run transfers between stacks on the simulated wire, in virtual time.
@@ -35,6 +37,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Ping(args) => cmd::ping::run(args),
+        Command::Pktest(args) => cmd::pktest::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Sim(c) => cmd::sim::run(c),
         Command::Testbed(c) => cmd::testbed::run(c),

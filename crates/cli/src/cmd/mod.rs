@@ -2,6 +2,7 @@
 
 pub mod demo;
 pub mod ping;
+pub mod pktest;
 pub mod serve;
 pub mod sim;
 pub mod testbed;
