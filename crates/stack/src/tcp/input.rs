@@ -214,11 +214,14 @@ fn synchronized(
     let syn = f.contains(TcpFlags::SYN);
 
     // A retransmitted SYN in SYN-RECEIVED: our SYN-ACK was lost, send it again.
-    if s.state == State::SynReceived && syn && !rst && !f.contains(TcpFlags::ACK) {
-        if seg.seq == s.irs {
-            s.syn_pending = true;
-            return;
-        }
+    if s.state == State::SynReceived
+        && syn
+        && !rst
+        && !f.contains(TcpFlags::ACK)
+        && seg.seq == s.irs
+    {
+        s.syn_pending = true;
+        return;
     }
 
     // RFC 7323 §5.3 R1 (PAWS), before the window check.

@@ -499,7 +499,7 @@ impl Tcp {
                 self.ready.push_back(idx);
                 self.slots[idx as usize].in_ready = true;
             }
-            self.settle(idx, now, Some(before));
+            self.settle_inner(idx, now, Some(before), false);
             if budget == 0 {
                 return;
             }
@@ -611,6 +611,18 @@ impl Tcp {
     /// hand-offs (accept queue, TIME-WAIT record, freeing), timer and output scheduling,
     /// readiness events.
     fn settle(&mut self, idx: u32, now: Instant, before: Option<Snapshot>) {
+        self.settle_inner(idx, now, before, true);
+    }
+
+    /// `settle`, with `schedule_output` false after an output pass that found nothing to
+    /// send (so an over-eager `wants_output` cannot spin the dispatcher).
+    fn settle_inner(
+        &mut self,
+        idx: u32,
+        now: Instant,
+        before: Option<Snapshot>,
+        schedule_output: bool,
+    ) {
         let slot = &mut self.slots[idx as usize];
         let Some(sock) = slot.sock.as_mut() else {
             return;
@@ -702,7 +714,7 @@ impl Tcp {
                 slot.queued_deadline = Some(d);
             }
         }
-        if !slot.in_ready && wants_output(sock) {
+        if schedule_output && !slot.in_ready && wants_output(sock) {
             slot.in_ready = true;
             self.ready.push_back(idx);
         }

@@ -46,3 +46,6 @@ pub use socket::Shutdown;
 pub use state::State;
 pub use stats::{TcpInfo, TcpStats};
 pub use timewait::TimeWaitRecord;
+
+#[cfg(test)]
+mod tests;

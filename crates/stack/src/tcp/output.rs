@@ -252,6 +252,9 @@ fn data(
     s.counters.segs_out += 1;
     s.note_ack_sent();
     let end = end_data + u32::from(fin);
+    if fin && s.fin_sent_seq.is_none() {
+        s.fin_sent_seq = Some(end_data);
+    }
     if kind == Kind::Retransmit {
         recovery::on_retransmitted(s, seq, end);
     }

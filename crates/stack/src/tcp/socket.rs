@@ -98,6 +98,8 @@ pub(crate) struct Socket {
     // User-side flags.
     /// The application shut down writing (or closed): a FIN follows the buffered data.
     pub(crate) fin_queued: bool,
+    /// The sequence number our FIN took, once sent.
+    pub(crate) fin_sent_seq: Option<SeqNumber>,
     pub(crate) rd_shut: bool,
     /// The application let go of the socket (close or abort); it is freed when closed.
     pub(crate) orphan: bool,
@@ -197,6 +199,7 @@ impl Socket {
             rx: RingBuffer::new(cfg.recv_buffer_len),
             asm: Assembler::new(cfg.max_ooo_ranges),
             fin_queued: false,
+            fin_sent_seq: None,
             rd_shut: false,
             orphan: false,
             ack_now: false,
@@ -283,22 +286,16 @@ impl Socket {
         }
     }
 
-    /// Sequence number our FIN takes (meaningful when `fin_queued`).
-    #[inline]
-    pub(crate) fn fin_seq_out(&self) -> SeqNumber {
-        self.tx_seq0() + self.tx.len() as u32
-    }
-
     /// True once our FIN has been sent (it may still be unacknowledged).
     #[inline]
     pub(crate) fn fin_sent(&self) -> bool {
-        self.fin_queued && self.snd_nxt == self.fin_seq_out() + 1
+        self.fin_sent_seq.is_some()
     }
 
     /// True once our FIN is acknowledged.
     #[inline]
     pub(crate) fn fin_acked(&self) -> bool {
-        self.fin_queued && self.snd_una == self.fin_seq_out() + 1
+        self.fin_sent_seq.is_some_and(|f| self.snd_una.diff(f) > 0)
     }
 
     /// Our timestamp clock now.

@@ -5,7 +5,7 @@
 //! key small and lets one table hold both families.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use siphasher::sip::SipHasher13;
@@ -83,9 +83,7 @@ impl KeyedState {
 
     /// Hash of one value.
     pub(crate) fn hash<T: std::hash::Hash>(&self, v: &T) -> u64 {
-        let mut h = self.build_hasher();
-        v.hash(&mut h);
-        h.finish()
+        self.hash_one(v)
     }
 }
 

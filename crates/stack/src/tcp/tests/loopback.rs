@@ -1,0 +1,388 @@
+//! Two engines joined by an in-test pipe (delay, seeded loss, optional reordering), in
+//! virtual time, moving data byte-exact end to end.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::{IpAddr, SocketAddr};
+
+use ulnet_wire::TcpRepr;
+
+use super::harness::Seg;
+use crate::tcp::{Algorithm, Shutdown, SocketHandle, State, Tcp, TcpConfig};
+use crate::time::{Duration, Instant};
+
+/// xorshift64*: deterministic and good enough for loss decisions.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn chance(&mut self, per_million: u64) -> bool {
+        self.next() % 1_000_000 < per_million
+    }
+}
+
+/// The byte at stream position `i` (a cheap deterministic pattern that is not periodic
+/// at any segment size).
+pub fn pattern(i: u64) -> u8 {
+    let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (x >> 56) as u8 ^ (i as u8)
+}
+
+/// FNV-1a, to compare streams without keeping them.
+#[derive(Clone, Copy)]
+pub struct Fnv(u64);
+
+impl Fnv {
+    pub fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    pub fn update(&mut self, data: &[u8]) {
+        for &b in data {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
+pub struct Link {
+    pub delay: Duration,
+    pub loss_per_million: u64,
+    /// Extra random delay up to this (reorders segments).
+    pub jitter: Duration,
+    pub rng: Rng,
+}
+
+#[allow(dead_code)] // fields kept for tests that inspect them
+pub struct Outcome {
+    pub sent: u64,
+    pub received: u64,
+    pub sent_hash: u64,
+    pub received_hash: u64,
+    pub client_state: Option<State>,
+    pub server_eof: bool,
+    pub elapsed: Duration,
+    pub a: Tcp,
+    pub b: Tcp,
+    pub client: SocketHandle,
+}
+
+pub struct Pipe {
+    heap: BinaryHeap<Reverse<(Instant, u64, bool)>>,
+    segs: std::collections::HashMap<u64, Seg>,
+    n: u64,
+    pub link: Link,
+    pub delivered: u64,
+    pub dropped: u64,
+}
+
+impl Pipe {
+    pub fn new(link: Link) -> Pipe {
+        Pipe {
+            heap: BinaryHeap::new(),
+            segs: Default::default(),
+            n: 0,
+            link,
+            delivered: 0,
+            dropped: 0,
+        }
+    }
+    pub fn push(&mut self, now: Instant, to_b: bool, r: &TcpRepr<'_>) {
+        if self.link.loss_per_million > 0 && self.link.rng.chance(self.link.loss_per_million) {
+            self.dropped += 1;
+            return;
+        }
+        let mut at = now + self.link.delay;
+        if !self.link.jitter.is_zero() {
+            let j = self.link.rng.next() % (self.link.jitter.as_micros() as u64 + 1);
+            at += Duration::from_micros(j);
+        }
+        self.n += 1;
+        self.heap.push(Reverse((at, self.n, to_b)));
+        self.segs.insert(self.n, Seg::from_repr(r));
+    }
+    pub fn next_at(&self) -> Option<Instant> {
+        self.heap.peek().map(|r| r.0 .0)
+    }
+    pub fn pop_due(&mut self, now: Instant) -> Option<(bool, Seg)> {
+        let &Reverse((at, n, to_b)) = self.heap.peek()?;
+        if at > now {
+            return None;
+        }
+        self.heap.pop();
+        self.delivered += 1;
+        Some((to_b, self.segs.remove(&n).unwrap()))
+    }
+}
+
+pub const A: &str = "198.18.0.1:0";
+pub const B: &str = "198.18.0.2:80";
+
+/// Client A sends `total` bytes to server B, then closes; B reads to EOF and closes.
+pub fn transfer(
+    cfg_a: TcpConfig,
+    cfg_b: TcpConfig,
+    total: u64,
+    link: Link,
+    limit: Duration,
+) -> Outcome {
+    let a_addr: SocketAddr = A.parse().unwrap();
+    let b_addr: SocketAddr = B.parse().unwrap();
+    let mut a = Tcp::new(cfg_a, [1; 16]);
+    let mut b = Tcp::new(cfg_b, [2; 16]);
+    let l = b.listen(b_addr, 8).unwrap();
+    let mut now = Instant::from_secs(1);
+    let start = now;
+    let c = a.connect(now, a_addr, b_addr).unwrap();
+    let mut pipe = Pipe::new(link);
+    let mut server: Option<SocketHandle> = None;
+    let (mut sent, mut received) = (0u64, 0u64);
+    let (mut sh, mut rh) = (Fnv::new(), Fnv::new());
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut client_closed = false;
+    let mut server_eof = false;
+    let mut server_closed = false;
+    let (aip, bip): (IpAddr, IpAddr) = (a_addr.ip(), b_addr.ip());
+    let mut stuck = 0u32;
+    while now - start < limit {
+        // Deliver everything due.
+        while let Some((to_b, seg)) = pipe.pop_due(now) {
+            let mut replies = Vec::new();
+            let (dst, src, tcp) = if to_b {
+                (bip, aip, &mut b)
+            } else {
+                (aip, bip, &mut a)
+            };
+            tcp.process(now, src, dst, &seg.repr(), &mut |_, _, r| {
+                replies.push(Seg::from_repr(r))
+            });
+            for r in replies {
+                pipe.push(now, !to_b, &r.repr());
+            }
+        }
+        // Applications.
+        if server.is_none() {
+            server = b.accept(l).unwrap();
+        }
+        if let Some(s) = server {
+            loop {
+                match b.recv(s, &mut buf) {
+                    Ok(0) => {
+                        server_eof = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        rh.update(&buf[..n]);
+                        received += n as u64;
+                    }
+                    Err(_) => break,
+                }
+            }
+            if server_eof && !server_closed {
+                b.close(s).unwrap();
+                server_closed = true;
+            }
+        }
+        if !client_closed {
+            while sent < total {
+                let n = (total - sent).min(chunk.len() as u64) as usize;
+                for (i, byte) in chunk[..n].iter_mut().enumerate() {
+                    *byte = pattern(sent + i as u64);
+                }
+                match a.send(c, &chunk[..n]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => {
+                        sh.update(&chunk[..k]);
+                        sent += k as u64;
+                    }
+                }
+            }
+            if sent == total && a.state(c).is_ok_and(|s| s == State::Established) {
+                a.shutdown(c, Shutdown::Write).unwrap();
+                client_closed = true;
+            }
+        }
+        // Transmit.
+        a.dispatch(now, &mut |_, _, r| {
+            pipe.push(now, true, r);
+            true
+        });
+        b.dispatch(now, &mut |_, _, r| {
+            pipe.push(now, false, r);
+            true
+        });
+        // Next event.
+        let next = [pipe.next_at(), a.poll_at(), b.poll_at()]
+            .into_iter()
+            .flatten()
+            .min();
+        match next {
+            Some(t) if t > now => {
+                now = t;
+                stuck = 0;
+            }
+            Some(_) => {
+                stuck += 1;
+                assert!(
+                    stuck < 10_000,
+                    "no progress at {now}: a={:?} b={:?} client={:?}",
+                    a.poll_at(),
+                    b.poll_at(),
+                    a.info(c)
+                );
+                now += Duration::from_micros(1);
+            }
+            None => break,
+        }
+        if server_closed
+            && a.state(c)
+                .is_ok_and(|s| matches!(s, State::TimeWait | State::Closed))
+            && pipe.next_at().is_none()
+        {
+            break;
+        }
+    }
+    Outcome {
+        sent,
+        received,
+        sent_hash: sh.0,
+        received_hash: rh.0,
+        client_state: a.state(c).ok(),
+        server_eof,
+        elapsed: now - start,
+        a,
+        b,
+        client: c,
+    }
+}
+
+fn bulk_config(alg: Algorithm) -> TcpConfig {
+    TcpConfig {
+        congestion: alg,
+        ..TcpConfig::default()
+    }
+}
+
+fn link(delay_ms: u64, loss_per_million: u64, seed: u64) -> Link {
+    Link {
+        delay: Duration::from_millis(delay_ms),
+        loss_per_million,
+        jitter: Duration::ZERO,
+        rng: Rng(seed | 1),
+    }
+}
+
+fn check(o: &Outcome, total: u64) {
+    assert_eq!(o.sent, total, "client could not queue everything");
+    assert_eq!(
+        o.received, total,
+        "server got {} of {} bytes",
+        o.received, total
+    );
+    assert_eq!(o.sent_hash, o.received_hash, "stream corrupted");
+    assert!(o.server_eof, "server saw no EOF");
+}
+
+#[test]
+fn ten_megabytes_clean_link() {
+    let total = 10 * 1024 * 1024;
+    let o = transfer(
+        bulk_config(Algorithm::Cubic),
+        bulk_config(Algorithm::Cubic),
+        total,
+        link(5, 0, 1),
+        Duration::from_secs(120),
+    );
+    check(&o, total);
+    assert_eq!(o.client_state, Some(State::TimeWait));
+    let info = o.a.info(o.client).unwrap();
+    assert_eq!(info.retransmits, 0);
+}
+
+#[test]
+fn ten_megabytes_lossy_link_sack_newreno() {
+    let total = 10 * 1024 * 1024;
+    let o = transfer(
+        bulk_config(Algorithm::NewReno),
+        bulk_config(Algorithm::NewReno),
+        total,
+        link(2, 10_000, 7),
+        Duration::from_secs(600),
+    );
+    check(&o, total);
+    let info = o.a.info(o.client).unwrap();
+    assert!(info.retransmits > 0);
+    assert!(info.fast_recoveries > 0);
+}
+
+#[test]
+fn lossy_link_without_sack_or_timestamps() {
+    let total = 2 * 1024 * 1024;
+    let cfg = TcpConfig {
+        sack: false,
+        timestamps: false,
+        window_scaling: false,
+        ..bulk_config(Algorithm::NewReno)
+    };
+    let o = transfer(
+        cfg.clone(),
+        cfg,
+        total,
+        link(2, 20_000, 99),
+        Duration::from_secs(600),
+    );
+    check(&o, total);
+}
+
+#[test]
+fn reordering_and_loss_cubic() {
+    let total = 4 * 1024 * 1024;
+    let mut l = link(3, 5_000, 1234);
+    l.jitter = Duration::from_millis(2);
+    let o = transfer(
+        bulk_config(Algorithm::Cubic),
+        bulk_config(Algorithm::Cubic),
+        total,
+        l,
+        Duration::from_secs(600),
+    );
+    check(&o, total);
+}
+
+#[test]
+fn heavy_loss_still_completes() {
+    let total = 256 * 1024;
+    let o = transfer(
+        bulk_config(Algorithm::Cubic),
+        bulk_config(Algorithm::Cubic),
+        total,
+        link(10, 150_000, 42),
+        Duration::from_secs(3600),
+    );
+    check(&o, total);
+}
+
+#[test]
+fn small_buffers_exercise_zero_window() {
+    let total = 1024 * 1024;
+    let small = TcpConfig {
+        recv_buffer_len: 4096,
+        send_buffer_len: 4096,
+        ..bulk_config(Algorithm::NewReno)
+    };
+    let o = transfer(
+        small.clone(),
+        small,
+        total,
+        link(1, 0, 5),
+        Duration::from_secs(600),
+    );
+    check(&o, total);
+}

@@ -1,0 +1,6 @@
+//! Segment-level tests of the TCP engine, one fixture per state, with a scripted peer
+//! (`harness.rs`); and two-engine loopback tests in virtual time (`loopback.rs`).
+
+mod handshake;
+mod harness;
+mod loopback;
