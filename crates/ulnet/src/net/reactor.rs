@@ -1,0 +1,336 @@
+//! The bridge from the runtime loop to waiting threads, tasks and pollers.
+//!
+//! The [`Registry`] holds one [`Entry`] per socket object of the API. The [`Reactor`]
+//! runs inside the loop as an [`App`]: for every TCP readiness event of a registered
+//! socket it bumps the entry's [`Notify`] cell (blocked threads), wakes its stored
+//! wakers (tokio tasks) and queues its token on every [`Poller`](super::Poller) that
+//! registered it. UDP has no events in the engine, so UDP entries that someone waits on
+//! are checked once per iteration and fire on a rising edge of the awaited readiness.
+//!
+//! Lost wake-ups are impossible because both sides hold the interface lock: a waiter
+//! checks its condition and reads the cell's sequence number under it, and the reactor
+//! bumps the cell under it (the loop calls apps with the interface locked).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::Waker;
+
+use ulnet_stack::iface::Interface;
+use ulnet_stack::socket::UdpHandle;
+use ulnet_stack::tcp::{Event, ListenerHandle, SocketHandle};
+use ulnet_stack::time::Instant;
+
+use super::poll::{Interest, PollShared, Token};
+use crate::runtime::App;
+
+/// Which engine object an entry stands for (public only so the sealed
+/// [`Source`](super::Source) trait can name it; not reachable from outside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// A TCP connection.
+    Tcp(SocketHandle),
+    /// A TCP listener.
+    Listener(ListenerHandle),
+    /// A UDP socket.
+    Udp(UdpHandle),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A sequence number blocked threads sleep on until it moves.
+#[derive(Debug, Default)]
+pub(crate) struct Notify {
+    seq: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Notify {
+    /// The current sequence number (read it under the interface lock).
+    pub(crate) fn seq(&self) -> u64 {
+        *lock(&self.seq)
+    }
+
+    fn bump(&self) {
+        *lock(&self.seq) += 1;
+        self.cv.notify_all();
+    }
+
+    /// Sleeps until the sequence number differs from `seen` or `deadline` passes;
+    /// false when the deadline passed first.
+    pub(crate) fn wait(&self, seen: u64, deadline: Option<std::time::Instant>) -> bool {
+        let mut g = lock(&self.seq);
+        while *g == seen {
+            match deadline {
+                None => g = self.cv.wait(g).unwrap_or_else(PoisonError::into_inner),
+                Some(d) => {
+                    let now = std::time::Instant::now();
+                    if now >= d {
+                        return false;
+                    }
+                    g = self
+                        .cv
+                        .wait_timeout(g, d - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// UDP readiness bits the reactor watches.
+pub(crate) const UDP_READABLE: u8 = 1;
+pub(crate) const UDP_WRITABLE: u8 = 2;
+
+#[derive(Debug)]
+struct PollReg {
+    poller: Weak<PollShared>,
+    token: Token,
+    interest: Interest,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    notify: Arc<Notify>,
+    read_waker: Option<Waker>,
+    write_waker: Option<Waker>,
+    polls: Vec<PollReg>,
+    /// UDP: readiness bits awaited (a waiter cleared them; fire when they rise).
+    udp_awaited: u8,
+    /// UDP: datagram length a writer waits room for.
+    udp_need: usize,
+}
+
+impl Entry {
+    fn fire(&mut self, key: Key, wakers: &mut Vec<Waker>) {
+        self.notify.bump();
+        wakers.extend(self.read_waker.take());
+        wakers.extend(self.write_waker.take());
+        self.polls.retain(|p| match p.poller.upgrade() {
+            Some(s) => {
+                s.push(p.token, key, p.interest);
+                true
+            }
+            None => false,
+        });
+    }
+}
+
+/// Per-socket wait state of one stack.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    entries: Mutex<HashMap<Key, Entry>>,
+    /// The runtime loop has ended: every wait returns.
+    closed: AtomicBool,
+    /// A UDP writer waits for its buffer to drain: keep the loop iterating.
+    udp_write_wait: AtomicBool,
+}
+
+/// Which direction a task waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dir {
+    Read,
+    Write,
+}
+
+impl Registry {
+    /// The notify cell of `key`, creating the entry.
+    pub(crate) fn notify(&self, key: Key) -> Arc<Notify> {
+        Arc::clone(&lock(&self.entries).entry(key).or_default().notify)
+    }
+
+    /// Whether `key` has an entry.
+    pub(crate) fn contains(&self, key: Key) -> bool {
+        lock(&self.entries).contains_key(&key)
+    }
+
+    /// Forgets `key` (its socket is gone); its waiters are woken.
+    pub(crate) fn remove(&self, key: Key) {
+        let mut wakers = Vec::new();
+        if let Some(mut e) = lock(&self.entries).remove(&key) {
+            e.fire(key, &mut wakers);
+        }
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Stores the waker of the task waiting on `key` in direction `dir`.
+    pub(crate) fn set_waker(&self, key: Key, dir: Dir, waker: &Waker) {
+        let mut m = lock(&self.entries);
+        let e = m.entry(key).or_default();
+        let slot = match dir {
+            Dir::Read => &mut e.read_waker,
+            Dir::Write => &mut e.write_waker,
+        };
+        match slot {
+            Some(w) if w.will_wake(waker) => {}
+            _ => *slot = Some(waker.clone()),
+        }
+    }
+
+    /// A UDP waiter is about to sleep on `bits` (`need`: datagram length for writes):
+    /// the next rise of those bits fires the entry.
+    pub(crate) fn await_udp(&self, key: Key, bits: u8, need: usize) {
+        let mut m = lock(&self.entries);
+        let e = m.entry(key).or_default();
+        e.udp_awaited |= bits;
+        if bits & UDP_WRITABLE != 0 {
+            e.udp_need = e.udp_need.max(need);
+            self.udp_write_wait.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds a poller registration for `key`.
+    pub(crate) fn add_poll(&self, key: Key, poller: &Arc<PollShared>, token: Token, i: Interest) {
+        let mut m = lock(&self.entries);
+        let e = m.entry(key).or_default();
+        e.polls.retain(|p| !std::ptr::eq(p.poller.as_ptr(), Arc::as_ptr(poller)));
+        e.polls.push(PollReg {
+            poller: Arc::downgrade(poller),
+            token,
+            interest: i,
+        });
+    }
+
+    /// Removes `poller`'s registration of `key`; false if there was none.
+    pub(crate) fn remove_poll(&self, key: Key, poller: &Arc<PollShared>) -> bool {
+        let mut m = lock(&self.entries);
+        let Some(e) = m.get_mut(&key) else {
+            return false;
+        };
+        let before = e.polls.len();
+        e.polls
+            .retain(|p| !std::ptr::eq(p.poller.as_ptr(), Arc::as_ptr(poller)));
+        before != e.polls.len()
+    }
+
+    /// Whether the loop has ended.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// The loop ended: wake everyone, for good.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let mut wakers = Vec::new();
+        for (k, e) in lock(&self.entries).iter_mut() {
+            e.fire(*k, &mut wakers);
+        }
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Fires the entries this iteration's events and UDP edges concern.
+    fn dispatch(&self, iface: &mut Interface, events: &[Event]) {
+        let mut wakers = Vec::new();
+        {
+            let mut m = lock(&self.entries);
+            if m.is_empty() {
+                return;
+            }
+            for ev in events {
+                let key = match *ev {
+                    Event::Socket(h) => Key::Tcp(h),
+                    Event::Listener(l) => Key::Listener(l),
+                };
+                if let Some(e) = m.get_mut(&key) {
+                    e.fire(key, &mut wakers);
+                }
+            }
+            if self.udp_write_wait.load(Ordering::Relaxed) || m.values().any(|e| e.udp_awaited != 0)
+            {
+                let mut write_wait = false;
+                for (k, e) in m.iter_mut() {
+                    let Key::Udp(h) = *k else { continue };
+                    if e.udp_awaited == 0 {
+                        continue;
+                    }
+                    let s = iface.sockets().udp(h);
+                    let mut now = 0;
+                    if s.can_recv() {
+                        now |= UDP_READABLE;
+                    }
+                    if s.can_send(e.udp_need.max(1)) {
+                        now |= UDP_WRITABLE;
+                    }
+                    if now & e.udp_awaited != 0 {
+                        e.udp_awaited = 0;
+                        e.udp_need = 0;
+                        e.fire(*k, &mut wakers);
+                    } else if e.udp_awaited & UDP_WRITABLE != 0 {
+                        write_wait = true;
+                    }
+                }
+                self.udp_write_wait.store(write_wait, Ordering::Relaxed);
+            }
+        }
+        wakers.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// The app the [`Stack`](super::Stack) runs in its loop: dispatches readiness to the
+/// API's waiters, then runs the user's own apps.
+pub(crate) struct Reactor {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) apps: Vec<Box<dyn App + Send>>,
+    pub(crate) last_now: Instant,
+}
+
+impl App for Reactor {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
+        self.last_now = now;
+        self.registry.dispatch(iface, events);
+        for a in &mut self.apps {
+            a.poll(now, iface, events);
+        }
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        let own = self
+            .registry
+            .udp_write_wait
+            .load(Ordering::Relaxed)
+            .then_some(self.last_now);
+        self.apps
+            .iter()
+            .filter_map(|a| a.poll_at())
+            .chain(own)
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notify_wait_returns_on_bump_or_deadline() {
+        let n = Arc::new(Notify::default());
+        let seen = n.seq();
+        let d = std::time::Instant::now() + std::time::Duration::from_millis(10);
+        assert!(!n.wait(seen, Some(d)));
+        let n2 = Arc::clone(&n);
+        let t = std::thread::spawn(move || n2.bump());
+        assert!(n.wait(seen, None));
+        t.join().unwrap();
+        assert_eq!(n.seq(), seen + 1);
+    }
+
+    #[test]
+    fn close_fires_every_entry_and_sticks() {
+        let r = Registry::default();
+        let n = r.notify(Key::Udp(ulnet_stack_test_handle()));
+        let seen = n.seq();
+        r.close();
+        assert!(r.is_closed());
+        assert_ne!(n.seq(), seen);
+    }
+
+    fn ulnet_stack_test_handle() -> UdpHandle {
+        use ulnet_stack::socket::{SocketSet, UdpConfig, UdpSocket};
+        let mut set = SocketSet::new(1, 0);
+        set.add_udp(UdpSocket::new(UdpConfig::default())).unwrap()
+    }
+}

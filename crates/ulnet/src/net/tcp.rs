@@ -1,0 +1,690 @@
+//! [`TcpListener`] and [`TcpStream`]: `std::net`'s TCP types over a ulnet [`Stack`].
+//!
+//! A stream and its [`try_clone`](TcpStream::try_clone)s share one connection (like a
+//! duplicated descriptor); the last one dropped closes it: gracefully (FIN after the
+//! queued data, RFC 9293 §3.10.4), or with a reset when the linger time is zero
+//! (RFC 9293 §3.10.5), or after waiting up to the linger time for the data to be sent.
+//! Unread received data at close also makes a reset (RFC 1122 §4.2.2.13), as on Linux.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
+use std::time::Duration;
+
+use ulnet_stack::iface::Interface;
+use ulnet_stack::tcp::{
+    self as etcp, Algorithm, Keepalive, ListenerHandle, RecvError, SocketHandle, SocketOption,
+    State, Tcp, TcpInfo,
+};
+
+use super::error::{self, err, no_tcp};
+use super::poll::Source;
+use super::reactor::{Key, Notify};
+use super::stack::Stack;
+
+/// The accept queue a listener asks for.
+const BACKLOG: usize = 1024;
+
+fn one_addr(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
+    addr.to_socket_addrs()?
+        .next()
+        .ok_or_else(|| err(io::ErrorKind::InvalidInput, "no address given"))
+}
+
+fn tcp(iface: &mut Interface) -> io::Result<&mut Tcp> {
+    iface.tcp_mut().ok_or_else(no_tcp)
+}
+
+/// Options shared by a socket and its clones (like a descriptor's flags).
+#[derive(Debug, Default)]
+struct Opts {
+    nonblocking: AtomicBool,
+    read_timeout: Mutex<Option<Duration>>,
+    write_timeout: Mutex<Option<Duration>>,
+    linger: Mutex<Option<Duration>>,
+    nodelay: AtomicBool,
+}
+
+fn get<T: Copy>(m: &Mutex<T>) -> T {
+    *m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn set<T>(m: &Mutex<T>, v: T) {
+    *m.lock().unwrap_or_else(PoisonError::into_inner) = v;
+}
+
+fn check_timeout(d: Option<Duration>) -> io::Result<()> {
+    if d == Some(Duration::ZERO) {
+        return Err(err(io::ErrorKind::InvalidInput, "zero timeout"));
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+struct StreamInner {
+    stack: Stack,
+    h: SocketHandle,
+    local: SocketAddr,
+    peer: SocketAddr,
+    notify: Arc<Notify>,
+    opts: Opts,
+}
+
+impl Drop for StreamInner {
+    fn drop(&mut self) {
+        let h = self.h;
+        let linger = get(&self.opts.linger);
+        if let Some(d) = linger.filter(|d| !d.is_zero()) {
+            // SO_LINGER with a time: send what is queued and the FIN, wait (bounded)
+            // for them to be acknowledged, then close.
+            let _ = self.stack.block(
+                &self.notify,
+                false,
+                Some(d),
+                io::ErrorKind::TimedOut,
+                |iface| {
+                    let Some(t) = iface.tcp_mut() else {
+                        return Poll::Ready(Ok(()));
+                    };
+                    let _ = t.shutdown(h, etcp::Shutdown::Write);
+                    match t.state(h) {
+                        Ok(State::SynSent | State::SynReceived | State::Established)
+                        | Ok(State::FinWait1 | State::CloseWait | State::LastAck | State::Closing) => {
+                            Poll::Pending
+                        }
+                        _ => Poll::Ready(Ok(())),
+                    }
+                },
+                &|| {},
+            );
+        }
+        self.stack.with(|iface| {
+            if let Some(t) = iface.tcp_mut() {
+                let _ = if linger == Some(Duration::ZERO) {
+                    t.abort(h)
+                } else {
+                    t.close(h)
+                };
+            }
+        });
+        self.stack.registry().remove(Key::Tcp(h));
+    }
+}
+
+/// A TCP connection, like [`std::net::TcpStream`]. `Send + Sync`; reads and writes
+/// may come from different threads (through clones or `&TcpStream`).
+#[derive(Debug)]
+pub struct TcpStream {
+    inner: Arc<StreamInner>,
+}
+
+impl TcpStream {
+    fn adopt(stack: &Stack, iface: &mut Interface, h: SocketHandle) -> io::Result<TcpStream> {
+        let (local, peer) = tcp(iface)?.addresses(h).map_err(error::socket)?;
+        let notify = stack.registry().notify(Key::Tcp(h));
+        Ok(TcpStream {
+            inner: Arc::new(StreamInner {
+                stack: stack.clone(),
+                h,
+                local,
+                peer,
+                notify,
+                opts: Opts::default(),
+            }),
+        })
+    }
+
+    /// Opens a connection to `addr` (the first address it resolves to) and waits for
+    /// the handshake.
+    ///
+    /// # Errors
+    /// `ConnectionRefused` (RST in reply), `TimedOut` (no answer after the SYN
+    /// retries), `InvalidInput` (unspecified or port 0), `AddrNotAvailable` (no free
+    /// port), `NotConnected` (stack stopped).
+    pub fn connect(stack: &Stack, addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        Self::connect_inner(stack, one_addr(addr)?, None)
+    }
+
+    /// Like [`connect`](Self::connect) but gives up after `timeout` (the attempt is
+    /// aborted).
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); `TimedOut` when `timeout` passes; `InvalidInput`
+    /// for a zero timeout.
+    pub fn connect_timeout(
+        stack: &Stack,
+        addr: &SocketAddr,
+        timeout: Duration,
+    ) -> io::Result<TcpStream> {
+        check_timeout(Some(timeout))?;
+        Self::connect_inner(stack, *addr, Some(timeout))
+    }
+
+    fn connect_inner(
+        stack: &Stack,
+        remote: SocketAddr,
+        timeout: Option<Duration>,
+    ) -> io::Result<TcpStream> {
+        let stream = stack.handle().with(|iface, now| {
+            let local = SocketAddr::new(stack.local_ip(), 0);
+            let h = tcp(iface)?
+                .connect(now, local, remote)
+                .map_err(error::connect)?;
+            Self::adopt(stack, iface, h)
+        })?;
+        stream.wait_established(timeout)?;
+        Ok(stream)
+    }
+
+    /// Starts a connection without waiting (for non-blocking use with a
+    /// [`Poller`](super::Poller): writable means established; an error event means it
+    /// failed, and [`take_error`](Self::take_error) says why).
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect) for the immediate failures.
+    pub fn connect_nonblocking(stack: &Stack, addr: SocketAddr) -> io::Result<TcpStream> {
+        let s = stack.handle().with(|iface, now| {
+            let local = SocketAddr::new(stack.local_ip(), 0);
+            let h = tcp(iface)?.connect(now, local, addr).map_err(error::connect)?;
+            Self::adopt(stack, iface, h)
+        })?;
+        s.inner.opts.nonblocking.store(true, Ordering::Relaxed);
+        Ok(s)
+    }
+
+    fn wait_established(&self, timeout: Option<Duration>) -> io::Result<()> {
+        let h = self.inner.h;
+        self.inner.stack.block(
+            &self.inner.notify,
+            false,
+            timeout,
+            io::ErrorKind::TimedOut,
+            |iface| {
+                let t = match tcp(iface) {
+                    Ok(t) => t,
+                    Err(e) => return Poll::Ready(Err(e)),
+                };
+                match t.readiness(h) {
+                    Err(e) => Poll::Ready(Err(error::socket(e))),
+                    Ok(r) => match r.error {
+                        Some(e) => Poll::Ready(Err(error::conn(e))),
+                        None => match t.state(h) {
+                            Ok(State::SynSent) => Poll::Pending,
+                            Ok(State::Closed) => Poll::Ready(Err(err(
+                                io::ErrorKind::ConnectionAborted,
+                                "connection closed during the handshake",
+                            ))),
+                            _ => Poll::Ready(Ok(())),
+                        },
+                    },
+                }
+            },
+            &|| {},
+        )
+    }
+
+    pub(crate) fn handle(&self) -> SocketHandle {
+        self.inner.h
+    }
+
+    pub(crate) fn stack(&self) -> &Stack {
+        &self.inner.stack
+    }
+
+    /// The local address.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.inner.local)
+    }
+
+    /// The peer's address.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.inner.peer)
+    }
+
+    /// Another handle to the same connection (options are shared, as with `dup`).
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn try_clone(&self) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            inner: Arc::clone(&self.inner),
+        })
+    }
+
+    /// One try at reading, with the interface locked.
+    pub(crate) fn try_read(&self, iface: &mut Interface, buf: &mut [u8], peek: bool) -> Poll<io::Result<usize>> {
+        let t = match tcp(iface) {
+            Ok(t) => t,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        let r = if peek {
+            t.peek(self.inner.h, buf)
+        } else {
+            t.recv(self.inner.h, buf)
+        };
+        match r {
+            Ok(n) => Poll::Ready(Ok(n)),
+            Err(RecvError::WouldBlock) if buf.is_empty() => Poll::Ready(Ok(0)),
+            Err(RecvError::WouldBlock) => Poll::Pending,
+            // std: reads after `shutdown(Read)` return EOF.
+            Err(RecvError::Closed) => Poll::Ready(Ok(0)),
+            Err(e) => Poll::Ready(Err(error::recv(e))),
+        }
+    }
+
+    /// One try at writing, with the interface locked.
+    pub(crate) fn try_write(&self, iface: &mut Interface, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let t = match tcp(iface) {
+            Ok(t) => t,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        match t.send(self.inner.h, buf) {
+            Ok(0) if !buf.is_empty() => Poll::Pending,
+            Ok(n) => Poll::Ready(Ok(n)),
+            Err(e) => Poll::Ready(Err(error::send(e))),
+        }
+    }
+
+    fn read_impl(&self, buf: &mut [u8], peek: bool) -> io::Result<usize> {
+        let o = &self.inner.opts;
+        self.inner.stack.block(
+            &self.inner.notify,
+            o.nonblocking.load(Ordering::Relaxed),
+            get(&o.read_timeout),
+            io::ErrorKind::WouldBlock,
+            |iface| self.try_read(iface, buf, peek),
+            &|| {},
+        )
+    }
+
+    fn write_impl(&self, buf: &[u8]) -> io::Result<usize> {
+        let o = &self.inner.opts;
+        self.inner.stack.block(
+            &self.inner.notify,
+            o.nonblocking.load(Ordering::Relaxed),
+            get(&o.write_timeout),
+            io::ErrorKind::WouldBlock,
+            |iface| self.try_write(iface, buf),
+            &|| {},
+        )
+    }
+
+    /// Reads without removing the data from the receive buffer.
+    ///
+    /// # Errors
+    /// As [`Read::read`].
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_impl(buf, true)
+    }
+
+    /// Shuts down reading (later reads return EOF, arriving data is discarded),
+    /// writing (a FIN follows the queued data; later writes fail with `BrokenPipe`)
+    /// or both.
+    ///
+    /// # Errors
+    /// `NotConnected` when the connection is already gone.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        let how = match how {
+            Shutdown::Read => etcp::Shutdown::Read,
+            Shutdown::Write => etcp::Shutdown::Write,
+            Shutdown::Both => etcp::Shutdown::Both,
+        };
+        let h = self.inner.h;
+        self.inner
+            .stack
+            .with(|iface| tcp(iface)?.shutdown(h, how).map_err(error::socket))
+    }
+
+    fn set_option(&self, opt: SocketOption) -> io::Result<()> {
+        let h = self.inner.h;
+        self.inner
+            .stack
+            .with(|iface| tcp(iface)?.set_option(h, opt).map_err(error::socket))
+    }
+
+    /// Turns Nagle's algorithm off (`true`) or on (RFC 1122 §4.2.3.4).
+    ///
+    /// # Errors
+    /// `NotConnected` when the connection is gone.
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.set_option(SocketOption::NoDelay(nodelay))?;
+        self.inner.opts.nodelay.store(nodelay, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether Nagle's algorithm is off (as last set through this API; the stack's
+    /// default is off).
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn nodelay(&self) -> io::Result<bool> {
+        let on = self.inner.stack.with(|iface| {
+            iface
+                .tcp()
+                .map(|t| !t.config().nagle)
+                .unwrap_or(true)
+        });
+        Ok(on || self.inner.opts.nodelay.load(Ordering::Relaxed))
+    }
+
+    /// Keepalive probes (RFC 1122 §4.2.3.6) on with this timing, or off.
+    ///
+    /// # Errors
+    /// `NotConnected` when the connection is gone.
+    pub fn set_keepalive(&self, keepalive: Option<Keepalive>) -> io::Result<()> {
+        self.set_option(SocketOption::Keepalive(keepalive))
+    }
+
+    /// Switches the congestion control algorithm of this connection.
+    ///
+    /// # Errors
+    /// `NotConnected` when the connection is gone.
+    pub fn set_congestion(&self, alg: Algorithm) -> io::Result<()> {
+        self.set_option(SocketOption::Congestion(alg))
+    }
+
+    /// Acknowledge every segment at once (`false`, like `TCP_QUICKACK`) or delay
+    /// ACKs (`true`, the default).
+    ///
+    /// # Errors
+    /// `NotConnected` when the connection is gone.
+    pub fn set_delayed_ack(&self, on: bool) -> io::Result<()> {
+        self.set_option(SocketOption::DelayedAck(on))
+    }
+
+    /// Aborts the connection when sent data stays unacknowledged this long
+    /// (RFC 5482 user timeout), or leaves it to the retransmission count.
+    ///
+    /// # Errors
+    /// `NotConnected` when the connection is gone.
+    pub fn set_user_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.set_option(SocketOption::UserTimeout(
+            t.map(|d| ulnet_stack::time::Duration::from_micros(d.as_micros().min(u64::MAX.into()) as u64)),
+        ))
+    }
+
+    /// What the last drop does: `None` closes gracefully in the background; `Some(0)`
+    /// resets the connection; `Some(d)` waits up to `d` for the queued data and the FIN
+    /// to be acknowledged, then closes.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn set_linger(&self, linger: Option<Duration>) -> io::Result<()> {
+        set(&self.inner.opts.linger, linger);
+        Ok(())
+    }
+
+    /// The linger setting.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn linger(&self) -> io::Result<Option<Duration>> {
+        Ok(get(&self.inner.opts.linger))
+    }
+
+    /// Timeout of blocking reads (`None`: wait forever); a read that times out fails
+    /// with `WouldBlock`, as std's does on Unix.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a zero duration.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        check_timeout(t)?;
+        set(&self.inner.opts.read_timeout, t);
+        Ok(())
+    }
+
+    /// Timeout of blocking writes (`None`: wait forever).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a zero duration.
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        check_timeout(t)?;
+        set(&self.inner.opts.write_timeout, t);
+        Ok(())
+    }
+
+    /// The read timeout.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(get(&self.inner.opts.read_timeout))
+    }
+
+    /// The write timeout.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(get(&self.inner.opts.write_timeout))
+    }
+
+    /// Non-blocking mode: operations that would wait fail with `WouldBlock`.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        self.inner.opts.nonblocking.store(nonblocking, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The error the connection ended with, if any (it stays readable through reads
+    /// too).
+    ///
+    /// # Errors
+    /// `NotConnected` when the connection is gone.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        let h = self.inner.h;
+        self.inner.stack.with(|iface| {
+            let r = tcp(iface)?.readiness(h).map_err(error::socket)?;
+            Ok(r.error.map(error::conn))
+        })
+    }
+
+    /// Statistics of the connection, like Linux `tcp_info`: state, congestion window,
+    /// RTT, retransmissions, bytes acknowledged and received, negotiated options.
+    ///
+    /// # Errors
+    /// `NotConnected` when the connection is gone.
+    pub fn info(&self) -> io::Result<TcpInfo> {
+        let h = self.inner.h;
+        self.inner
+            .stack
+            .with(|iface| tcp(iface)?.info(h).map_err(error::socket))
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_impl(buf, false)
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_impl(buf)
+    }
+
+    /// Data is handed to the loop by every write; nothing is held back here.
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.stack.handle().wake();
+        Ok(())
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_impl(buf, false)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_impl(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        (&*self).flush()
+    }
+}
+
+impl super::poll::sealed::Sealed for TcpStream {
+    fn key(&self) -> (Key, &Stack) {
+        (Key::Tcp(self.inner.h), &self.inner.stack)
+    }
+}
+
+impl Source for TcpStream {}
+
+#[derive(Debug)]
+struct ListenerInner {
+    stack: Stack,
+    l: ListenerHandle,
+    local: SocketAddr,
+    notify: Arc<Notify>,
+    nonblocking: AtomicBool,
+}
+
+impl Drop for ListenerInner {
+    fn drop(&mut self) {
+        let l = self.l;
+        self.stack.with(|iface| {
+            if let Some(t) = iface.tcp_mut() {
+                let _ = t.close_listener(l);
+            }
+        });
+        self.stack.registry().remove(Key::Listener(l));
+    }
+}
+
+/// A listening TCP socket, like [`std::net::TcpListener`]. `Send + Sync`.
+#[derive(Debug)]
+pub struct TcpListener {
+    inner: Arc<ListenerInner>,
+}
+
+impl TcpListener {
+    /// Listens on `addr` (an unspecified IP listens on every address of the stack;
+    /// port 0 picks a free port).
+    ///
+    /// # Errors
+    /// `AddrInUse` when another listener has the address; `AddrNotAvailable` when no
+    /// port is free; `Unsupported` without TCP.
+    pub fn bind(stack: &Stack, addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        let addr = one_addr(addr)?;
+        stack.with(|iface| {
+            let t = tcp(iface)?;
+            let (l, local) = if addr.port() != 0 {
+                (t.listen(addr, BACKLOG).map_err(error::listen)?, addr)
+            } else {
+                let mut found = None;
+                for _ in 0..16384 {
+                    let a = SocketAddr::new(addr.ip(), stack.next_port());
+                    if let Ok(l) = t.listen(a, BACKLOG) {
+                        found = Some((l, a));
+                        break;
+                    }
+                }
+                found.ok_or_else(|| err(io::ErrorKind::AddrNotAvailable, "no free port"))?
+            };
+            let notify = stack.registry().notify(Key::Listener(l));
+            Ok(TcpListener {
+                inner: Arc::new(ListenerInner {
+                    stack: stack.clone(),
+                    l,
+                    local,
+                    notify,
+                    nonblocking: AtomicBool::new(false),
+                }),
+            })
+        })
+    }
+
+    /// The address listened on (with the unspecified IP if bound so).
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.inner.local)
+    }
+
+    /// Another handle to the same listener.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn try_clone(&self) -> io::Result<TcpListener> {
+        Ok(TcpListener {
+            inner: Arc::clone(&self.inner),
+        })
+    }
+
+    /// Non-blocking mode: `accept` fails with `WouldBlock` when nothing is waiting.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        self.inner.nonblocking.store(nonblocking, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// One try at accepting, with the interface locked.
+    pub(crate) fn try_accept(&self, iface: &mut Interface) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
+        let stack = &self.inner.stack;
+        let t = match tcp(iface) {
+            Ok(t) => t,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        match t.accept(self.inner.l) {
+            Ok(Some(h)) => Poll::Ready(TcpStream::adopt(stack, iface, h).map(|s| {
+                let peer = s.inner.peer;
+                (s, peer)
+            })),
+            Ok(None) => Poll::Pending,
+            Err(e) => Poll::Ready(Err(err(io::ErrorKind::InvalidInput, e))),
+        }
+    }
+
+    /// Waits for a connection and returns it with the peer's address.
+    ///
+    /// # Errors
+    /// `WouldBlock` in non-blocking mode; `NotConnected` when the stack stopped.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        self.inner.stack.block(
+            &self.inner.notify,
+            self.inner.nonblocking.load(Ordering::Relaxed),
+            None,
+            io::ErrorKind::WouldBlock,
+            |iface| self.try_accept(iface),
+            &|| {},
+        )
+    }
+
+    /// An endless iterator of [`accept`](Self::accept) results.
+    pub fn incoming(&self) -> impl Iterator<Item = io::Result<TcpStream>> + '_ {
+        std::iter::repeat_with(move || self.accept().map(|(s, _)| s))
+    }
+
+    pub(crate) fn stack(&self) -> &Stack {
+        &self.inner.stack
+    }
+
+    pub(crate) fn handle(&self) -> ListenerHandle {
+        self.inner.l
+    }
+}
+
+impl super::poll::sealed::Sealed for TcpListener {
+    fn key(&self) -> (Key, &Stack) {
+        (Key::Listener(self.inner.l), &self.inner.stack)
+    }
+}
+
+impl Source for TcpListener {}

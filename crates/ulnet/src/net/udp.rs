@@ -1,0 +1,341 @@
+//! [`UdpSocket`]: `std::net::UdpSocket` over a ulnet [`Stack`].
+//!
+//! Datagrams wait in the socket's bounded buffers (sizes from
+//! [`UdpSocket::bind_with`]); a full receive buffer drops and counts, a full send
+//! buffer makes `send_to` wait (or fail with `WouldBlock` when non-blocking).
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
+use std::time::Duration;
+
+use ulnet_stack::iface::Interface;
+use ulnet_stack::socket::{SendError, UdpConfig, UdpHandle, UdpSocket as EngineUdp};
+
+use super::error::{self, err};
+use super::poll::Source;
+use super::reactor::{Key, Notify, UDP_READABLE, UDP_WRITABLE};
+use super::stack::Stack;
+
+#[derive(Debug)]
+struct Inner {
+    stack: Stack,
+    h: UdpHandle,
+    local: SocketAddr,
+    notify: Arc<Notify>,
+    peer: Mutex<Option<SocketAddr>>,
+    nonblocking: AtomicBool,
+    read_timeout: Mutex<Option<Duration>>,
+    write_timeout: Mutex<Option<Duration>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let h = self.h;
+        // Datagrams already queued still go out (bounded wait, like a close).
+        let handle = self.stack.handle();
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        let mut g = handle.lock();
+        while g.sockets().udp(h).tx_queued() > 0 && self.stack.is_running() {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            handle.wake();
+            g = handle.wait_change(g, (deadline - now).min(Duration::from_millis(20)));
+        }
+        drop(g);
+        // Under one lock: the reactor must never see the entry without the socket.
+        self.stack.with(|iface| {
+            self.stack.registry().remove(Key::Udp(h));
+            iface.sockets_mut().remove_udp(h);
+        });
+    }
+}
+
+fn get<T: Copy>(m: &Mutex<T>) -> T {
+    *m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn set<T>(m: &Mutex<T>, v: T) {
+    *m.lock().unwrap_or_else(PoisonError::into_inner) = v;
+}
+
+/// A UDP socket, like [`std::net::UdpSocket`]. `Send + Sync`.
+#[derive(Debug)]
+pub struct UdpSocket {
+    inner: Arc<Inner>,
+}
+
+/// Buffers of sockets made by [`UdpSocket::bind`]: 256 datagrams, 256 KiB each way.
+const DEFAULT_CONFIG: UdpConfig = UdpConfig {
+    rx_datagram_count: 256,
+    rx_len: 256 * 1024,
+    tx_datagram_count: 256,
+    tx_len: 256 * 1024,
+};
+
+impl UdpSocket {
+    /// Binds to `addr` (unspecified IP: every address of the stack; port 0: a free
+    /// port), with buffers of 256 datagrams and 256 KiB each way.
+    ///
+    /// # Errors
+    /// `AddrInUse` when another socket has the port; `AddrNotAvailable` when no port is
+    /// free; `InvalidInput` for IPv6 (not yet supported by the engine).
+    pub fn bind(stack: &Stack, addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
+        Self::bind_with(stack, addr, DEFAULT_CONFIG)
+    }
+
+    /// Like [`bind`](Self::bind) with the buffer sizes of `config`.
+    ///
+    /// # Errors
+    /// As [`bind`](Self::bind).
+    pub fn bind_with(
+        stack: &Stack,
+        addr: impl ToSocketAddrs,
+        config: UdpConfig,
+    ) -> io::Result<UdpSocket> {
+        let addr = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| err(io::ErrorKind::InvalidInput, "no address given"))?;
+        let mut s = EngineUdp::new(config);
+        s.bind(addr)
+            .map_err(|e| err(io::ErrorKind::InvalidInput, e))?;
+        stack.with(|iface| {
+            let h = iface.sockets_mut().add_udp(s).map_err(error::udp_add)?;
+            let local = iface
+                .sockets()
+                .udp(h)
+                .local_endpoint()
+                .unwrap_or(addr);
+            Ok(UdpSocket {
+                inner: Arc::new(Inner {
+                    stack: stack.clone(),
+                    h,
+                    local,
+                    notify: stack.registry().notify(Key::Udp(h)),
+                    peer: Mutex::new(None),
+                    nonblocking: AtomicBool::new(false),
+                    read_timeout: Mutex::new(None),
+                    write_timeout: Mutex::new(None),
+                }),
+            })
+        })
+    }
+
+    /// The bound address.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.inner.local)
+    }
+
+    /// The connected peer.
+    ///
+    /// # Errors
+    /// `NotConnected` before [`connect`](Self::connect).
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        get(&self.inner.peer).ok_or_else(|| err(io::ErrorKind::NotConnected, "not connected"))
+    }
+
+    /// Another handle to the same socket.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn try_clone(&self) -> io::Result<UdpSocket> {
+        Ok(UdpSocket {
+            inner: Arc::clone(&self.inner),
+        })
+    }
+
+    /// Sets the default destination for [`send`](Self::send) and keeps only its
+    /// datagrams for [`recv`](Self::recv) (others are discarded, as `connect(2)` does).
+    ///
+    /// # Errors
+    /// `InvalidInput` for an unspecified address or port 0.
+    pub fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
+        let a = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| err(io::ErrorKind::InvalidInput, "no address given"))?;
+        if a.port() == 0 || a.ip().is_unspecified() {
+            return Err(err(io::ErrorKind::InvalidInput, "cannot connect to an unspecified address"));
+        }
+        set(&self.inner.peer, Some(a));
+        Ok(())
+    }
+
+    /// Non-blocking mode.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.inner.nonblocking.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Timeout of blocking receives; a receive that times out fails with
+    /// `WouldBlock`, as std's does on Unix.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a zero duration.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        if t == Some(Duration::ZERO) {
+            return Err(err(io::ErrorKind::InvalidInput, "zero timeout"));
+        }
+        set(&self.inner.read_timeout, t);
+        Ok(())
+    }
+
+    /// Timeout of blocking sends.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a zero duration.
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        if t == Some(Duration::ZERO) {
+            return Err(err(io::ErrorKind::InvalidInput, "zero timeout"));
+        }
+        set(&self.inner.write_timeout, t);
+        Ok(())
+    }
+
+    /// The read timeout.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(get(&self.inner.read_timeout))
+    }
+
+    /// The write timeout.
+    ///
+    /// # Errors
+    /// Never (the `Result` mirrors std).
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(get(&self.inner.write_timeout))
+    }
+
+    /// One try at sending, with the interface locked.
+    pub(crate) fn try_send_to(
+        &self,
+        iface: &mut Interface,
+        buf: &[u8],
+        dst: SocketAddr,
+    ) -> Poll<io::Result<usize>> {
+        match iface.sockets_mut().udp_mut(self.inner.h).send_to(buf, dst) {
+            Ok(()) => Poll::Ready(Ok(buf.len())),
+            Err(SendError::BufferFull) => Poll::Pending,
+            Err(e) => Poll::Ready(Err(error::udp_send(e))),
+        }
+    }
+
+    /// One try at receiving, with the interface locked (datagrams from other than the
+    /// connected peer are discarded).
+    pub(crate) fn try_recv_from(
+        &self,
+        iface: &mut Interface,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<(usize, SocketAddr)>> {
+        let peer = get(&self.inner.peer);
+        let s = iface.sockets_mut().udp_mut(self.inner.h);
+        loop {
+            match s.recv_from(buf) {
+                Ok((n, meta)) => {
+                    if peer.is_some_and(|p| p != meta.peer) {
+                        continue;
+                    }
+                    return Poll::Ready(Ok((n, meta.peer)));
+                }
+                Err(_) => return Poll::Pending,
+            }
+        }
+    }
+
+    pub(crate) fn arm(&self, bits: u8, need: usize) {
+        self.inner
+            .stack
+            .registry()
+            .await_udp(Key::Udp(self.inner.h), bits, need);
+    }
+
+    /// Sends one datagram to `addr`; returns its length.
+    ///
+    /// # Errors
+    /// `WouldBlock` when the buffer is full and non-blocking (or the write timeout
+    /// passed); `InvalidInput` for a datagram that can never fit or an unusable
+    /// destination.
+    pub fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<usize> {
+        let dst = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| err(io::ErrorKind::InvalidInput, "no address given"))?;
+        let i = &self.inner;
+        i.stack.block(
+            &i.notify,
+            i.nonblocking.load(Ordering::Relaxed),
+            get(&i.write_timeout),
+            io::ErrorKind::WouldBlock,
+            |iface| self.try_send_to(iface, buf, dst),
+            &|| self.arm(UDP_WRITABLE, buf.len()),
+        )
+    }
+
+    /// Sends one datagram to the connected peer.
+    ///
+    /// # Errors
+    /// `NotConnected` before [`connect`](Self::connect); as [`send_to`](Self::send_to).
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        let p = self.peer_addr()?;
+        self.send_to(buf, p)
+    }
+
+    /// Receives one datagram (the part that fits `buf`; the rest is discarded) and its
+    /// sender.
+    ///
+    /// # Errors
+    /// `WouldBlock` when nothing is waiting and non-blocking (or the read timeout
+    /// passed); `NotConnected` when the stack stopped.
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        let i = &self.inner;
+        i.stack.block(
+            &i.notify,
+            i.nonblocking.load(Ordering::Relaxed),
+            get(&i.read_timeout),
+            io::ErrorKind::WouldBlock,
+            |iface| self.try_recv_from(iface, buf),
+            &|| self.arm(UDP_READABLE, 0),
+        )
+    }
+
+    /// Receives one datagram from the connected peer.
+    ///
+    /// # Errors
+    /// As [`recv_from`](Self::recv_from).
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.recv_from(buf).map(|(n, _)| n)
+    }
+
+    /// Datagrams dropped because the receive buffer was full, so far.
+    pub fn dropped_count(&self) -> u64 {
+        let h = self.inner.h;
+        self.inner
+            .stack
+            .with(|iface| iface.sockets().udp(h).stats().rx_dropped)
+    }
+
+    pub(crate) fn stack(&self) -> &Stack {
+        &self.inner.stack
+    }
+}
+
+impl super::poll::sealed::Sealed for UdpSocket {
+    fn key(&self) -> (Key, &Stack) {
+        (Key::Udp(self.inner.h), &self.inner.stack)
+    }
+}
+
+impl Source for UdpSocket {}
