@@ -10,4 +10,5 @@ pub use ulnet_wire as wire;
 pub mod sim;
 
 pub mod apps;
+pub mod net;
 pub mod runtime;
