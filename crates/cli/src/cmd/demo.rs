@@ -140,9 +140,18 @@ fn fetch(ns: &str, url: &str, out: &Path, bytes: u64, expect: &str) -> anyhow::R
     );
     let text = String::from_utf8_lossy(&o.stdout);
     let mut it = text.split_whitespace();
-    let size: u64 = it.next().and_then(|s| s.parse().ok()).context("curl -w size")?;
-    let secs: f64 = it.next().and_then(|s| s.parse().ok()).context("curl -w time")?;
-    ensure!(size == bytes, "curl got {size} bytes from {url}, expected {bytes}");
+    let size: u64 = it
+        .next()
+        .and_then(|s| s.parse().ok())
+        .context("curl -w size")?;
+    let secs: f64 = it
+        .next()
+        .and_then(|s| s.parse().ok())
+        .context("curl -w time")?;
+    ensure!(
+        size == bytes,
+        "curl got {size} bytes from {url}, expected {bytes}"
+    );
     let (len, sha) = file_sha256(out)?;
     ensure!(
         len == bytes && sha == expect,
@@ -254,7 +263,11 @@ fn ulnet_round(setup: &Setup<'_>, url: &str, mode: &mut String) -> anyhow::Resul
     let rt = runtime::open(&cfg).context("opening ulnet's channel")?;
     let caps = rt.channel().capabilities();
     *mode = format!("{} {}", caps.name, caps.mode);
-    let app = Http::new(&mut rt.iface(), SocketAddr::new(ip, 80), HttpConfig::default())?;
+    let app = Http::new(
+        &mut rt.iface(),
+        SocketAddr::new(ip, 80),
+        HttpConfig::default(),
+    )?;
     let handle = rt.handle();
     let thread = rt.spawn(app)?;
     let r = fetch(&tb.b().ns, url, out, bytes, expect);
@@ -272,10 +285,16 @@ fn ulnet_round(setup: &Setup<'_>, url: &str, mode: &mut String) -> anyhow::Resul
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    ensure!(args.rounds > 0 && args.size_mb > 0, "--rounds and --size-mb must be positive");
+    ensure!(
+        args.rounds > 0 && args.size_mb > 0,
+        "--rounds and --size-mb must be positive"
+    );
     ulnet_bench::preflight::require_tool("curl")?;
     let bytes = args.size_mb * 1_000_000;
-    println!("ulnet demo: {} MB over HTTP, ulnet vs the kernel", args.size_mb);
+    println!(
+        "ulnet demo: {} MB over HTTP, ulnet vs the kernel",
+        args.size_mb
+    );
     println!("  commit  {}", commit());
     println!(
         "  kernel  {}",
@@ -326,7 +345,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             u.push(s);
             let server = kernel_server(a.ns.clone(), SocketAddr::new(a.ip, 8080))?;
             let s = fetch(&b.ns, &kernel_url, &out, bytes, &expect);
-            let served = server.join().map_err(|_| anyhow::anyhow!("kernel server panicked"))?;
+            let served = server
+                .join()
+                .map_err(|_| anyhow::anyhow!("kernel server panicked"))?;
             let s = s?;
             ensure!(served? == bytes, "kernel server sent a short body");
             println!(
@@ -341,11 +362,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     result?;
     let col = |v: &[Sample], f: fn(&Sample) -> f64| median(v.iter().map(f).collect());
     println!();
-    println!("  ulnet channel: {mode}; wait: {}", if args.busy_poll { "busy-poll" } else { "sleep in poll(2)" });
-    println!("  medians of {} rounds, {} MB each, SHA-256 {}…", args.rounds, args.size_mb, &expect[..16]);
+    println!(
+        "  ulnet channel: {mode}; wait: {}",
+        if args.busy_poll {
+            "busy-poll"
+        } else {
+            "sleep in poll(2)"
+        }
+    );
+    println!(
+        "  medians of {} rounds, {} MB each, SHA-256 {}…",
+        args.rounds,
+        args.size_mb,
+        &expect[..16]
+    );
     println!("  | server | rate (Gb/s) | server CPU (s/GB) | machine CPU (s/GB) |");
     println!("  | --- | --- | --- | --- |");
-    for (name, v) in [("ulnet (user-level TCP/IP)", &u), ("kernel (std::net socket)", &k)] {
+    for (name, v) in [
+        ("ulnet (user-level TCP/IP)", &u),
+        ("kernel (std::net socket)", &k),
+    ] {
         println!(
             "  | {name} | {:.2} | {:.3} | {:.3} |",
             col(v, |s| s.gbps),
@@ -353,7 +389,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             col(v, |s| s.machine_s_per_gb)
         );
     }
-    println!("  server CPU = this process's CPU time (the serving thread) + machine-wide softirq time;");
+    println!(
+        "  server CPU = this process's CPU time (the serving thread) + machine-wide softirq time;"
+    );
     println!("  machine CPU = every core's non-idle time (curl and both kernels included).");
     tb.teardown()?;
     Ok(())

@@ -44,7 +44,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &mut rt.iface(),
         pc,
         Box::new(move |e| match e {
-            PingEvent::Reply { from, seq, len, rtt } => match rtt {
+            PingEvent::Reply {
+                from,
+                seq,
+                len,
+                rtt,
+            } => match rtt {
                 Some(d) => println!(
                     "{} bytes from {from}: icmp_seq={seq} time={:.3} ms",
                     len + 8,

@@ -62,8 +62,10 @@ impl NetArgs {
         cfg.mac = self.mac.as_deref().map(runtime::parse_mac).transpose()?;
         for n in &self.neighbors {
             let (ip, mac) = n.split_once('=').context("--neighbor IP=MAC")?;
-            cfg.neighbors
-                .push((ip.parse().context("--neighbor IP")?, runtime::parse_mac(mac)?));
+            cfg.neighbors.push((
+                ip.parse().context("--neighbor IP")?,
+                runtime::parse_mac(mac)?,
+            ));
         }
         cfg.wait = if self.busy_poll {
             WaitMode::BusyPoll
@@ -200,9 +202,8 @@ fn start(args: &Args, rt: &Runtime<AnyChannel>, ip: IpAddr) -> anyhow::Result<Ru
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = args.net.config()?;
-    let mut rt = runtime::open(&cfg).with_context(|| {
-        format!("opening the {} channel on {}", cfg.backend, cfg.ifname)
-    })?;
+    let mut rt = runtime::open(&cfg)
+        .with_context(|| format!("opening the {} channel on {}", cfg.backend, cfg.ifname))?;
     let mut app = start(&args, &rt, args.net.ip()?)?;
     let handle = rt.handle();
     stop_on_signals(&handle)?;
@@ -215,7 +216,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         caps.name,
         caps.mode,
         caps.mtu,
-        if args.net.busy_poll { ", busy-polling" } else { "" }
+        if args.net.busy_poll {
+            ", busy-polling"
+        } else {
+            ""
+        }
     );
     rt.run(&mut app)?;
     let stats = ulnet::channel::Channel::stats(rt.channel());

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use ulnet_stack::iface::Interface;
-use ulnet_stack::tcp::{Event, ConnectError, RecvError, Shutdown, SocketHandle};
+use ulnet_stack::tcp::{ConnectError, Event, RecvError, Shutdown, SocketHandle, State};
 use ulnet_stack::time::{Duration, Instant};
 
 use super::pattern;
@@ -20,7 +20,7 @@ pub struct BulkResult {
     pub received: u64,
     /// Every received byte matched the pattern.
     pub received_pattern_ok: bool,
-    /// The peer closed its side (FIN) after what it sent.
+    /// The peer closed its side (FIN) after what it sent (and acknowledged ours).
     pub peer_closed: bool,
     /// The connection failed (reset, refused, timed out), or the deadline passed.
     pub failed: bool,
@@ -139,7 +139,13 @@ impl App for BulkClient {
                 }
             }
         }
-        if self.shut && self.result.peer_closed {
+        // Done once our FIN is acknowledged (so is every byte before it) and the peer's
+        // has arrived: TIME-WAIT after an active close, CLOSED after a passive one.
+        let state = tcp.state(self.h);
+        if self.shut
+            && self.result.peer_closed
+            && matches!(state, Ok(State::TimeWait | State::Closed))
+        {
             let _ = tcp.close(self.h);
             self.finish(now, false);
         }

@@ -112,10 +112,11 @@ impl App for Discard {
         }
         if let Some(t) = iface.tcp_mut() {
             let stats = &mut self.stats;
-            self.tcp.poll(t, events, &mut DiscardSession::default, &mut |s| {
-                stats.tcp_bytes += s.bytes;
-                stats.tcp_pattern_ok += u64::from(s.pattern_ok && s.bytes > 0);
-            });
+            self.tcp
+                .poll(t, events, &mut DiscardSession::default, &mut |s| {
+                    stats.tcp_bytes += s.bytes;
+                    stats.tcp_pattern_ok += u64::from(s.pattern_ok && s.bytes > 0);
+                });
         }
     }
 }

@@ -126,7 +126,8 @@ impl App for Echo {
             }
         }
         if let Some(t) = iface.tcp_mut() {
-            self.tcp.poll(t, events, &mut EchoSession::default, &mut |_| {});
+            self.tcp
+                .poll(t, events, &mut EchoSession::default, &mut |_| {});
         }
     }
 }

@@ -446,7 +446,11 @@ impl Http {
     ///
     /// # Errors
     /// No TCP layer, or the listener could not be created.
-    pub fn new(iface: &mut Interface, local: SocketAddr, cfg: HttpConfig) -> Result<Http, AppError> {
+    pub fn new(
+        iface: &mut Interface,
+        local: SocketAddr,
+        cfg: HttpConfig,
+    ) -> Result<Http, AppError> {
         let mut tcp = TcpServer::new(local, cfg.max_sessions);
         tcp.listen(iface.tcp_mut().ok_or(AppError::NoTcp)?)?;
         Ok(Http {
@@ -481,13 +485,17 @@ impl App for Http {
         };
         let cfg = &self.cfg;
         let stats = &mut self.stats;
-        self.tcp
-            .poll(t, events, &mut || HttpSession::new(Arc::clone(cfg)), &mut |s| {
+        self.tcp.poll(
+            t,
+            events,
+            &mut || HttpSession::new(Arc::clone(cfg)),
+            &mut |s| {
                 stats.requests += s.stats.requests;
                 stats.ok += s.stats.ok;
                 stats.client_errors += s.stats.client_errors;
                 stats.body_bytes += s.body_bytes;
-            });
+            },
+        );
     }
 }
 

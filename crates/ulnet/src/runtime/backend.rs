@@ -299,7 +299,9 @@ pub fn parse_mac(s: &str) -> io::Result<EthernetAddress> {
     let mut out = [0u8; 6];
     let mut parts = s.trim().split(':');
     for o in &mut out {
-        let p = parts.next().ok_or_else(|| invalid(format!("bad MAC {s:?}")))?;
+        let p = parts
+            .next()
+            .ok_or_else(|| invalid(format!("bad MAC {s:?}")))?;
         *o = u8::from_str_radix(p, 16).map_err(|_| invalid(format!("bad MAC {s:?}")))?;
     }
     if parts.next().is_some() {

@@ -393,11 +393,19 @@ impl<C: Channel> Runtime<C> {
         Ok(received)
     }
 
-    /// Runs until `app` is done or [`Handle::stop`] is called.
+    /// Runs until `app` is done or [`Handle::stop`] is called. A stop ends this run
+    /// only: the switch is reset on return, so the runtime can run again (with the same
+    /// or another app).
     ///
     /// # Errors
     /// A channel or `poll(2)` system call failed.
     pub fn run(&mut self, app: &mut dyn App) -> io::Result<()> {
+        let r = self.run_until_stopped(app);
+        self.shared.stop.store(false, Ordering::SeqCst);
+        r
+    }
+
+    fn run_until_stopped(&mut self, app: &mut dyn App) -> io::Result<()> {
         while !self.shared.stop.load(Ordering::Relaxed) && !app.is_done() {
             let received = self.poll_once(app)?;
             if received > 0 {

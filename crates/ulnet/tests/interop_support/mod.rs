@@ -1,0 +1,452 @@
+//! Shared by the kernel interop tests (`interop_*.rs`): a testbed, ulnet's services in
+//! one runtime, kernel-side peers (ping, curl, socat, std sockets inside a namespace),
+//! pattern hashes. Missing tools or privileges fail with what is missing.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use ulnet::apps::bulk::{BulkClient, BulkResult};
+use ulnet::apps::discard::Discard;
+use ulnet::apps::echo::Echo;
+use ulnet::apps::http::{Http, HttpConfig};
+use ulnet::apps::pattern;
+use ulnet::apps::ping::{Ping, PingConfig};
+use ulnet::runtime::{AnyChannel, App, Runtime};
+use ulnet::stack::iface::Interface;
+use ulnet::stack::tcp::Event;
+use ulnet::stack::time::Instant;
+use ulnet_bench::Testbed;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Every tool the interop tests use, checked up front with a clear message.
+pub fn preflight() {
+    ulnet_bench::preflight::require_net_admin()
+        .unwrap_or_else(|e| panic!("interop tests need root (CAP_NET_ADMIN, CAP_BPF): {e}"));
+    for tool in ["ip", "ping", "curl", "socat", "nft", "tshark", "ethtool"] {
+        ulnet_bench::preflight::require_tool(tool)
+            .unwrap_or_else(|e| panic!("interop tests need `{tool}`: {e}"));
+    }
+}
+
+/// A fresh testbed labelled `label`.
+pub fn testbed(label: &str) -> Testbed {
+    preflight();
+    Testbed::builder()
+        .name_prefix(label)
+        .build()
+        .unwrap_or_else(|e| panic!("cannot build the testbed: {e}"))
+}
+
+/// A scratch directory in /dev/shm, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        let p = PathBuf::from("/dev/shm").join(format!(
+            "ulnet-interop-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// SHA-256 of `pattern` bytes `0..len`, hex.
+pub fn pattern_sha(len: u64) -> String {
+    let mut h = Sha256::new();
+    let mut off = 0;
+    while off < len {
+        let n = (len - off).min(pattern::MAX_CHUNK as u64) as usize;
+        h.update(pattern::slice(off, n));
+        off += n as u64;
+    }
+    hex(&h.finalize())
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub fn file_sha(path: &Path) -> (u64, String) {
+    let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    (data.len() as u64, hex(&Sha256::digest(&data)))
+}
+
+/// Writes `len` pattern bytes to `path`.
+pub fn write_pattern(path: &Path, len: u64) {
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut off = 0;
+    while off < len {
+        let n = (len - off).min(pattern::MAX_CHUNK as u64) as usize;
+        f.write_all(pattern::slice(off, n)).unwrap();
+        off += n as u64;
+    }
+}
+
+/// Runs `program args` in namespace `ns` and returns its output (any exit status).
+pub fn output_in(ns: &str, program: &str, args: &[&str]) -> Output {
+    ulnet_bench::exec::output_in(ns, program, args)
+        .unwrap_or_else(|e| panic!("cannot run {program} in {ns}: {e}"))
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// ulnet's servers on one stack: echo on 7, discard on 9, HTTP on 80.
+pub struct Services {
+    pub echo: Echo,
+    pub discard: Discard,
+    pub http: Http,
+}
+
+impl Services {
+    pub fn start(rt: &Runtime<AnyChannel>, ip: IpAddr) -> Services {
+        let mut i = rt.iface();
+        Services {
+            echo: Echo::new(&mut i, SocketAddr::new(ip, 7)).unwrap(),
+            discard: Discard::new(&mut i, SocketAddr::new(ip, 9)).unwrap(),
+            http: Http::new(&mut i, SocketAddr::new(ip, 80), HttpConfig::default()).unwrap(),
+        }
+    }
+}
+
+impl App for Services {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
+        self.echo.poll(now, iface, events);
+        self.discard.poll(now, iface, events);
+        self.http.poll(now, iface, events);
+    }
+}
+
+/// The services and a client app, until the client is done.
+pub struct Until<'a, C>(pub &'a mut Services, pub &'a mut C);
+
+impl<C: App> App for Until<'_, C> {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
+        self.0.poll(now, iface, events);
+        self.1.poll(now, iface, events);
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        self.1.poll_at()
+    }
+    fn is_done(&self) -> bool {
+        self.1.is_done()
+    }
+}
+
+/// Runs the loop on this thread with `app` while `work` runs on another; stops the loop
+/// when `work` returns (or after `limit`, so a hung peer fails the test).
+pub fn serve_while<T: Send>(
+    rt: &mut Runtime<AnyChannel>,
+    app: &mut dyn App,
+    limit: Duration,
+    work: impl FnOnce() -> T + Send,
+) -> T {
+    let h = rt.handle();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let h2 = rt.handle();
+    let watchdog = std::thread::spawn(move || {
+        if done_rx.recv_timeout(limit).is_err() {
+            h2.stop();
+        }
+    });
+    let out = std::thread::scope(|s| {
+        let worker = s.spawn(move || {
+            let r = work();
+            h.stop();
+            r
+        });
+        let r = rt.run(app);
+        let out = worker
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        r.expect("the runtime failed");
+        out
+    });
+    let _ = done_tx.send(());
+    let _ = watchdog.join();
+    out
+}
+
+/// ulnet pings `target` `count` times (100 ms apart); returns replies received.
+pub fn ulnet_ping(
+    rt: &mut Runtime<AnyChannel>,
+    s: &mut Services,
+    target: IpAddr,
+    count: u16,
+) -> u32 {
+    let mut cfg = PingConfig::new(target, count);
+    cfg.interval = Duration::from_millis(100);
+    cfg.timeout = Duration::from_secs(2);
+    let mut ping = Ping::new(&mut rt.iface(), cfg, Box::new(|_| {})).unwrap();
+    run_client(rt, s, &mut ping, Duration::from_secs(10));
+    // The socket stays in the set; a second ping needs another identifier.
+    ping.summary().received
+}
+
+/// Runs `client` with the services until it is done or `limit` passes.
+pub fn run_client<C: App>(
+    rt: &mut Runtime<AnyChannel>,
+    s: &mut Services,
+    client: &mut C,
+    limit: Duration,
+) {
+    let h = rt.handle();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if rx.recv_timeout(limit).is_err() {
+            h.stop();
+        }
+    });
+    rt.run(&mut Until(s, client)).expect("the runtime failed");
+    let _ = tx.send(());
+    let _ = watchdog.join();
+}
+
+/// ulnet connects to `remote` and sends `send_len` pattern bytes, reading until the peer
+/// closes.
+pub fn ulnet_bulk(
+    rt: &mut Runtime<AnyChannel>,
+    s: &mut Services,
+    local: IpAddr,
+    remote: SocketAddr,
+    send_len: u64,
+) -> BulkResult {
+    let now = rt.now();
+    let mut c = BulkClient::connect(
+        &mut rt.iface(),
+        now,
+        SocketAddr::new(local, 0),
+        remote,
+        send_len,
+        ulnet::stack::time::Duration::from_secs(60),
+    )
+    .expect("connect");
+    run_client(rt, s, &mut c, Duration::from_secs(70));
+    c.result()
+}
+
+/// A kernel TCP server in namespace `ns` for one connection: sends `send_len` pattern
+/// bytes, reads everything, returns (bytes read, their SHA-256).
+pub fn kernel_tcp_server(
+    ns: &str,
+    addr: SocketAddr,
+    send_len: u64,
+) -> std::thread::JoinHandle<(u64, String)> {
+    let ns = ns.to_owned();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let _g = ulnet::channel::sys::netns::enter(&ns).expect("enter netns");
+        let l = TcpListener::bind(addr).expect("bind kernel server");
+        tx.send(()).unwrap();
+        let (mut c, _) = l.accept().expect("accept");
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let writer = {
+            let mut w = c.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let mut off = 0;
+                while off < send_len {
+                    let n = (send_len - off).min(pattern::MAX_CHUNK as u64) as usize;
+                    w.write_all(pattern::slice(off, n)).expect("kernel write");
+                    off += n as u64;
+                }
+                let _ = w.shutdown(std::net::Shutdown::Write);
+            })
+        };
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 65536];
+        let mut total = 0u64;
+        loop {
+            let n = c.read(&mut buf).expect("kernel read");
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+            total += n as u64;
+        }
+        writer.join().unwrap();
+        (total, hex(&h.finalize()))
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("kernel server did not start");
+    t
+}
+
+/// A kernel UDP client in `ns`: sends `count` datagrams of growing sizes to `target` and
+/// checks every echo; returns the echoes received intact.
+pub fn kernel_udp_echo(ns: &str, target: SocketAddr, count: usize) -> usize {
+    let ns = ns.to_owned();
+    std::thread::spawn(move || {
+        let _g = ulnet::channel::sys::netns::enter(&ns).expect("enter netns");
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut ok = 0;
+        let mut buf = vec![0u8; 2048];
+        for i in 0..count {
+            let len = 1 + (i * 37) % 1472;
+            let msg = pattern::slice(i as u64 * 11, len);
+            s.send_to(msg, target).unwrap();
+            if let Ok((n, from)) = s.recv_from(&mut buf) {
+                if from == target && &buf[..n] == msg {
+                    ok += 1;
+                }
+            }
+        }
+        ok
+    })
+    .join()
+    .unwrap()
+}
+
+/// Fetches `url` with curl in `ns` into `out`; returns (length, SHA-256).
+pub fn curl(ns: &str, url: &str, out: &Path) -> (u64, String) {
+    let o = output_in(
+        ns,
+        "curl",
+        &[
+            "-sS",
+            "--fail",
+            "--max-time",
+            "60",
+            "-o",
+            out.to_str().unwrap(),
+            url,
+        ],
+    );
+    assert!(o.status.success(), "curl {url}: {}", text(&o));
+    file_sha(out)
+}
+
+/// Whether any XDP program is attached to `ifname` in `ns`.
+pub fn xdp_attached(ns: &str, ifname: &str) -> bool {
+    let o = output_in(ns, "ip", &["-d", "link", "show", "dev", ifname]);
+    assert!(o.status.success(), "ip link show: {}", text(&o));
+    let t = text(&o);
+    t.contains("prog/xdp") || t.contains(" xdp") || t.contains("xdpgeneric")
+}
+
+/// The MAC the kernel in `ns` has for `ip` (after `ping`), from `ip neigh`.
+pub fn kernel_neighbor(ns: &str, ip: IpAddr) -> Option<String> {
+    let o = output_in(ns, "ip", &["neigh", "show", "to", &ip.to_string()]);
+    let t = String::from_utf8_lossy(&o.stdout).into_owned();
+    let mut it = t.split_whitespace();
+    while let Some(w) = it.next() {
+        if w == "lladdr" {
+            return it.next().map(str::to_owned);
+        }
+    }
+    None
+}
+
+/// tshark finds no malformed packet and no checksum (or other error-level) problem in
+/// `pcap`, which holds at least `min_frames` frames.
+pub fn tshark_clean(pcap: &Path, min_frames: u64) {
+    let p = pcap.to_str().unwrap();
+    let o = std::process::Command::new("tshark")
+        .args([
+            "-r",
+            p,
+            "-o",
+            "ip.check_checksum:TRUE",
+            "-o",
+            "tcp.check_checksum:TRUE",
+            "-o",
+            "udp.check_checksum:TRUE",
+            "-Y",
+            "_ws.malformed || _ws.expert.severity >= error",
+        ])
+        .output()
+        .expect("run tshark");
+    assert!(o.status.success(), "tshark failed: {}", text(&o));
+    let bad = String::from_utf8_lossy(&o.stdout);
+    let bad: Vec<&str> = bad.lines().take(20).collect();
+    assert!(
+        bad.is_empty(),
+        "tshark flags {} frames, e.g.:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+    let n = pcap_frames(pcap);
+    assert!(n >= min_frames, "pcap holds only {n} frames");
+}
+
+/// Counts the records of a classic pcap file.
+pub fn pcap_frames(path: &Path) -> u64 {
+    let data = std::fs::read(path).unwrap();
+    assert!(data.len() >= 24, "pcap shorter than its header");
+    let mut off = 24;
+    let mut n = 0;
+    while off + 16 <= data.len() {
+        let incl = u32::from_le_bytes(data[off + 8..off + 12].try_into().unwrap()) as usize;
+        off += 16 + incl;
+        n += 1;
+    }
+    n
+}
+
+/// The services until `done(services)` holds.
+pub struct Cond<'a, F>(pub &'a mut Services, pub F, pub bool);
+
+impl<F: Fn(&Services) -> bool> App for Cond<'_, F> {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
+        self.0.poll(now, iface, events);
+        self.2 = (self.1)(self.0);
+    }
+    fn is_done(&self) -> bool {
+        self.2
+    }
+}
+
+/// Runs the kernel command `program args` in `ns` in the background and serves until
+/// `done(services)` holds and the command has exited (or `limit` passes); returns the
+/// command's output.
+pub fn serve_until(
+    rt: &mut Runtime<AnyChannel>,
+    s: &mut Services,
+    limit: Duration,
+    ns: &str,
+    program: &str,
+    args: &[&str],
+    done: impl Fn(&Services) -> bool,
+) -> Output {
+    let child = ulnet_bench::exec::spawn_in(ns, program, args)
+        .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+    let mut app = Cond(s, done, false);
+    let h = rt.handle();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if rx.recv_timeout(limit).is_err() {
+            h.stop();
+        }
+    });
+    rt.run(&mut app).expect("the runtime failed");
+    let _ = tx.send(());
+    let _ = watchdog.join();
+    child
+        .wait_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("{program} did not finish: {e}"))
+}
