@@ -141,6 +141,9 @@ pub struct Tcp {
     path_mtu: HashMap<IpAddr, usize>,
     last_now: Instant,
     live: usize,
+    /// Tests pin the next ISS (to exercise wraparound).
+    #[cfg(test)]
+    next_iss: Option<u32>,
 }
 
 impl Tcp {
@@ -168,6 +171,8 @@ impl Tcp {
             path_mtu: HashMap::new(),
             last_now: Instant::ZERO,
             live: 0,
+            #[cfg(test)]
+            next_iss: None,
             cfg: config,
         }
     }
@@ -729,8 +734,18 @@ impl Tcp {
     }
 
     /// RFC 6528 ISN.
-    fn isn(&self, t: &FourTuple, now: Instant) -> SeqNumber {
+    fn isn(&mut self, t: &FourTuple, now: Instant) -> SeqNumber {
+        #[cfg(test)]
+        if let Some(v) = self.next_iss.take() {
+            return SeqNumber(v);
+        }
         self.isn.generate(now, t.local(), t.remote())
+    }
+
+    /// Test hook: the next connection gets this ISS.
+    #[cfg(test)]
+    pub(crate) fn force_next_iss(&mut self, iss: u32) {
+        self.next_iss = Some(iss);
     }
 
     /// RFC 7323 §7.1: a per-connection timestamp offset from a keyed hash.

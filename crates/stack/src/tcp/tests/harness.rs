@@ -248,6 +248,7 @@ impl Harness {
     /// Returns (handle, our ISS).
     pub fn passive_open(&mut self, peer_isn: u32, syn: Seg) -> (SocketHandle, u32) {
         let l = self.listen();
+        let peer_ts = syn.tsval().unwrap_or(1);
         self.send(syn.seq(peer_isn).flags(TcpFlags::SYN));
         let synack = self.out1();
         assert_eq!(synack.flags, TcpFlags::SYN | TcpFlags::ACK);
@@ -258,7 +259,7 @@ impl Harness {
             .seq(peer_isn.wrapping_add(1))
             .ack(iss.wrapping_add(1));
         if let Some(ts) = synack.tsval() {
-            ack = ack.ts(1, ts);
+            ack = ack.ts(peer_ts, ts);
         }
         self.send(ack);
         self.quiet();

@@ -3,4 +3,6 @@
 
 mod handshake;
 mod harness;
+mod close;
 mod loopback;
+mod rfc5961;
