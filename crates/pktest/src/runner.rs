@@ -218,7 +218,7 @@ pub fn run_script(name: &str, script: &Script, opts: &RunOptions) -> ScriptRepor
             FailureKind::Unsupported | FailureKind::Parse | FailureKind::Io => Status::Error,
             _ => Status::Fail,
         };
-        report.failure = Some(f);
+        report.failure = Some(*f);
     }
     report
 }
@@ -234,6 +234,23 @@ pub(crate) struct Conn {
     /// Script TS val → the TS val the stack really sent.
     pub ts_map: HashMap<u32, u32>,
     pub first_ts: Option<(u32, u32)>,
+    /// ACK number and window (bytes) of the last segment matched, to recognise window
+    /// updates.
+    pub last_out: Option<(u32, u64)>,
+    /// The window scale the stack offered, and whether the peer offered one too.
+    pub our_wscale: Option<u8>,
+    pub peer_wscale: bool,
+}
+
+impl Conn {
+    /// The window a segment advertises, in bytes (RFC 7323 §2.2: never scaled on SYNs).
+    fn window_bytes(&self, a: &ScriptSeg) -> u64 {
+        let shift = match (self.our_wscale, self.peer_wscale) {
+            (Some(s), true) if !a.flags.contains(TcpFlags::SYN) => s,
+            _ => 0,
+        };
+        u64::from(a.win) << shift
+    }
 }
 
 impl Conn {
@@ -245,6 +262,9 @@ impl Conn {
             live_isn: None,
             ts_map: HashMap::new(),
             first_ts: None,
+            last_out: None,
+            our_wscale: None,
+            peer_wscale: false,
         }
     }
 
@@ -343,12 +363,12 @@ pub(crate) struct Here<'a> {
 }
 
 impl Here<'_> {
-    pub(crate) fn fail(&self, kind: FailureKind, msg: impl Into<String>) -> Failure {
-        Failure::at(self.pos, self.text, kind, msg)
+    pub(crate) fn fail(&self, kind: FailureKind, msg: impl Into<String>) -> Box<Failure> {
+        Box::new(Failure::at(self.pos, self.text, kind, msg))
     }
 }
 
-pub(crate) type Res<T> = Result<T, Failure>;
+pub(crate) type Res<T> = Result<T, Box<Failure>>;
 
 impl Interp {
     fn finish(mut self) -> ScriptReport {
@@ -595,7 +615,7 @@ impl Interp {
                 }
                 None => {
                     let p = self.pending.take().expect("checked above");
-                    return Err(Failure::at(
+                    return Err(Box::new(Failure::at(
                         p.pos,
                         &p.text,
                         FailureKind::Timing,
@@ -606,7 +626,7 @@ impl Interp {
                             secs(p.expect_end),
                             secs(deadline.max(self.now))
                         ),
-                    ));
+                    )));
                 }
             }
         }
@@ -759,6 +779,13 @@ impl Interp {
                 }
             }
         }
+        if flags.contains(TcpFlags::SYN) {
+            let ws = options.window_scale.is_some();
+            if let Some(c) = self.conn.as_mut() {
+                c.peer_wscale = ws;
+            }
+        }
+        let conn = self.conn.as_ref().expect("created above");
         let (sport, dport) = ports.unwrap_or((conn.remote.port(), conn.local.port()));
         let payload = vec![0u8; usize::from(t.len)];
         let seg = TcpRepr {
@@ -860,17 +887,7 @@ impl Interp {
                     Some(c) => s.src == c.local && s.dst == c.remote,
                     None => false,
                 };
-                // An active open's first SYN tells us the connection's local port.
-                let adopt = self.conn.as_ref().is_some_and(|c| {
-                    c.live_isn.is_none()
-                        && s.dst == c.remote
-                        && s.src.ip() == c.local.ip()
-                        && c.local.port() == 0
-                });
-                if mine || adopt {
-                    if let Some(c) = self.conn.as_mut() {
-                        c.local = s.src;
-                    }
+                if mine {
                     return Ok(Some(s));
                 }
                 let d = self.describe(&s);
@@ -926,6 +943,9 @@ impl Interp {
         };
         let want_syn = parse_flags(&t.flags).contains(TcpFlags::SYN);
         if let Some(c) = self.conn.as_mut() {
+            if first.flags.contains(TcpFlags::SYN) {
+                c.our_wscale = first.options.window_scale;
+            }
             if c.live_isn.is_none() && want_syn && first.flags.contains(TcpFlags::SYN) {
                 c.live_isn = Some(first.seq);
                 c.script_isn = Some(t.seq);
@@ -970,14 +990,38 @@ impl Interp {
             self.profile.unordered_options || self.lenient,
             self.ts,
         ) {
+            let update = self.is_window_update(&conn, &actual);
+            if update && self.lenient {
+                // Lenient: an unexpected pure window update is receive-window policy; skip it.
+                self.report.warnings.push(format!(
+                    "line {}: skipped an unexpected window update {} > {}",
+                    here.pos.line,
+                    secs(at),
+                    actual.render()
+                ));
+                if let Some(c) = self.conn.as_mut() {
+                    c.last_out = Some((actual.ack, c.window_bytes(&actual)));
+                }
+                return self.outbound_tcp(ev, t, start, end, here);
+            }
             let mut f = here.fail(
                 FailureKind::PacketMismatch,
                 format!("outbound packet mismatch: {}", m.message),
             );
             f.expected = Some(expected);
             f.actual = Some(format!("{} > {}", secs(at), actual.render()));
-            f.hint = Some(m.hint);
+            f.hint = Some(if update {
+                "receive-window update policy: the stack sent a pure window update (same ACK as its \
+                 previous segment, larger window) that the script's platform does not send; \
+                 --lenient skips such updates"
+                    .into()
+            } else {
+                m.hint
+            });
             return Err(f);
+        }
+        if let Some(c) = self.conn.as_mut() {
+            c.last_out = Some((actual.ack, c.window_bytes(&actual)));
         }
         if !matches!(ev.when, When::Any) {
             if let Err(mut f) = self.check_time(start, end, at, "outbound packet", here) {
@@ -992,6 +1036,16 @@ impl Interp {
             }
         }
         Ok(())
+    }
+}
+
+impl Interp {
+    /// A bare ACK repeating the previous ACK number with a larger window.
+    fn is_window_update(&self, c: &Conn, a: &ScriptSeg) -> bool {
+        a.len == 0
+            && a.flags == TcpFlags::ACK
+            && c.last_out
+                .is_some_and(|(ack, win)| ack == a.ack && c.window_bytes(a) > win)
     }
 }
 

@@ -211,11 +211,12 @@ pub(crate) fn compare(
     let want = parse_flags(&spec.flags);
     if want != actual.flags {
         let syn_rst = TcpFlags::SYN | TcpFlags::RST | TcpFlags::FIN | TcpFlags::ACK;
-        let hint = if (want & syn_rst) == (actual.flags & syn_rst) {
-            "flag policy: only PSH/URG/ECN bits differ (PSH placement is a sender policy)"
-        } else {
-            PROTOCOL
-        };
+        let hint =
+            if (want & syn_rst) == (actual.flags & syn_rst) && u32::from(spec.len) == actual.len {
+                "flag policy: only PSH/URG/ECN bits differ (PSH placement is a sender policy)"
+            } else {
+                PROTOCOL
+            };
         return Err(Mismatch {
             message: format!(
                 "TCP flags: expected {} vs actual {}",

@@ -364,7 +364,22 @@ impl Interp {
                 }
             }
             "accept" | "accept4" => self.sys_accept(c, here),
-            "connect" => self.sys_connect(c, here),
+            "connect" => {
+                // A blocking connect being retried waits for the handshake it started.
+                if p.progress > 0 {
+                    let fd = self.fd_num(c, here)?;
+                    return match self.fds.get(&fd).map(|f| &f.sock) {
+                        Some(Sock::Conn(h)) => {
+                            let h = *h;
+                            self.connect_progress(h)
+                        }
+                        _ => Ok(Some(Err("EBADF"))),
+                    };
+                }
+                let r = self.sys_connect(c, here)?;
+                p.progress = 1;
+                Ok(r)
+            }
             "read" | "recv" | "recvfrom" | "readv" => self.sys_read(c, here),
             "write" | "send" | "sendto" | "writev" => self.sys_write(c, p, here),
             "shutdown" => {
@@ -592,9 +607,7 @@ impl Interp {
         Ok(match r {
             Ok(n) => Some(Ok(n as i64)),
             Err(RecvError::WouldBlock) => {
-                if self.tcp.state(h) == Ok(State::SynSent) && nonblock {
-                    Some(Err("EAGAIN"))
-                } else if nonblock {
+                if nonblock {
                     Some(Err("EAGAIN"))
                 } else {
                     None
