@@ -926,6 +926,33 @@ impl Interp {
         }
         let deadline = end.saturating_add(self.tol);
         let Some(first) = self.next_segment(deadline, here)? else {
+            // Like packetdrill, look on for the segment that did come, to say when it came.
+            let limit = self.now.saturating_add(self.horizon);
+            if let Some(late) = self.next_segment(limit, here)? {
+                let c = self.conn.clone().expect("checked above");
+                let mut f = here.fail(
+                    FailureKind::Timing,
+                    format!(
+                        "timing error: expected outbound packet at {} s (tolerance {} s) but the next \
+                         segment came at {} s",
+                        secs(start),
+                        secs(self.tol),
+                        secs(late.at)
+                    ),
+                );
+                f.expected = Some(expected);
+                f.actual = Some(format!(
+                    "{} > {}",
+                    secs(late.at),
+                    self.to_script(&c, &late).render()
+                ));
+                f.hint = Some(
+                    "timer policy (RTO, minimum RTO, delayed ACK, TIME-WAIT length) when the \
+                     segment is the one expected; otherwise the stack sent nothing in time"
+                        .into(),
+                );
+                return Err(f);
+            }
             let mut f = here.fail(
                 FailureKind::NoPacket,
                 format!(
@@ -935,8 +962,8 @@ impl Interp {
             );
             f.expected = Some(expected);
             f.hint = Some(
-                "missing behaviour or timer policy: if the stack sends this segment later, the \
-                 profile's timers (RTO, delayed ACK, TIME-WAIT) differ from the script's platform"
+                "missing behaviour: nothing was sent even waiting the whole horizon (the stack \
+                 had no timer left, or a state the script expects was never reached)"
                     .into(),
             );
             return Err(f);
