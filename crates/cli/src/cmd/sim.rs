@@ -129,13 +129,13 @@ pub struct TcpArgs {
     #[arg(long = "cc", default_value = "cubic", value_parser = Congestion::parse)]
     congestion: Congestion,
     /// Selective acknowledgements (RFC 2018): on or off.
-    #[arg(long, default_value = "on", value_parser = on_off)]
+    #[arg(long, default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
     sack: bool,
     /// Timestamps (RFC 7323): on or off.
-    #[arg(long, default_value = "on", value_parser = on_off)]
+    #[arg(long, default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
     timestamps: bool,
     /// Window scaling (RFC 7323): on or off.
-    #[arg(long, default_value = "on", value_parser = on_off)]
+    #[arg(long, default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
     window_scaling: bool,
     /// Link MTU (IP header included).
     #[arg(long, default_value_t = 1500)]
@@ -161,6 +161,9 @@ pub struct TcpArgs {
     /// Capture every frame node A sends or receives (pcap, virtual timestamps).
     #[arg(long)]
     pcap: Option<PathBuf>,
+    /// Capture every frame node B sends or receives.
+    #[arg(long)]
+    pcap_b: Option<PathBuf>,
     /// Write connection 0's cwnd, ssthresh and srtt over time as CSV.
     #[arg(long)]
     cwnd_trace: Option<PathBuf>,
@@ -189,6 +192,7 @@ impl TcpArgs {
             time_limit: self.time_limit,
             wall_limit: self.wall_limit,
             pcap: self.pcap.clone(),
+            pcap_b: self.pcap_b.clone(),
             cwnd_trace: self.cwnd_trace.is_some(),
             ..TcpSimOptions::default()
         };

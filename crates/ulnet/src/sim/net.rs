@@ -49,6 +49,9 @@ pub struct TapCounters {
     pub dropped: u64,
 }
 
+/// RSTs remembered between two [`Net::take_rsts`] calls; more are counted, not kept.
+const RST_LOG_LEN: usize = 1024;
+
 /// The per-node frame tap.
 #[derive(Debug)]
 struct Tap {
@@ -59,6 +62,8 @@ struct Tap {
     /// Data segment numbers to drop, ascending, not yet reached.
     drop: Vec<u64>,
     counters: TapCounters,
+    /// (source port, destination port) of RSTs sent since the last `take_rsts`.
+    rst_log: Vec<(u16, u16)>,
     scratch: Vec<u8>,
 }
 
@@ -81,6 +86,9 @@ impl Tap {
         let c = &mut self.counters;
         if tcp.rst() {
             c.rsts += 1;
+            if self.rst_log.len() < RST_LOG_LEN {
+                self.rst_log.push((tcp.src_port(), tcp.dst_port()));
+            }
         }
         let len = tcp.payload().len() as u32;
         if len == 0 {
@@ -210,8 +218,8 @@ pub struct NetConfig<'a> {
     pub static_arp: bool,
     /// The two TCP layers, A's then B's.
     pub tcp: [Tcp; 2],
-    /// Capture node A's frames here.
-    pub pcap: Option<&'a Path>,
+    /// Capture node A's and node B's frames here.
+    pub pcap: [Option<&'a Path>; 2],
     /// A's data segments to drop (numbered from 1).
     pub drop_segments: Vec<u64>,
 }
@@ -242,12 +250,12 @@ impl Net {
                     .map_err(|e| io::Error::other(format!("{e:?}")))?;
             }
             iface.set_tcp(tcp);
-            let pcap = match (i, cfg.pcap) {
-                (A, Some(path)) => Some(PcapWriter::new(
+            let pcap = match cfg.pcap[i] {
+                Some(path) => Some(PcapWriter::new(
                     BufWriter::new(File::create(path)?),
                     Precision::Nanos,
                 )?),
-                _ => None,
+                None => None,
             };
             nodes.push(Node {
                 iface,
@@ -258,6 +266,7 @@ impl Net {
                     highest: HashMap::new(),
                     drop: if i == A { drop.clone() } else { Vec::new() },
                     counters: TapCounters::default(),
+                    rst_log: Vec::new(),
                     scratch: Vec::new(),
                 },
             });
@@ -315,15 +324,30 @@ impl Net {
         }
     }
 
-    /// The next instant, in microseconds, at which a stack or the wire has work; `None`
-    /// when nothing will ever happen again.
-    pub fn next_event_micros(&self) -> Option<u64> {
+    /// The instants, in microseconds, at which a stack or the wire has work.
+    fn events(&self) -> impl Iterator<Item = u64> + '_ {
         self.nodes
             .iter()
             .filter_map(|n| n.iface.poll_at())
             .map(Instant::total_micros)
             .chain(self.wire.next_event_micros())
-            .min()
+    }
+
+    /// The next instant, in microseconds, at which a stack or the wire has work; `None`
+    /// when nothing will ever happen again.
+    pub fn next_event_micros(&self) -> Option<u64> {
+        self.events().min()
+    }
+
+    /// The earliest such instant strictly after `now` (µs).
+    pub fn next_event_after(&self, now: u64) -> Option<u64> {
+        self.events().filter(|&t| t > now).min()
+    }
+
+    /// The (source port, destination port) of the RSTs node `i` sent since the last
+    /// call (at most the first 1024 of them).
+    pub fn take_rsts(&mut self, i: usize) -> Vec<(u16, u16)> {
+        std::mem::take(&mut self.nodes[i].tap.rst_log)
     }
 
     /// The wire's counters for the link `from` → `to` (node indices).
@@ -331,18 +355,20 @@ impl Net {
         self.wire.link_stats(from, to)
     }
 
-    /// Flushes the capture file.
+    /// Flushes the capture files.
     ///
     /// # Errors
-    /// The first error writing the capture.
+    /// The first error writing a capture.
     pub fn finish_capture(&mut self) -> io::Result<()> {
-        let tap = &mut self.nodes[A].tap;
-        if let Some(e) = tap.pcap_error.take() {
-            return Err(e);
+        for n in &mut self.nodes {
+            let tap = &mut n.tap;
+            if let Some(e) = tap.pcap_error.take() {
+                return Err(e);
+            }
+            if let Some(w) = tap.pcap.as_mut() {
+                w.flush()?;
+            }
         }
-        match tap.pcap.as_mut() {
-            Some(w) => w.flush(),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }

@@ -144,6 +144,8 @@ pub struct TcpSimOptions {
     pub wall_limit: Duration,
     /// Write every frame node A sends or receives to this pcap file.
     pub pcap: Option<PathBuf>,
+    /// Write every frame node B sends or receives to this pcap file.
+    pub pcap_b: Option<PathBuf>,
     /// Record connection 0's cwnd, ssthresh and srtt whenever they change.
     pub cwnd_trace: bool,
 }
@@ -170,6 +172,7 @@ impl Default for TcpSimOptions {
             time_limit: Duration::from_secs(3600),
             wall_limit: Duration::from_secs(600),
             pcap: None,
+            pcap_b: None,
             cwnd_trace: false,
         }
     }
@@ -260,7 +263,7 @@ pub fn parse_rate(text: &str) -> Result<u64, String> {
     Ok(bps.round() as u64)
 }
 
-/// Parses a duration: a number and a unit, `ns`, `us`, `ms`, `s` or `m` (minutes);
+/// Parses a duration: a number and a unit, `ns`, `us`, `ms`, `s`, `m`/`min` or `h`;
 /// a bare `0` is zero.
 ///
 /// # Errors
@@ -273,8 +276,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "ms" => value * 1e-3,
         "s" | "sec" => value,
         "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
         "" if value == 0.0 => 0.0,
-        _ => return Err(format!("{text:?}: give a unit (ns, us, ms, s, min)")),
+        _ => return Err(format!("{text:?}: give a unit (ns, us, ms, s, min, h)")),
     };
     Duration::try_from_secs_f64(secs).map_err(|e| format!("{text:?}: {e}"))
 }
@@ -357,6 +361,7 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
         assert_eq!(parse_duration("2min"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert!(parse_duration("10").is_err());
         assert!(parse_duration("1e400s").is_err());

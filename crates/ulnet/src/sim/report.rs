@@ -71,6 +71,8 @@ pub struct WireDirection {
     pub sent: u64,
     /// Frame copies handed to the receiver.
     pub delivered: u64,
+    /// Bytes of those frames (Ethernet header included).
+    pub delivered_bytes: u64,
     /// Frames lost at random.
     pub dropped_loss: u64,
     /// Frame copies dropped at the full bottleneck queue.
@@ -92,6 +94,7 @@ impl WireDirection {
         WireDirection {
             sent: s.sent,
             delivered: s.delivered,
+            delivered_bytes: s.delivered_bytes,
             dropped_loss: s.dropped_loss,
             dropped_queue: s.dropped_queue,
             dropped_overflow: s.dropped_overflow,
@@ -190,7 +193,7 @@ pub struct CwndSample {
 }
 
 /// Everything a run measured. `ok` is the verdict: every byte arrived intact, every
-/// connection closed cleanly, and no RST was seen.
+/// connection closed cleanly, and no RST hit a connection in progress.
 #[derive(Debug, Clone, Serialize)]
 pub struct TcpSimReport {
     /// True when the run passed every check.
@@ -211,7 +214,7 @@ pub struct TcpSimReport {
     /// Every connection's received digest equals its sent digest.
     pub hashes_equal: bool,
     /// Every connection ended with A in TIME-WAIT (or CLOSED) and B in CLOSED, without
-    /// error, and no RST was sent or seen.
+    /// error, and no RST hit a connection in progress.
     pub all_closed_cleanly: bool,
     /// Virtual time from the first connect until every connection was closed, seconds.
     pub virtual_duration_s: f64,
@@ -236,6 +239,15 @@ pub struct TcpSimReport {
     pub tcp_b: NodeTcpReport,
     /// Per connection, when there are at most 16.
     pub per_connection: Option<Vec<ConnReport>>,
+    /// Passes where a stack's `poll_at` stayed at or before now three times running
+    /// (it reported work it could not do yet) and the harness moved time on to the next
+    /// later event. Not a failure here, but a runtime would busy-poll through them.
+    pub stale_deadlines: u64,
+    /// RSTs that answered a stray segment (a duplicated final ACK, say) after the
+    /// connection had completed on both sides, as RFC 9293 §3.10.7.1 prescribes for a
+    /// segment to no connection. Not a failure; an RST on a connection still in
+    /// progress is.
+    pub rsts_after_close: u64,
     /// The options the run used.
     pub options: TcpSimOptions,
     /// Connection 0's window over time (only with `cwnd_trace`; not in the JSON).
