@@ -195,7 +195,7 @@ impl Parser<'_> {
     fn time(&mut self) -> PResult<u64> {
         let pos = self.pos();
         match self.next() {
-            Some(Tok::Int(v)) if v >= 0 => Ok(v as u64 * 1_000_000),
+            Some(Tok::Int(v)) if v >= 0 => Ok((v as u64).saturating_mul(1_000_000)),
             Some(Tok::Float(s)) if !s.starts_with('-') => Ok(secs_to_usecs(&s)),
             Some(Tok::Int(_)) | Some(Tok::Float(_)) => Err(ParseError {
                 pos,

@@ -416,10 +416,10 @@ impl Interp {
         };
         match when {
             When::Absolute(t) => (t, t),
-            When::Relative(d) => (base + d, base + d),
+            When::Relative(d) => (base.saturating_add(d), base.saturating_add(d)),
             When::Any => (self.now, self.now.saturating_add(self.horizon)),
             When::AbsoluteRange(a, b) => (a, b),
-            When::RelativeRange(a, b) => (base + a, base + b),
+            When::RelativeRange(a, b) => (base.saturating_add(a), base.saturating_add(b)),
         }
     }
 
@@ -494,7 +494,7 @@ impl Interp {
     /// Advances to `t` (an event's start); fails if the run is already later than that
     /// plus the tolerance.
     fn reach(&mut self, t: u64, here: &Here<'_>) -> Res<()> {
-        if self.now > t + self.tol {
+        if self.now > t.saturating_add(self.tol) {
             return Err(here.fail(
                 FailureKind::Timing,
                 format!(
@@ -560,7 +560,7 @@ impl Interp {
             let t = t.total_micros();
             // A deadline that did not clear at `now` is retried a millisecond later.
             if t <= self.now {
-                self.now + 1000
+                self.now.saturating_add(1000)
             } else {
                 t
             }
@@ -679,7 +679,7 @@ impl Interp {
         what: &str,
         here: &Here<'_>,
     ) -> Res<()> {
-        if actual + self.tol < start || actual > end + self.tol {
+        if actual.saturating_add(self.tol) < start || actual > end.saturating_add(self.tol) {
             let expected = if start == end {
                 format!("at {} s", secs(start))
             } else {

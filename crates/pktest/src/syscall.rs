@@ -188,7 +188,7 @@ impl Interp {
         here: &Here<'_>,
     ) -> Res<()> {
         let expect_end = match (c.end, ev.when) {
-            (Some(e), When::Relative(d)) => start - d + e,
+            (Some(e), When::Relative(d)) => (start - d).saturating_add(e),
             (Some(e), _) => e,
             (None, _) => start,
         };
@@ -208,7 +208,7 @@ impl Interp {
             .flatten()
         {
             if ms > 0 {
-                p.wake_at = Some(self.now + ms as u64 * 1000);
+                p.wake_at = Some(self.now.saturating_add((ms as u64).saturating_mul(1000)));
             }
         }
         match self.attempt(c, &mut p, here)? {

@@ -143,3 +143,33 @@ fn profiles_change_the_defaults() {
         Status::Pass
     );
 }
+
+#[test]
+fn hostile_scripts_never_panic() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pkt");
+    let mut sources: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pkt"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    sources.push(
+        "0 < S 0:0(0) win 1 <sack 1:2 3:4 5:6 7:8 9:10>\n99999999999 read(3, ..., -5) = 1\n".into(),
+    );
+    sources
+        .push("+18446744073709 poll([{fd=3, events=POLLIN}], 1, 9223372036854775807) = 0\n".into());
+    let opts = RunOptions {
+        lenient: true,
+        horizon_usecs: 5_000_000,
+        ..RunOptions::default()
+    };
+    for src in &sources {
+        let chars: Vec<char> = src.chars().collect();
+        for cut in (0..chars.len()).step_by(37) {
+            let s: String = chars[..cut].iter().collect();
+            let _ = run_source("cut.pkt", &s, &opts);
+            let swapped = s.replace('+', "").replace("ack", "win");
+            let _ = run_source("mut.pkt", &swapped, &opts);
+        }
+    }
+}
