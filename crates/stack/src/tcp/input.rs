@@ -260,6 +260,12 @@ fn synchronized(
             send_ack(s, now, reply);
         } else {
             cx.stats.dropped_out_of_window += 1;
+            let end = seg.seq + seg.payload.len() as u32;
+            if s.sack_on && !seg.payload.is_empty() && end.diff(s.rcv_nxt) <= 0 {
+                // RFC 2883 §4: report the duplicate so the sender can detect spurious
+                // retransmissions.
+                s.dsack = Some((seg.seq, end));
+            }
             send_ack(s, now, reply);
         }
         return;
@@ -379,6 +385,8 @@ fn ack(
         && seg.payload.is_empty()
         && !fin
         && window == s.snd_wnd
+        && window > 0
+        && !s.timers.persist
         && s.snd_nxt != s.snd_una;
 
     let newly_sacked = if s.sack_on && !seg.options.sack_blocks.is_empty() {

@@ -1173,5 +1173,5 @@ fn wants_output(s: &Socket) -> bool {
         return true;
     }
     let sent = s.snd_nxt.distance_from(s.tx_seq0()) as usize;
-    s.tx.len() > sent || (s.fin_queued && !s.fin_sent()) || s.window_update_due()
+    s.tx.len() > sent || (s.fin_queued && !s.fin_sent())
 }

@@ -79,7 +79,7 @@ pub(crate) fn output(
 }
 
 fn ack_only(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool) -> Output {
-    if !(s.ack_now || s.window_update_due()) {
+    if !s.ack_now {
         return Output::Idle;
     }
     let saved = s.rcv_adv;

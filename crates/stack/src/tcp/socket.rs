@@ -265,7 +265,13 @@ impl Socket {
         self.ws_on = n.window_scaling;
         self.ts_on = n.timestamps;
         self.sack_on = n.sack;
-        self.cc.set_mss(usize::from(self.data_mss()));
+        // Nothing was sent yet: start the controller with the real SMSS, so the initial
+        // window (RFC 6928) is counted in the segments actually used.
+        self.cc = Controller::new(
+            self.cc.algorithm(),
+            usize::from(self.data_mss()),
+            INITIAL_WINDOW,
+        );
     }
 
     /// The payload bytes of a full-sized segment: the peer's MSS less the options every

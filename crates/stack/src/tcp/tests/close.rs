@@ -30,21 +30,36 @@ fn active_close_through_time_wait() {
     h.send(h.peer().seq(1001).ack(nxt + 1).data(b"late"));
     let _ = h.advance(Duration::from_millis(50));
     assert_eq!(h.read_all(s), b"late");
-    h.send(h.peer().seq(1005).ack(nxt + 1).flags(TcpFlags::FIN | TcpFlags::ACK));
+    h.send(
+        h.peer()
+            .seq(1005)
+            .ack(nxt + 1)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
     let ack = h.out1();
     assert_eq!((ack.flags, ack.ack), (TcpFlags::ACK, 1006));
     assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
     let mut buf = [0u8; 8];
     assert_eq!(h.tcp.recv(s, &mut buf), Ok(0));
     // The FIN again (our ACK was lost): acknowledged again.
-    h.send(h.peer().seq(1005).ack(nxt + 1).flags(TcpFlags::FIN | TcpFlags::ACK));
+    h.send(
+        h.peer()
+            .seq(1005)
+            .ack(nxt + 1)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
     assert_eq!(h.out1().ack, 1006);
     // Closing the handle in TIME-WAIT leaves a compact record.
     h.tcp.close(s).unwrap();
     assert_eq!(h.tcp.state(s), Err(SocketError::InvalidHandle));
     assert_eq!(h.tcp.connection_count(), 0);
     assert_eq!(h.tcp.time_wait_count(), 1);
-    h.send(h.peer().seq(1005).ack(nxt + 1).flags(TcpFlags::FIN | TcpFlags::ACK));
+    h.send(
+        h.peer()
+            .seq(1005)
+            .ack(nxt + 1)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
     assert_eq!(h.out1().ack, 1006);
     // 2*MSL later it is gone and the port answers RST again.
     h.advance(Duration::from_secs(61));
@@ -61,7 +76,12 @@ fn full_socket_time_wait_expires_after_2msl() {
     let (s, iss) = h.passive_open(1000, h.peer());
     h.tcp.shutdown(s, Shutdown::Write).unwrap();
     h.out1();
-    h.send(h.peer().seq(1001).ack(iss + 2).flags(TcpFlags::FIN | TcpFlags::ACK));
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(iss + 2)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
     h.out1();
     assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
     h.advance(Duration::from_millis(3999));
@@ -73,7 +93,12 @@ fn full_socket_time_wait_expires_after_2msl() {
 #[test]
 fn passive_close() {
     let (mut h, s, nxt) = established();
-    h.send(h.peer().seq(1001).ack(nxt).flags(TcpFlags::FIN | TcpFlags::ACK));
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(nxt)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
     let ack = h.out1();
     assert_eq!(ack.ack, 1002);
     assert_eq!(h.tcp.state(s).unwrap(), State::CloseWait);
@@ -100,7 +125,12 @@ fn simultaneous_close_goes_through_closing() {
     h.tcp.shutdown(s, Shutdown::Write).unwrap();
     let fin = h.out1();
     // The peer's FIN crosses ours: it does not acknowledge our FIN.
-    h.send(h.peer().seq(1001).ack(nxt).flags(TcpFlags::FIN | TcpFlags::ACK));
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(nxt)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
     assert_eq!(h.tcp.state(s).unwrap(), State::Closing);
     assert_eq!(h.out1().ack, 1002);
     h.send(h.peer().seq(1002).ack(fin.seq + 1));
@@ -111,7 +141,13 @@ fn simultaneous_close_goes_through_closing() {
 fn fin_with_data_and_out_of_order_fin() {
     let (mut h, s, nxt) = established();
     // FIN arrives first, beyond a hole; nothing is closed until the hole fills.
-    h.send(h.peer().seq(1004).ack(nxt).data(b"def").flags(TcpFlags::FIN | TcpFlags::ACK));
+    h.send(
+        h.peer()
+            .seq(1004)
+            .ack(nxt)
+            .data(b"def")
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
     let dup = h.out1();
     assert_eq!(dup.ack, 1001);
     assert_eq!(h.tcp.state(s).unwrap(), State::Established);
@@ -184,13 +220,23 @@ fn time_wait_rst_ignored_rfc1337() {
     let (mut h, s, nxt) = established();
     h.tcp.close(s).unwrap();
     h.out1();
-    h.send(h.peer().seq(1001).ack(nxt + 1).flags(TcpFlags::FIN | TcpFlags::ACK));
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(nxt + 1)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
     h.out1();
     assert_eq!(h.tcp.time_wait_count(), 1);
     h.send(h.peer().seq(1002).flags(TcpFlags::RST));
     h.quiet();
     assert_eq!(h.tcp.time_wait_count(), 1);
-    h.send(h.peer().seq(1002).flags(TcpFlags::RST | TcpFlags::ACK).ack(nxt + 1));
+    h.send(
+        h.peer()
+            .seq(1002)
+            .flags(TcpFlags::RST | TcpFlags::ACK)
+            .ack(nxt + 1),
+    );
     h.quiet();
     assert_eq!(h.tcp.time_wait_count(), 1);
 }
@@ -200,7 +246,12 @@ fn time_wait_full_socket_ignores_rst() {
     let (mut h, s, nxt) = established();
     h.tcp.shutdown(s, Shutdown::Write).unwrap();
     h.out1();
-    h.send(h.peer().seq(1001).ack(nxt + 1).flags(TcpFlags::FIN | TcpFlags::ACK));
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(nxt + 1)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
     h.out1();
     h.send(h.peer().seq(1002).flags(TcpFlags::RST));
     assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
@@ -211,7 +262,12 @@ fn time_wait_reuse_by_newer_syn() {
     let (mut h, s, nxt) = established();
     h.tcp.close(s).unwrap();
     h.out1();
-    h.send(h.peer().seq(1001).ack(nxt + 1).flags(TcpFlags::FIN | TcpFlags::ACK));
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(nxt + 1)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
     h.out1();
     assert_eq!(h.tcp.time_wait_count(), 1);
     // An old SYN (below RCV.NXT) gets the TIME-WAIT ACK, not a new connection.
@@ -238,7 +294,13 @@ fn time_wait_reuse_with_timestamps() {
     h.tcp.close(s).unwrap();
     let fin = h.out1();
     let tsecr = fin.tsval().unwrap();
-    h.send(h.peer().seq(1001).ack(iss + 2).flags(TcpFlags::FIN | TcpFlags::ACK).ts(200, tsecr));
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(iss + 2)
+            .flags(TcpFlags::FIN | TcpFlags::ACK)
+            .ts(200, tsecr),
+    );
     h.out1();
     assert_eq!(h.tcp.time_wait_count(), 1);
     // Lower sequence number but a newer timestamp: accepted (RFC 6191).

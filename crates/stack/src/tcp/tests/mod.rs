@@ -1,8 +1,9 @@
 //! Segment-level tests of the TCP engine, one fixture per state, with a scripted peer
 //! (`harness.rs`); and two-engine loopback tests in virtual time (`loopback.rs`).
 
+mod close;
 mod handshake;
 mod harness;
-mod close;
 mod loopback;
 mod rfc5961;
+mod transfer;

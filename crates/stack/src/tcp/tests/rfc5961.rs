@@ -33,19 +33,34 @@ fn into_state(state: State) -> (Harness, crate::tcp::SocketHandle, u32, u32) {
             h.send(h.peer().seq(1001).ack(nxt + 1));
         }
         State::CloseWait => {
-            h.send(h.peer().seq(1001).ack(nxt).flags(TcpFlags::FIN | TcpFlags::ACK));
+            h.send(
+                h.peer()
+                    .seq(1001)
+                    .ack(nxt)
+                    .flags(TcpFlags::FIN | TcpFlags::ACK),
+            );
             h.out1();
             peer_nxt = 1002;
         }
         State::Closing => {
             h.tcp.shutdown(s, Shutdown::Write).unwrap();
             h.out1();
-            h.send(h.peer().seq(1001).ack(nxt).flags(TcpFlags::FIN | TcpFlags::ACK));
+            h.send(
+                h.peer()
+                    .seq(1001)
+                    .ack(nxt)
+                    .flags(TcpFlags::FIN | TcpFlags::ACK),
+            );
             h.out1();
             peer_nxt = 1002;
         }
         State::LastAck => {
-            h.send(h.peer().seq(1001).ack(nxt).flags(TcpFlags::FIN | TcpFlags::ACK));
+            h.send(
+                h.peer()
+                    .seq(1001)
+                    .ack(nxt)
+                    .flags(TcpFlags::FIN | TcpFlags::ACK),
+            );
             h.out1();
             h.tcp.shutdown(s, Shutdown::Write).unwrap();
             h.out1();
@@ -92,7 +107,11 @@ fn in_window_rst_gets_challenge_ack_in_every_state() {
         let _ = nxt;
         assert_eq!(h.tcp.state(s).unwrap(), st);
         // Out of window: silently dropped.
-        h.send(h.peer().seq(peer_nxt.wrapping_add(1 << 20)).flags(TcpFlags::RST));
+        h.send(
+            h.peer()
+                .seq(peer_nxt.wrapping_add(1 << 20))
+                .flags(TcpFlags::RST),
+        );
         h.quiet();
         assert_eq!(h.tcp.state(s).unwrap(), st);
     }
@@ -150,7 +169,12 @@ fn ack_validity_rfc5961_section5() {
     assert_eq!((c.seq, c.ack), (nxt + 100, 1001));
     assert_eq!(h.tcp.info(s).unwrap().recv_queue_len, 0);
     // An ACK far below SND.UNA - MAX.SND.WND: also challenged.
-    h.send(h.peer().seq(1001).ack(nxt.wrapping_sub(200_000)).data(b"zz"));
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(nxt.wrapping_sub(200_000))
+            .data(b"zz"),
+    );
     assert_eq!(h.out1().ack, 1001);
     assert_eq!(h.tcp.info(s).unwrap().recv_queue_len, 0);
     // A merely old ACK (within the window) is fine: data accepted.
@@ -196,7 +220,10 @@ fn segment_without_ack_dropped() {
 }
 
 fn ts_config() -> TcpConfig {
-    TcpConfig { timestamps: true, ..plain_config() }
+    TcpConfig {
+        timestamps: true,
+        ..plain_config()
+    }
 }
 
 #[test]
