@@ -12,7 +12,7 @@ use crate::tcp::{Algorithm, Shutdown, SocketHandle, State, Tcp, TcpConfig};
 use crate::time::{Duration, Instant};
 
 /// xorshift64*: deterministic and good enough for loss decisions.
-pub struct Rng(u64);
+pub struct Rng(pub u64);
 
 impl Rng {
     pub fn next(&mut self) -> u64 {

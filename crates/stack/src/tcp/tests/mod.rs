@@ -2,6 +2,7 @@
 //! (`harness.rs`); and two-engine loopback tests in virtual time (`loopback.rs`).
 
 mod close;
+mod engine;
 mod handshake;
 mod harness;
 mod loopback;
