@@ -4,5 +4,6 @@ pub mod demo;
 pub mod ping;
 pub mod pktest;
 pub mod serve;
+pub mod serve_iperf3;
 pub mod sim;
 pub mod testbed;

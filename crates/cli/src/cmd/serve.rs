@@ -94,6 +94,9 @@ pub enum Service {
     Chargen,
     /// HTTP/1.1: GET /bytes/N and static files with --root, port 80.
     Http,
+    /// iperf3's control and data protocol (TCP and UDP tests, -R, -P), port 5201;
+    /// --limit stops after that many tests.
+    Iperf3,
 }
 
 /// Arguments of `serve`.
@@ -178,6 +181,7 @@ fn start(args: &Args, rt: &Runtime<AnyChannel>, ip: IpAddr) -> anyhow::Result<Ru
         Service::Discard => 9,
         Service::Chargen => 19,
         Service::Http => 80,
+        Service::Iperf3 => 5201,
     });
     let local = SocketAddr::new(ip, port);
     Ok(match args.service {
@@ -196,11 +200,15 @@ fn start(args: &Args, rt: &Runtime<AnyChannel>, ip: IpAddr) -> anyhow::Result<Ru
             };
             Running::Http(Http::new(&mut iface, local, cfg)?)
         }
+        Service::Iperf3 => bail!("iperf3 runs on the socket API (cmd::serve_iperf3)"),
     })
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.service == Service::Iperf3 {
+        return super::serve_iperf3::run(&args);
+    }
     let cfg = args.net.config()?;
     let mut rt = runtime::open(&cfg)
         .with_context(|| format!("opening the {} channel on {}", cfg.backend, cfg.ifname))?;

@@ -8,6 +8,7 @@ pub mod bulk;
 pub mod discard;
 pub mod echo;
 pub mod http;
+pub mod iperf3;
 pub mod pattern;
 pub mod ping;
 pub mod server;

@@ -1,0 +1,53 @@
+//! `ulnet serve iperf3`: an iperf3 server on ulnet's stack, through the socket API
+//! (`ulnet::net`), so an unmodified `iperf3 -c` can test it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ulnet::apps::iperf3::{Iperf3Server, DEFAULT_PORT};
+use ulnet::net::Stack;
+use ulnet::runtime;
+
+use super::serve::Args;
+
+/// Runs the iperf3 server until SIGINT/SIGTERM, `--duration`, or `--limit` tests.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let cfg = args.net.config()?;
+    let rt = runtime::open(&cfg)
+        .with_context(|| format!("opening the {} channel on {}", cfg.backend, cfg.ifname))?;
+    let caps = ulnet::channel::Channel::capabilities(rt.channel());
+    let stack = Stack::from_runtime(rt, Vec::new())?;
+    let port = args.port.unwrap_or(DEFAULT_PORT);
+    let server = Iperf3Server::bind(&stack, port)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let s = Arc::clone(&stop);
+        ctrlc::set_handler(move || s.store(true, Ordering::SeqCst))
+            .context("installing the SIGINT/SIGTERM handler")?;
+    }
+    if let Some(secs) = args.duration {
+        let s = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs_f64(secs.max(0.0)));
+            s.store(true, Ordering::SeqCst);
+        });
+    }
+    eprintln!(
+        "ulnet: iperf3 server on {}:{port} ({} {}, mtu {})",
+        stack.local_ip(),
+        caps.name,
+        caps.mode,
+        caps.mtu
+    );
+    let max_tests = args.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+    server.run(&stop, max_tests, &mut |r| match r {
+        Ok(s) => eprintln!("ulnet: iperf3 {s}"),
+        Err(e) => eprintln!("ulnet: iperf3 test failed: {e}"),
+    })?;
+    drop(server);
+    stack.stop()?;
+    eprintln!("ulnet: stopped");
+    Ok(())
+}
