@@ -231,20 +231,20 @@ fn random_segment<'a>(
             .wrapping_sub(100_000),
     };
     let mut options = TcpOptions::none();
-    if rng.next() % 2 == 0 {
+    if rng.next().is_multiple_of(2) {
         options.timestamp = Some(TcpTimestamp {
             tsval: rng.next() as u32,
             tsecr: rng.next() as u32,
         });
     }
-    if rng.next() % 3 == 0 {
+    if rng.next().is_multiple_of(3) {
         let a = pick(rng, near_ack);
         options.sack_blocks.push((
             SeqNumber(a),
             SeqNumber(a.wrapping_add((rng.next() % 5000) as u32)),
         ));
     }
-    if rng.next() % 4 == 0 {
+    if rng.next().is_multiple_of(4) {
         options.mss = Some(rng.next() as u16);
         options.window_scale = Some(rng.next() as u8);
         options.sack_permitted = true;
@@ -268,7 +268,7 @@ fn random_segment<'a>(
 fn hostile_segments_never_panic_and_memory_stays_bounded() {
     for seed in 1..=20u64 {
         let cfg = TcpConfig {
-            timestamps: seed % 2 == 0,
+            timestamps: seed.is_multiple_of(2),
             sack: seed % 3 != 0,
             window_scaling: seed % 4 != 0,
             max_connections: 8,

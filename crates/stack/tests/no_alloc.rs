@@ -1,0 +1,261 @@
+//! No heap allocation per segment on the established path: two engines move data in
+//! virtual time through a preallocated in-test pipe while a counting global allocator
+//! watches. After a warm-up (handshake, slow start, every queue at its working size)
+//! the steady bulk transfer must not allocate at all.
+//!
+//! The allocator is global, so this lives in its own integration-test binary. A global
+//! allocator cannot be written without `unsafe`; the stack itself stays
+//! `forbid(unsafe_code)`, this test binary only forwards to `System`.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use ulnet_stack::tcp::{SocketHandle, Tcp, TcpConfig};
+use ulnet_stack::time::{Duration, Instant};
+use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// One segment in flight, stored without allocation.
+#[derive(Clone, Copy)]
+struct Slot {
+    at: Instant,
+    to_b: bool,
+    src_port: u16,
+    dst_port: u16,
+    seq: u32,
+    ack: u32,
+    flags: TcpFlags,
+    window: u16,
+    options: TcpOptions,
+    len: usize,
+    payload: [u8; 1500],
+}
+
+/// A FIFO of fixed slots (constant delay keeps it ordered).
+struct Pipe {
+    slots: Vec<Slot>,
+    head: usize,
+    len: usize,
+    delay: Duration,
+}
+
+impl Pipe {
+    fn push(&mut self, now: Instant, to_b: bool, r: &TcpRepr<'_>) {
+        assert!(self.len < self.slots.len(), "pipe overflow");
+        let i = (self.head + self.len) % self.slots.len();
+        let s = &mut self.slots[i];
+        s.at = now + self.delay;
+        s.to_b = to_b;
+        s.src_port = r.src_port;
+        s.dst_port = r.dst_port;
+        s.seq = r.seq.0;
+        s.ack = r.ack.0;
+        s.flags = r.flags;
+        s.window = r.window;
+        s.options = r.options;
+        s.len = r.payload.len();
+        s.payload[..s.len].copy_from_slice(r.payload);
+        self.len += 1;
+    }
+
+    fn next_at(&self) -> Option<Instant> {
+        (self.len > 0).then(|| self.slots[self.head].at)
+    }
+}
+
+fn deliver(pipe: &mut Pipe, now: Instant, a: &mut Tcp, b: &mut Tcp, aip: IpAddr, bip: IpAddr) {
+    while pipe.len > 0 && pipe.slots[pipe.head].at <= now {
+        let s = pipe.slots[pipe.head];
+        pipe.head = (pipe.head + 1) % pipe.slots.len();
+        pipe.len -= 1;
+        let repr = TcpRepr {
+            src_port: s.src_port,
+            dst_port: s.dst_port,
+            seq: SeqNumber(s.seq),
+            ack: SeqNumber(s.ack),
+            flags: s.flags,
+            window: s.window,
+            urgent: 0,
+            options: s.options,
+            payload: &s.payload[..s.len],
+        };
+        // Replies from `process` (none expected on a clean path) go back on the pipe.
+        if s.to_b {
+            b.process(now, aip, bip, &repr, &mut |_, _, r| pipe_push_reply(r));
+        } else {
+            a.process(now, bip, aip, &repr, &mut |_, _, r| pipe_push_reply(r));
+        }
+    }
+}
+
+fn pipe_push_reply(_r: &TcpRepr<'_>) {
+    panic!("unexpected immediate reply on a clean bulk path");
+}
+
+#[allow(clippy::too_many_arguments)]
+fn step(
+    now: &mut Instant,
+    pipe: &mut Pipe,
+    a: &mut Tcp,
+    b: &mut Tcp,
+    c: SocketHandle,
+    s: SocketHandle,
+    buf: &mut [u8],
+    chunk: &[u8],
+    moved: &mut u64,
+) {
+    let (aip, bip): (IpAddr, IpAddr) =
+        ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap());
+    deliver(pipe, *now, a, b, aip, bip);
+    while let Ok(n) = b.recv(s, buf) {
+        if n == 0 {
+            break;
+        }
+        *moved += n as u64;
+    }
+    while a.send(c, chunk).unwrap_or(0) > 0 {}
+    let t = *now;
+    a.dispatch(t, &mut |_, _, r| {
+        pipe.push(t, true, r);
+        true
+    });
+    b.dispatch(t, &mut |_, _, r| {
+        pipe.push(t, false, r);
+        true
+    });
+    let next = [pipe.next_at(), a.poll_at(), b.poll_at()]
+        .into_iter()
+        .flatten()
+        .min();
+    *now = match next {
+        Some(x) if x > *now => x,
+        _ => *now + Duration::from_micros(1),
+    };
+}
+
+#[test]
+fn steady_bulk_transfer_does_not_allocate() {
+    let cfg = TcpConfig::default();
+    let mut a = Tcp::new(cfg.clone(), [1; 16]);
+    let mut b = Tcp::new(cfg, [2; 16]);
+    let bsa: SocketAddr = "198.18.0.2:80".parse().unwrap();
+    let l = b.listen(bsa, 4).unwrap();
+    let mut now = Instant::from_secs(1);
+    let c = a
+        .connect(now, "198.18.0.1:0".parse().unwrap(), bsa)
+        .unwrap();
+    let empty = Slot {
+        at: Instant::ZERO,
+        to_b: false,
+        src_port: 0,
+        dst_port: 0,
+        seq: 0,
+        ack: 0,
+        flags: TcpFlags::empty(),
+        window: 0,
+        options: TcpOptions::none(),
+        len: 0,
+        payload: [0; 1500],
+    };
+    let mut pipe = Pipe {
+        slots: vec![empty; 4096],
+        head: 0,
+        len: 0,
+        delay: Duration::from_micros(500),
+    };
+    let mut buf = vec![0u8; 65536];
+    let chunk = vec![0x42u8; 16384];
+    let mut moved = 0u64;
+    let mut server = None;
+    // Handshake and warm-up: a few megabytes, so every queue reaches its working size.
+    for _ in 0..200_000 {
+        if server.is_none() {
+            server = b.accept(l).unwrap();
+        }
+        if let Some(s) = server {
+            step(
+                &mut now, &mut pipe, &mut a, &mut b, c, s, &mut buf, &chunk, &mut moved,
+            );
+            if moved > 4 << 20 {
+                break;
+            }
+        } else {
+            let t = now;
+            deliver(
+                &mut pipe,
+                t,
+                &mut a,
+                &mut b,
+                "198.18.0.1".parse().unwrap(),
+                "198.18.0.2".parse().unwrap(),
+            );
+            a.dispatch(t, &mut |_, _, r| {
+                pipe.push(t, true, r);
+                true
+            });
+            b.dispatch(t, &mut |_, _, r| {
+                pipe.push(t, false, r);
+                true
+            });
+            now += Duration::from_micros(100);
+        }
+    }
+    let s = server.expect("handshake");
+    assert!(moved > 4 << 20, "warm-up moved only {moved} bytes");
+    let before = moved;
+    let segs_before = a.info(c).unwrap().segs_out;
+    // The counter itself works: one allocation is seen.
+    COUNTING.store(true, Ordering::Relaxed);
+    drop(std::hint::black_box(Vec::<u8>::with_capacity(64)));
+    COUNTING.store(false, Ordering::Relaxed);
+    assert_eq!(ALLOCS.swap(0, Ordering::Relaxed), 1);
+    COUNTING.store(true, Ordering::Relaxed);
+    for _ in 0..200_000 {
+        step(
+            &mut now, &mut pipe, &mut a, &mut b, c, s, &mut buf, &chunk, &mut moved,
+        );
+        if moved - before > 16 << 20 {
+            break;
+        }
+    }
+    COUNTING.store(false, Ordering::Relaxed);
+    let allocs = ALLOCS.load(Ordering::Relaxed);
+    let segs = a.info(c).unwrap().segs_out - segs_before;
+    println!(
+        "measured {} bytes in {segs} segments: {allocs} allocations",
+        moved - before
+    );
+    assert!(moved - before > 16 << 20);
+    assert_eq!(allocs, 0, "heap allocations during steady transfer");
+}
