@@ -168,7 +168,7 @@ fn goodput_reaches_bandwidth(cc: Congestion) {
         steady / 1e6,
         100.0 * steady / payload_rate,
         payload_rate / 1e6,
-        r.goodput_bps / 1e6,
+        r.goodput_bps.unwrap_or(0.0) / 1e6,
         100.0 * utilisation,
         r.retransmissions.segments,
         r.wire.a_to_b.dropped_queue

@@ -220,8 +220,9 @@ pub struct TcpSimReport {
     pub virtual_duration_s: f64,
     /// Virtual time from the first connect until B had every byte, seconds.
     pub transfer_duration_s: f64,
-    /// Payload goodput: `bytes_received * 8 / transfer_duration_s`, bits per second.
-    pub goodput_bps: f64,
+    /// Payload goodput: `bytes_received * 8 / transfer_duration_s`, bits per second;
+    /// `None` when the transfer took no virtual time (no delay and no bandwidth limit).
+    pub goodput_bps: Option<f64>,
     /// Payload goodput between the instants 25% and 95% of all bytes had arrived, bits
     /// per second: the steady state, without slow start and the final tail.
     pub goodput_steady_bps: Option<f64>,

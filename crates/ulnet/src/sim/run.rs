@@ -36,6 +36,9 @@ const CHUNK: usize = 16 * 1024;
 /// Passes at one virtual instant while a deadline stays at "now", before the harness
 /// moves on to the next later event.
 const SAME_INSTANT_PASSES: u32 = 3;
+/// Passes at one virtual instant with frames still arriving before the run is declared
+/// livelocked (a real exchange at one instant is bounded by the windows).
+const BUSY_PASS_LIMIT: u64 = 1_000_000;
 /// How often (iterations) the wall clock is read.
 const WALL_CHECK_EVERY: u64 = 1024;
 
@@ -543,6 +546,7 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
     let mut trace = Vec::new();
     let mut same_instant = 0u32;
     let mut stale_deadlines = 0u64;
+    let mut busy_passes = 0u64;
     let mut iterations = 0u64;
     loop {
         net.ingress();
@@ -566,6 +570,21 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
             break;
         }
         let now_us = net.wire.now_micros();
+        if net.wire.next_event_micros().is_some_and(|t| t <= now_us) {
+            // Frames to deliver at this instant: progress, not a stale deadline.
+            same_instant = 0;
+            busy_passes += 1;
+            if busy_passes > BUSY_PASS_LIMIT {
+                apps.failures.push(format!(
+                    "livelock: {BUSY_PASS_LIMIT} passes at virtual {:.6} s with frames \
+                     still arriving; {}",
+                    micros_to_s(now_us),
+                    apps.stall_summary(&net)
+                ));
+                break;
+            }
+            continue;
+        }
         match net.next_event_micros() {
             None => {
                 let missed = apps.sweep(&mut net);
@@ -608,6 +627,7 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
                     t
                 };
                 same_instant = 0;
+                busy_passes = 0;
                 if t > limit_us {
                     apps.failures.push(format!(
                         "virtual time limit of {:?} reached; {}",
@@ -801,11 +821,7 @@ fn report(
     let bytes_sent: u64 = apps.clients.iter().map(|c| c.sent).sum();
     let bytes_received = apps.total_received;
     let transfer_us = apps.t100.unwrap_or(end_us);
-    let goodput = if transfer_us > 0 {
-        bytes_received as f64 * 8.0 / micros_to_s(transfer_us)
-    } else {
-        0.0
-    };
+    let goodput = (transfer_us > 0).then(|| bytes_received as f64 * 8.0 / micros_to_s(transfer_us));
     let total = opts.bytes.saturating_mul(apps.clients.len() as u64);
     let steady = match (apps.t25, apps.t95) {
         (Some(a), Some(b)) if b > a => Some(total as f64 * 0.70 * 8.0 / micros_to_s(b - a)),
