@@ -94,7 +94,12 @@ fn eight_threads_share_one_stack_byte_exact() {
                             break;
                         }
                         for (k, b) in buf[..n].iter().enumerate() {
-                            assert_eq!(*b, pattern(seed, got + k as u64), "stream {seed} byte {}", got + k as u64);
+                            assert_eq!(
+                                *b,
+                                pattern(seed, got + k as u64),
+                                "stream {seed} byte {}",
+                                got + k as u64
+                            );
                         }
                         got += n as u64;
                     }

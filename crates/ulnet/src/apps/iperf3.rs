@@ -469,7 +469,14 @@ impl Iperf3Server {
                 packets: results.iter().map(|r| r.packets).sum(),
                 retransmits: results.iter().map(|r| r.retransmits.max(0) as u64).sum(),
             };
-            exchange(&mut ctrl, &params, &results, seconds, (cpu0, cpu1), &summary)?;
+            exchange(
+                &mut ctrl,
+                &params,
+                &results,
+                seconds,
+                (cpu0, cpu1),
+                &summary,
+            )?;
             Ok(summary)
         });
         shared.finished.store(true, Ordering::SeqCst);
@@ -650,7 +657,10 @@ impl UdpRx {
             (data, u64::from_be_bytes(c.try_into().unwrap_or_default()))
         } else {
             let Some(c) = data.get(8..12) else { return };
-            (data, u64::from(u32::from_be_bytes(c.try_into().unwrap_or_default())))
+            (
+                data,
+                u64::from(u32::from_be_bytes(c.try_into().unwrap_or_default())),
+            )
         };
         let sec = u32::from_be_bytes(hdr[0..4].try_into().unwrap_or_default());
         let usec = u32::from_be_bytes(hdr[4..8].try_into().unwrap_or_default());
@@ -680,7 +690,8 @@ fn wall_clock() -> f64 {
 
 /// Forward UDP: one receiver demultiplexes the streams by sender address.
 fn udp_recv(u: &UdpSocket, peers: &[SocketAddr], wide: bool, sh: &Shared) {
-    let index: HashMap<SocketAddr, usize> = peers.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+    let index: HashMap<SocketAddr, usize> =
+        peers.iter().enumerate().map(|(i, p)| (*p, i)).collect();
     let mut rx = vec![UdpRx::default(); peers.len()];
     let mut buf = vec![0u8; 65536];
     let _ = u.set_read_timeout(Some(TICK));

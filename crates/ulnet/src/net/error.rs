@@ -104,9 +104,15 @@ mod tests {
     #[test]
     fn kinds_match_what_std_reports_for_the_errno() {
         assert_eq!(conn(ConnError::Reset).kind(), ErrorKind::ConnectionReset);
-        assert_eq!(conn(ConnError::Refused).kind(), ErrorKind::ConnectionRefused);
+        assert_eq!(
+            conn(ConnError::Refused).kind(),
+            ErrorKind::ConnectionRefused
+        );
         assert_eq!(conn(ConnError::TimedOut).kind(), ErrorKind::TimedOut);
-        assert_eq!(listen(ListenError::AddressInUse).kind(), ErrorKind::AddrInUse);
+        assert_eq!(
+            listen(ListenError::AddressInUse).kind(),
+            ErrorKind::AddrInUse
+        );
         assert_eq!(send(SendError::Closed).kind(), ErrorKind::BrokenPipe);
         assert_eq!(recv(RecvError::WouldBlock).kind(), ErrorKind::WouldBlock);
         assert_eq!(udp_add(AddError::AddrInUse).kind(), ErrorKind::AddrInUse);

@@ -77,7 +77,11 @@ impl Tx for PipeTx {
             return Ok(());
         }
         {
-            let mut q = self.peer.frames.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut q = self
+                .peer
+                .frames
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             for f in self.batch.drain(..) {
                 if q.len() < QUEUE_FRAMES {
                     q.push_back(f);
@@ -129,7 +133,11 @@ impl Channel for PipeChannel {
         f: &mut dyn FnMut(&[u8], &mut dyn Tx),
     ) -> ulnet_channel::Result<usize> {
         {
-            let mut q = self.rx.frames.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut q = self
+                .rx
+                .frames
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let n = max_count.min(q.len());
             self.rx_batch.extend(q.drain(..n));
         }

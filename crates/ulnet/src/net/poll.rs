@@ -174,15 +174,24 @@ impl Poller {
     ///
     /// # Errors
     /// `InvalidInput` when `source` belongs to another stack.
-    pub fn register(&self, source: &dyn Source, token: Token, interest: Interest) -> io::Result<()> {
+    pub fn register(
+        &self,
+        source: &dyn Source,
+        token: Token,
+        interest: Interest,
+    ) -> io::Result<()> {
         let (key, stack) = source.key();
         if !stack.same(&self.stack) {
             return Err(err(io::ErrorKind::InvalidInput, "socket of another stack"));
         }
         let mut g = self.stack.handle().lock();
-        self.stack.registry().add_poll(key, &self.shared, token, interest);
+        self.stack
+            .registry()
+            .add_poll(key, &self.shared, token, interest);
         self.arm_udp(key, interest);
-        if readiness(&mut g, self.stack.registry(), key, token, interest).is_some() || matches!(key, Key::Listener(_)) {
+        if readiness(&mut g, self.stack.registry(), key, token, interest).is_some()
+            || matches!(key, Key::Listener(_))
+        {
             self.shared.push(token, key, interest);
         }
         Ok(())
@@ -209,7 +218,11 @@ impl Poller {
     pub fn deregister(&self, source: &dyn Source) -> io::Result<()> {
         let (key, _) = source.key();
         if self.stack.registry().remove_poll(key, &self.shared) {
-            let mut s = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut s = self
+                .shared
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let st = &mut *s;
             st.pending.retain(|(t, k, _)| {
                 let keep = *k != key;
@@ -236,14 +249,22 @@ impl Poller {
         let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             {
-                let mut s = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut s = self
+                    .shared
+                    .state
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
                 while s.pending.is_empty() {
                     if self.stack.registry().is_closed() {
                         return Err(super::error::stopped());
                     }
                     match deadline {
                         None => {
-                            s = self.shared.cv.wait(s).unwrap_or_else(PoisonError::into_inner);
+                            s = self
+                                .shared
+                                .cv
+                                .wait(s)
+                                .unwrap_or_else(PoisonError::into_inner);
                         }
                         Some(d) => {
                             let now = std::time::Instant::now();

@@ -131,6 +131,7 @@ pub(crate) struct Registry {
 }
 
 /// Which direction a task waits for.
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dir {
     Read,
@@ -157,6 +158,7 @@ impl Registry {
         wakers.into_iter().for_each(Waker::wake);
     }
 
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     /// Stores the waker of the task waiting on `key` in direction `dir`.
     pub(crate) fn set_waker(&self, key: Key, dir: Dir, waker: &Waker) {
         let mut m = lock(&self.entries);
@@ -187,7 +189,8 @@ impl Registry {
     pub(crate) fn add_poll(&self, key: Key, poller: &Arc<PollShared>, token: Token, i: Interest) {
         let mut m = lock(&self.entries);
         let e = m.entry(key).or_default();
-        e.polls.retain(|p| !std::ptr::eq(p.poller.as_ptr(), Arc::as_ptr(poller)));
+        e.polls
+            .retain(|p| !std::ptr::eq(p.poller.as_ptr(), Arc::as_ptr(poller)));
         e.polls.push(PollReg {
             poller: Arc::downgrade(poller),
             token,

@@ -17,7 +17,7 @@
 //! (FINs sent and acknowledged), then it stops and its thread is joined.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -252,7 +252,9 @@ impl StackBuilder {
         self.link = Link::Custom(Box::new(move |cfg: &NetConfig| {
             let ch = runtime::AnyChannel(Box::new(channel));
             let caps = ch.capabilities();
-            let mac = cfg.mac.unwrap_or_else(|| runtime::local_mac(cfg.address.address()));
+            let mac = cfg
+                .mac
+                .unwrap_or_else(|| runtime::local_mac(cfg.address.address()));
             let iface = runtime::build_interface(cfg, &caps, mac)?;
             Runtime::new(ch, iface, cfg.wait, Clock::monotonic())
         }));
@@ -270,7 +272,11 @@ impl StackBuilder {
         self.cfg.address = match self.address.take() {
             Some(Ok(c)) => c,
             Some(Err(e)) => return Err(invalid(e)),
-            None => return Err(invalid("the stack needs an address (StackBuilder::address)".into())),
+            None => {
+                return Err(invalid(
+                    "the stack needs an address (StackBuilder::address)".into(),
+                ))
+            }
         };
         let rt = match self.link {
             Link::Backend => {
@@ -324,7 +330,11 @@ impl Drop for StackInner {
             }
         }
         self.handle.stop();
-        let t = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let t = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         if let Some(t) = t {
             let _ = t.join();
         }
@@ -455,15 +465,6 @@ impl Stack {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// `addr` with an unspecified IP replaced by the stack's address.
-    pub(crate) fn concrete(&self, addr: SocketAddr) -> SocketAddr {
-        if addr.ip().is_unspecified() {
-            SocketAddr::new(self.local_ip(), addr.port())
-        } else {
-            addr
-        }
-    }
-
     /// A port to try for a listener bound to port 0 (the engine's ephemeral range,
     /// RFC 6056, starting at a random point).
     pub(crate) fn next_port(&self) -> u16 {
@@ -530,7 +531,10 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(e.to_string().contains("prefix"), "{e}");
-        let e = Stack::builder().address("198.18.0.1/24").build().unwrap_err();
+        let e = Stack::builder()
+            .address("198.18.0.1/24")
+            .build()
+            .unwrap_err();
         assert!(e.to_string().contains("interface"), "{e}");
         assert!(parse_cidr("198.18.0.1/33").is_err());
         assert_eq!(

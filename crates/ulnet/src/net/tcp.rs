@@ -91,9 +91,9 @@ impl Drop for StreamInner {
                     let _ = t.shutdown(h, etcp::Shutdown::Write);
                     match t.state(h) {
                         Ok(State::SynSent | State::SynReceived | State::Established)
-                        | Ok(State::FinWait1 | State::CloseWait | State::LastAck | State::Closing) => {
-                            Poll::Pending
-                        }
+                        | Ok(
+                            State::FinWait1 | State::CloseWait | State::LastAck | State::Closing,
+                        ) => Poll::Pending,
                         _ => Poll::Ready(Ok(())),
                     }
                 },
@@ -187,48 +187,55 @@ impl TcpStream {
     pub fn connect_nonblocking(stack: &Stack, addr: SocketAddr) -> io::Result<TcpStream> {
         let s = stack.handle().with(|iface, now| {
             let local = SocketAddr::new(stack.local_ip(), 0);
-            let h = tcp(iface)?.connect(now, local, addr).map_err(error::connect)?;
+            let h = tcp(iface)?
+                .connect(now, local, addr)
+                .map_err(error::connect)?;
             Self::adopt(stack, iface, h)
         })?;
         s.inner.opts.nonblocking.store(true, Ordering::Relaxed);
         Ok(s)
     }
 
-    fn wait_established(&self, timeout: Option<Duration>) -> io::Result<()> {
+    /// Whether the handshake finished (ready `Ok`), failed, or is still running.
+    pub(crate) fn poll_established(&self, iface: &mut Interface) -> Poll<io::Result<()>> {
         let h = self.inner.h;
+        let t = match tcp(iface) {
+            Ok(t) => t,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        match t.readiness(h) {
+            Err(e) => Poll::Ready(Err(error::socket(e))),
+            Ok(r) => match r.error {
+                Some(e) => Poll::Ready(Err(error::conn(e))),
+                None => match t.state(h) {
+                    Ok(State::SynSent) => Poll::Pending,
+                    Ok(State::Closed) => Poll::Ready(Err(err(
+                        io::ErrorKind::ConnectionAborted,
+                        "connection closed during the handshake",
+                    ))),
+                    _ => Poll::Ready(Ok(())),
+                },
+            },
+        }
+    }
+
+    fn wait_established(&self, timeout: Option<Duration>) -> io::Result<()> {
         self.inner.stack.block(
             &self.inner.notify,
             false,
             timeout,
             io::ErrorKind::TimedOut,
-            |iface| {
-                let t = match tcp(iface) {
-                    Ok(t) => t,
-                    Err(e) => return Poll::Ready(Err(e)),
-                };
-                match t.readiness(h) {
-                    Err(e) => Poll::Ready(Err(error::socket(e))),
-                    Ok(r) => match r.error {
-                        Some(e) => Poll::Ready(Err(error::conn(e))),
-                        None => match t.state(h) {
-                            Ok(State::SynSent) => Poll::Pending,
-                            Ok(State::Closed) => Poll::Ready(Err(err(
-                                io::ErrorKind::ConnectionAborted,
-                                "connection closed during the handshake",
-                            ))),
-                            _ => Poll::Ready(Ok(())),
-                        },
-                    },
-                }
-            },
+            |iface| self.poll_established(iface),
             &|| {},
         )
     }
 
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn handle(&self) -> SocketHandle {
         self.inner.h
     }
 
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn stack(&self) -> &Stack {
         &self.inner.stack
     }
@@ -260,7 +267,12 @@ impl TcpStream {
     }
 
     /// One try at reading, with the interface locked.
-    pub(crate) fn try_read(&self, iface: &mut Interface, buf: &mut [u8], peek: bool) -> Poll<io::Result<usize>> {
+    pub(crate) fn try_read(
+        &self,
+        iface: &mut Interface,
+        buf: &mut [u8],
+        peek: bool,
+    ) -> Poll<io::Result<usize>> {
         let t = match tcp(iface) {
             Ok(t) => t,
             Err(e) => return Poll::Ready(Err(e)),
@@ -366,12 +378,10 @@ impl TcpStream {
     /// # Errors
     /// Never (the `Result` mirrors std).
     pub fn nodelay(&self) -> io::Result<bool> {
-        let on = self.inner.stack.with(|iface| {
-            iface
-                .tcp()
-                .map(|t| !t.config().nagle)
-                .unwrap_or(true)
-        });
+        let on = self
+            .inner
+            .stack
+            .with(|iface| iface.tcp().map(|t| !t.config().nagle).unwrap_or(true));
         Ok(on || self.inner.opts.nodelay.load(Ordering::Relaxed))
     }
 
@@ -406,9 +416,9 @@ impl TcpStream {
     /// # Errors
     /// `NotConnected` when the connection is gone.
     pub fn set_user_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.set_option(SocketOption::UserTimeout(
-            t.map(|d| ulnet_stack::time::Duration::from_micros(d.as_micros().min(u64::MAX.into()) as u64)),
-        ))
+        self.set_option(SocketOption::UserTimeout(t.map(|d| {
+            ulnet_stack::time::Duration::from_micros(d.as_micros().min(u64::MAX.into()) as u64)
+        })))
     }
 
     /// What the last drop does: `None` closes gracefully in the background; `Some(0)`
@@ -472,7 +482,10 @@ impl TcpStream {
     /// # Errors
     /// Never (the `Result` mirrors std).
     pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
-        self.inner.opts.nonblocking.store(nonblocking, Ordering::Relaxed);
+        self.inner
+            .opts
+            .nonblocking
+            .store(nonblocking, Ordering::Relaxed);
         Ok(())
     }
 
@@ -636,7 +649,10 @@ impl TcpListener {
     }
 
     /// One try at accepting, with the interface locked.
-    pub(crate) fn try_accept(&self, iface: &mut Interface) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
+    pub(crate) fn try_accept(
+        &self,
+        iface: &mut Interface,
+    ) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
         let stack = &self.inner.stack;
         let t = match tcp(iface) {
             Ok(t) => t,
@@ -672,10 +688,12 @@ impl TcpListener {
         std::iter::repeat_with(move || self.accept().map(|(s, _)| s))
     }
 
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn stack(&self) -> &Stack {
         &self.inner.stack
     }
 
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn handle(&self) -> ListenerHandle {
         self.inner.l
     }

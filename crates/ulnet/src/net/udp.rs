@@ -106,11 +106,7 @@ impl UdpSocket {
             .map_err(|e| err(io::ErrorKind::InvalidInput, e))?;
         stack.with(|iface| {
             let h = iface.sockets_mut().add_udp(s).map_err(error::udp_add)?;
-            let local = iface
-                .sockets()
-                .udp(h)
-                .local_endpoint()
-                .unwrap_or(addr);
+            let local = iface.sockets().udp(h).local_endpoint().unwrap_or(addr);
             Ok(UdpSocket {
                 inner: Arc::new(Inner {
                     stack: stack.clone(),
@@ -163,7 +159,10 @@ impl UdpSocket {
             .next()
             .ok_or_else(|| err(io::ErrorKind::InvalidInput, "no address given"))?;
         if a.port() == 0 || a.ip().is_unspecified() {
-            return Err(err(io::ErrorKind::InvalidInput, "cannot connect to an unspecified address"));
+            return Err(err(
+                io::ErrorKind::InvalidInput,
+                "cannot connect to an unspecified address",
+            ));
         }
         set(&self.inner.peer, Some(a));
         Ok(())
@@ -327,8 +326,14 @@ impl UdpSocket {
             .with(|iface| iface.sockets().udp(h).stats().rx_dropped)
     }
 
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn stack(&self) -> &Stack {
         &self.inner.stack
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn key(&self) -> Key {
+        Key::Udp(self.inner.h)
     }
 }
 
