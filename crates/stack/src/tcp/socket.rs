@@ -592,6 +592,7 @@ impl Socket {
             sacked_bytes: self.rec.sacked_bytes(),
             retransmits: self.counters.retransmits,
             backoff: self.retries,
+            dsacks_received: self.rec.dsacks,
             fast_recoveries: self.counters.fast_recoveries,
             timeouts: self.counters.timeouts,
             segs_out: self.counters.segs_out,

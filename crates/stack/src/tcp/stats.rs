@@ -37,6 +37,8 @@ pub struct TcpInfo {
     pub retransmits: u64,
     /// Consecutive RTO backoffs now in force.
     pub backoff: u8,
+    /// D-SACK blocks received (RFC 2883): the peer got some data twice.
+    pub dsacks_received: u64,
     /// Fast retransmits / recovery episodes entered.
     pub fast_recoveries: u64,
     /// Retransmission timeouts that fired.

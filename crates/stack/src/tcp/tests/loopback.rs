@@ -386,3 +386,100 @@ fn small_buffers_exercise_zero_window() {
     );
     check(&o, total);
 }
+
+#[test]
+fn many_concurrent_connections_through_one_listener() {
+    let mut a = Tcp::new(TcpConfig::default(), [1; 16]);
+    let mut b = Tcp::new(TcpConfig::default(), [2; 16]);
+    let b_addr: SocketAddr = B.parse().unwrap();
+    let a_addr: SocketAddr = A.parse().unwrap();
+    let l = b.listen(b_addr, 64).unwrap();
+    let mut now = Instant::from_secs(1);
+    let mut pipe = Pipe::new(link(1, 2_000, 3));
+    const N: usize = 50;
+    const BYTES: usize = 50_000;
+    let clients: Vec<SocketHandle> = (0..N)
+        .map(|_| a.connect(now, a_addr, b_addr).unwrap())
+        .collect();
+    let mut sent = [0usize; N];
+    let mut servers: Vec<(SocketHandle, Vec<u8>)> = Vec::new();
+    let (aip, bip): (IpAddr, IpAddr) = (a_addr.ip(), b_addr.ip());
+    let mut buf = vec![0u8; 65536];
+    for _ in 0..2_000_000 {
+        while let Some((to_b, seg)) = pipe.pop_due(now) {
+            let mut replies = Vec::new();
+            let (dst, src, tcp) = if to_b {
+                (bip, aip, &mut b)
+            } else {
+                (aip, bip, &mut a)
+            };
+            tcp.process(now, src, dst, &seg.repr(), &mut |_, _, r| {
+                replies.push(Seg::from_repr(r))
+            });
+            for r in replies {
+                pipe.push(now, !to_b, &r.repr());
+            }
+        }
+        while let Some(s) = b.accept(l).unwrap() {
+            servers.push((s, Vec::new()));
+        }
+        for (i, c) in clients.iter().enumerate() {
+            if sent[i] < BYTES && a.state(*c).is_ok_and(|s| s == State::Established) {
+                let data: Vec<u8> = (sent[i]..BYTES.min(sent[i] + 8192))
+                    .map(|k| (k as u8) ^ (i as u8))
+                    .collect();
+                sent[i] += a.send(*c, &data).unwrap();
+                if sent[i] == BYTES {
+                    a.shutdown(*c, Shutdown::Write).unwrap();
+                }
+            }
+        }
+        for (s, got) in servers.iter_mut() {
+            while let Ok(n) = b.recv(*s, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
+        a.dispatch(now, &mut |_, _, r| {
+            pipe.push(now, true, r);
+            true
+        });
+        b.dispatch(now, &mut |_, _, r| {
+            pipe.push(now, false, r);
+            true
+        });
+        let done = servers.len() == N
+            && servers
+                .iter()
+                .all(|(s, got)| got.len() == BYTES && b.readiness(*s).is_ok_and(|r| r.read_closed));
+        if done {
+            break;
+        }
+        let next = [pipe.next_at(), a.poll_at(), b.poll_at()]
+            .into_iter()
+            .flatten()
+            .min();
+        match next {
+            Some(t) if t > now => now = t,
+            _ => now += Duration::from_micros(10),
+        }
+    }
+    assert_eq!(servers.len(), N);
+    for (s, got) in &servers {
+        let (_, remote) = b.addresses(*s).unwrap();
+        let i = clients
+            .iter()
+            .position(|c| a.addresses(*c).unwrap().0 == remote)
+            .unwrap();
+        assert_eq!(got.len(), BYTES, "connection {i}");
+        assert!(
+            got.iter()
+                .enumerate()
+                .all(|(k, &v)| v == (k as u8) ^ (i as u8)),
+            "connection {i} corrupted"
+        );
+    }
+    assert_eq!(b.connection_count(), N);
+}

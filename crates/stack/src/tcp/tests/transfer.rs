@@ -475,3 +475,58 @@ fn sequence_numbers_cross_2_pow_32_both_ways() {
     assert_eq!(info.bytes_in_flight, 0);
     assert_eq!(info.bytes_acked, 3000);
 }
+
+#[test]
+fn dsack_received_is_counted_not_treated_as_loss() {
+    let mut cfg = newreno();
+    cfg.sack = true;
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000).sack_ok());
+    send_segments(&mut h, s, 2);
+    let una = iss + 1;
+    h.send(h.peer().seq(1001).ack(una + 2000));
+    // The peer reports receiving the first segment twice.
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(una + 2000)
+            .sack_blocks(&[(una, una + 1000)]),
+    );
+    let info = h.tcp.info(s).unwrap();
+    assert_eq!(info.dsacks_received, 1);
+    assert_eq!((info.fast_recoveries, info.sacked_bytes), (0, 0));
+}
+
+#[test]
+fn reassembly_is_bounded() {
+    let mut cfg = plain_config();
+    cfg.max_ooo_ranges = 4;
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer());
+    // Eight separate holes: only four ranges are kept, the rest dropped and counted.
+    for i in 0..8u32 {
+        h.send(
+            h.peer()
+                .seq(1001 + 100 + i * 200)
+                .ack(iss + 1)
+                .data(&[1; 100]),
+        );
+    }
+    let _ = h.out();
+    assert_eq!(h.tcp.stats().ooo_dropped, 4);
+    // Filling the first hole delivers the first range only.
+    h.send(h.peer().seq(1001).ack(iss + 1).data(&[0; 100]));
+    assert_eq!(h.out().last().unwrap().ack, 1201);
+    assert_eq!(h.read_all(s).len(), 200);
+}
+
+#[test]
+fn congestion_algorithm_per_socket() {
+    let mut h = Harness::new(plain_config());
+    let (s, _) = h.passive_open(1000, h.peer());
+    assert_eq!(h.tcp.info(s).unwrap().congestion, Algorithm::Cubic);
+    h.tcp
+        .set_option(s, SocketOption::Congestion(Algorithm::NewReno))
+        .unwrap();
+    assert_eq!(h.tcp.info(s).unwrap().congestion, Algorithm::NewReno);
+}
