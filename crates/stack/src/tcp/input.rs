@@ -213,6 +213,34 @@ fn synchronized(
     let rst = f.contains(TcpFlags::RST);
     let syn = f.contains(TcpFlags::SYN);
 
+    // Simultaneous open (RFC 9293 §3.5 figure 8): the peer's SYN,ACK repeats its SYN and
+    // acknowledges ours; it completes the handshake here.
+    if s.state == State::SynReceived
+        && syn
+        && !rst
+        && f.contains(TcpFlags::ACK)
+        && seg.seq == s.irs
+        && seg.ack.diff(s.snd_una) > 0
+        && seg.ack.diff(s.snd_nxt) <= 0
+    {
+        s.snd_una = seg.ack;
+        syn_acked(s, now, seg, cx);
+        s.snd_wnd = u32::from(seg.window);
+        s.max_snd_wnd = s.snd_wnd;
+        s.snd_wl1 = seg.seq;
+        s.snd_wl2 = seg.ack;
+        s.state = if s.fin_queued {
+            State::FinWait1
+        } else {
+            State::Established
+        };
+        cx.stats.established += 1;
+        s.counters.segs_in += 1;
+        s.ack_now = true;
+        s.rearm_keepalive(now);
+        return;
+    }
+
     // A retransmitted SYN in SYN-RECEIVED: our SYN-ACK was lost, send it again.
     if s.state == State::SynReceived
         && syn

@@ -483,3 +483,102 @@ fn many_concurrent_connections_through_one_listener() {
     }
     assert_eq!(b.connection_count(), N);
 }
+
+#[test]
+fn simultaneous_open_between_two_engines() {
+    let pa: SocketAddr = "198.18.0.1:5000".parse().unwrap();
+    let pb: SocketAddr = "198.18.0.2:6000".parse().unwrap();
+    let mut a = Tcp::new(TcpConfig::default(), [1; 16]);
+    let mut b = Tcp::new(TcpConfig::default(), [2; 16]);
+    let mut now = Instant::from_secs(1);
+    let ca = a.connect(now, pa, pb).unwrap();
+    let cb = b.connect(now, pb, pa).unwrap();
+    let mut pipe = Pipe::new(link(5, 0, 1));
+    a.send(ca, b"from a").unwrap();
+    b.send(cb, b"from b").unwrap();
+    let mut got_a = Vec::new();
+    let mut got_b = Vec::new();
+    let mut buf = [0u8; 64];
+    for _ in 0..1000 {
+        while let Some((to_b, seg)) = pipe.pop_due(now) {
+            let mut replies = Vec::new();
+            let (dst, src, tcp) = if to_b {
+                (pb.ip(), pa.ip(), &mut b)
+            } else {
+                (pa.ip(), pb.ip(), &mut a)
+            };
+            tcp.process(now, src, dst, &seg.repr(), &mut |_, _, r| {
+                replies.push(Seg::from_repr(r))
+            });
+            for r in replies {
+                pipe.push(now, !to_b, &r.repr());
+            }
+        }
+        if let Ok(n) = a.recv(ca, &mut buf) {
+            got_a.extend_from_slice(&buf[..n]);
+        }
+        if let Ok(n) = b.recv(cb, &mut buf) {
+            got_b.extend_from_slice(&buf[..n]);
+        }
+        a.dispatch(now, &mut |_, _, r| {
+            pipe.push(now, true, r);
+            true
+        });
+        b.dispatch(now, &mut |_, _, r| {
+            pipe.push(now, false, r);
+            true
+        });
+        match [pipe.next_at(), a.poll_at(), b.poll_at()]
+            .into_iter()
+            .flatten()
+            .min()
+        {
+            Some(t) if t > now => now = t,
+            Some(_) => now += Duration::from_micros(1),
+            None => break,
+        }
+        if got_a == b"from b" && got_b == b"from a" {
+            break;
+        }
+    }
+    assert_eq!(a.state(ca).unwrap(), State::Established);
+    assert_eq!(b.state(cb).unwrap(), State::Established);
+    assert_eq!(
+        (got_a.as_slice(), got_b.as_slice()),
+        (&b"from b"[..], &b"from a"[..])
+    );
+    // Simultaneous close as well: both shut down at once and end in TIME-WAIT.
+    a.shutdown(ca, Shutdown::Write).unwrap();
+    b.shutdown(cb, Shutdown::Write).unwrap();
+    for _ in 0..1000 {
+        while let Some((to_b, seg)) = pipe.pop_due(now) {
+            let (dst, src, tcp) = if to_b {
+                (pb.ip(), pa.ip(), &mut b)
+            } else {
+                (pa.ip(), pb.ip(), &mut a)
+            };
+            tcp.process(now, src, dst, &seg.repr(), &mut |_, _, _| {});
+        }
+        a.dispatch(now, &mut |_, _, r| {
+            pipe.push(now, true, r);
+            true
+        });
+        b.dispatch(now, &mut |_, _, r| {
+            pipe.push(now, false, r);
+            true
+        });
+        if a.state(ca).unwrap() == State::TimeWait && b.state(cb).unwrap() == State::TimeWait {
+            break;
+        }
+        match [pipe.next_at(), a.poll_at(), b.poll_at()]
+            .into_iter()
+            .flatten()
+            .min()
+        {
+            Some(t) if t > now => now = t,
+            _ => now += Duration::from_micros(1),
+        }
+    }
+    assert_eq!(a.state(ca).unwrap(), State::TimeWait);
+    assert_eq!(b.state(cb).unwrap(), State::TimeWait);
+}
