@@ -5,12 +5,28 @@
 //! (congestion control, NewReno), RFC 6675 (SACK loss recovery), RFC 9438 (CUBIC),
 //! RFC 5961 (blind in-window attacks), RFC 6528 (ISNs), RFC 1122 §4.2 (host requirements).
 //!
-//! Where things live: [`Tcp`] (`layer.rs`) is the whole engine and the only thing the IP
-//! layer and the socket API call. Per connection: `socket.rs` (control block and user
+//! Where things live: [`Tcp`] is the whole engine and the only thing the IP layer and the
+//! socket API call: `layer.rs` (segments in, segments out, timers, tables) and `api.rs`
+//! (the application's calls). Per connection: `socket.rs` (control block and user
 //! calls), `input.rs` (segment arrival), `recv.rs` (receive buffer, delayed ACK, SACK
 //! blocks), `output.rs` (segment generation), `recovery.rs` (loss recovery), `timer.rs`
 //! (all timers), `options.rs` (negotiation). Around them: `listen.rs`, `timewait.rs`,
 //! `table.rs`, `challenge.rs` (RFC 5961 rate limit), `stats.rs`, `config.rs`.
+//!
+//! Supported: all eleven states with active, passive and simultaneous open and close,
+//! half-close, RST generation and RFC 5961 checks (challenge ACKs, rate limit, ACK
+//! validity), RFC 1337 TIME-WAIT protection and RFC 6191 reuse, MSS (clamped to the path),
+//! window scaling, timestamps with PAWS and RTTM, SACK and D-SACK both ways, RFC 6298
+//! retransmission with Karn and backoff, SYN retransmission, zero-window probes,
+//! keepalive, user timeout, NewReno / SACK recovery / CUBIC per socket, limited
+//! transmit, delayed ACK, Nagle, SWS avoidance on both sides, bounded SYN and accept
+//! queues, RFC 6528 ISNs and RFC 6056 ephemeral ports.
+//!
+//! Deliberately not supported: urgent data (URG is ignored and data stays inline, as
+//! RFC 6093 recommends for new code), ECN, TCP Fast Open, SYN cookies (a full SYN queue
+//! drops SYNs instead), path MTU discovery itself (the IP layer reports MTUs through
+//! [`Tcp::set_path_mtu`]), data carried on a SYN (it is not acknowledged; the peer sends
+//! it again).
 
 pub mod congestion;
 pub mod isn;
@@ -19,6 +35,7 @@ pub mod reassembly;
 pub mod rtt;
 pub mod sack;
 
+mod api;
 mod challenge;
 mod config;
 mod error;
