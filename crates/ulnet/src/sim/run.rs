@@ -547,6 +547,7 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
     let mut same_instant = 0u32;
     let mut stale_deadlines = 0u64;
     let mut busy_passes = 0u64;
+    let mut drained = false;
     let mut iterations = 0u64;
     loop {
         net.ingress();
@@ -570,6 +571,9 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
             break;
         }
         let now_us = net.wire.now_micros();
+        if net.next_event_micros().is_some() {
+            drained = false;
+        }
         if net.wire.next_event_micros().is_some_and(|t| t <= now_us) {
             // Frames to deliver at this instant: progress, not a stale deadline.
             same_instant = 0;
@@ -586,6 +590,11 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
             continue;
         }
         match net.next_event_micros() {
+            None if !drained => {
+                // Events queued by the last egress (a timeout, say) are taken in one
+                // more pass before the run is judged idle.
+                drained = true;
+            }
             None => {
                 let missed = apps.sweep(&mut net);
                 if missed.is_empty() {
