@@ -32,22 +32,36 @@ fn run_clients(stack: &Stack, client_ns: &str, server: IpAddr) {
     let s2 = Arc::clone(&stop);
     let t = thread::spawn(move || {
         let mut out: Vec<Result<TestSummary, String>> = Vec::new();
-        srv.run(&s2, Some(RUNS.len()), &mut |r| out.push(r.map_err(|e| e.to_string())))
-            .unwrap();
+        srv.run(&s2, Some(RUNS.len()), &mut |r| {
+            out.push(r.map_err(|e| e.to_string()))
+        })
+        .unwrap();
         out
     });
     let ip = server.to_string();
     for extra in RUNS {
-        let mut args = vec!["netns", "exec", client_ns, "timeout", "30", "iperf3", "-c", &ip, "-t", "1", "-J"];
+        let mut args = vec![
+            "netns", "exec", client_ns, "timeout", "30", "iperf3", "-c", &ip, "-t", "1", "-J",
+        ];
         args.extend_from_slice(extra);
-        let o = std::process::Command::new("ip").args(&args).output().unwrap();
+        let o = std::process::Command::new("ip")
+            .args(&args)
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&o.stdout);
-        assert!(o.status.success(), "iperf3 {extra:?} failed: {text}\n{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "iperf3 {extra:?} failed: {text}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let j: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert!(j.get("error").is_none(), "iperf3 {extra:?}: {}", j["error"]);
         let end = &j["end"];
         let (bytes, secs) = if extra.contains(&"-u") {
-            (end["sum"]["bytes"].as_f64().unwrap(), end["sum"]["seconds"].as_f64().unwrap())
+            (
+                end["sum"]["bytes"].as_f64().unwrap(),
+                end["sum"]["seconds"].as_f64().unwrap(),
+            )
         } else {
             (
                 end["sum_received"]["bytes"].as_f64().unwrap(),
@@ -86,8 +100,13 @@ fn on_backend(backend: Backend) {
     let stack = match backend {
         Backend::Tap => {
             let name = format!("ultp{}", std::process::id() % 100_000);
-            let s = builder.interface(&name).address("198.18.250.2/24").build().unwrap();
-            b.run("ip", ["addr", "add", "198.18.250.1/24", "dev", &name]).unwrap();
+            let s = builder
+                .interface(&name)
+                .address("198.18.250.2/24")
+                .build()
+                .unwrap();
+            b.run("ip", ["addr", "add", "198.18.250.1/24", "dev", &name])
+                .unwrap();
             s
         }
         _ => builder

@@ -11,13 +11,7 @@ use ulnet::net::{pipe, Interest, Poller, Stack, TcpListener, TcpStream, Token, U
 
 fn stacks() -> (Stack, Stack) {
     let (a, b) = pipe::pair().unwrap();
-    let build = |addr: &str, ch| {
-        Stack::builder()
-            .address(addr)
-            .channel(ch)
-            .build()
-            .unwrap()
-    };
+    let build = |addr: &str, ch| Stack::builder().address(addr).channel(ch).build().unwrap();
     (build("198.18.0.1/24", a), build("198.18.0.2/24", b))
 }
 
@@ -34,9 +28,15 @@ fn pair(a: &Stack, b: &Stack, port: u16) -> (TcpStream, TcpStream) {
 fn binding_twice_is_addr_in_use() {
     let (_a, b) = stacks();
     let _l = TcpListener::bind(&b, "0.0.0.0:80").unwrap();
-    assert_eq!(TcpListener::bind(&b, "0.0.0.0:80").unwrap_err().kind(), ErrorKind::AddrInUse);
+    assert_eq!(
+        TcpListener::bind(&b, "0.0.0.0:80").unwrap_err().kind(),
+        ErrorKind::AddrInUse
+    );
     let _u = UdpSocket::bind(&b, "0.0.0.0:53").unwrap();
-    assert_eq!(UdpSocket::bind(&b, "0.0.0.0:53").unwrap_err().kind(), ErrorKind::AddrInUse);
+    assert_eq!(
+        UdpSocket::bind(&b, "0.0.0.0:53").unwrap_err().kind(),
+        ErrorKind::AddrInUse
+    );
     let any = TcpListener::bind(&b, "0.0.0.0:0").unwrap();
     assert_ne!(any.local_addr().unwrap().port(), 0);
 }
@@ -67,7 +67,11 @@ fn shutdown_then_read_or_write() {
     s.write_all(b"late").unwrap();
     assert_eq!(c.read(&mut buf).unwrap(), 4, "half-closed: still readable");
     c.shutdown(Shutdown::Read).unwrap();
-    assert_eq!(c.read(&mut buf).unwrap(), 0, "std: reads after shutdown(Read) are EOF");
+    assert_eq!(
+        c.read(&mut buf).unwrap(),
+        0,
+        "std: reads after shutdown(Read) are EOF"
+    );
     assert!(c.shutdown(Shutdown::Both).is_ok());
 }
 
@@ -77,14 +81,26 @@ fn timeouts_and_nonblocking_would_block() {
     let (c, _s) = pair(&a, &b, 8);
     let mut buf = [0u8; 8];
     c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-    assert_eq!((&c).read(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(
+        (&c).read(&mut buf).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
     c.set_nonblocking(true).unwrap();
-    assert_eq!((&c).read(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(
+        (&c).read(&mut buf).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
     assert_eq!(c.peek(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
-    assert_eq!(c.set_read_timeout(Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        c.set_read_timeout(Some(Duration::ZERO)).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
     let u = UdpSocket::bind(&a, "0.0.0.0:0").unwrap();
     u.set_nonblocking(true).unwrap();
-    assert_eq!(u.recv_from(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(
+        u.recv_from(&mut buf).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
     assert_eq!(u.send(b"x").unwrap_err().kind(), ErrorKind::NotConnected);
     let l = TcpListener::bind(&a, "0.0.0.0:9").unwrap();
     l.set_nonblocking(true).unwrap();
@@ -99,7 +115,11 @@ fn drop_closes_gracefully_and_linger_zero_resets() {
     drop(c);
     let mut all = Vec::new();
     s.read_to_end(&mut all).unwrap();
-    assert_eq!(all.len(), 100_000, "queued data and FIN arrive after the drop");
+    assert_eq!(
+        all.len(),
+        100_000,
+        "queued data and FIN arrive after the drop"
+    );
 
     let (c, mut s) = pair(&a, &b, 11);
     c.set_linger(Some(Duration::ZERO)).unwrap();
@@ -107,7 +127,10 @@ fn drop_closes_gracefully_and_linger_zero_resets() {
     let mut buf = [0u8; 8];
     let e = s.read(&mut buf).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ConnectionReset);
-    assert_eq!(s.write(b"x").unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(
+        s.write(b"x").unwrap_err().kind(),
+        ErrorKind::ConnectionReset
+    );
 }
 
 #[test]
@@ -123,7 +146,8 @@ fn clones_share_the_connection_and_options_apply() {
     c2.set_nodelay(true).unwrap();
     assert!(c2.nodelay().unwrap());
     c2.set_congestion(ulnet::net::Algorithm::NewReno).unwrap();
-    c2.set_keepalive(Some(ulnet::net::Keepalive::default())).unwrap();
+    c2.set_keepalive(Some(ulnet::net::Keepalive::default()))
+        .unwrap();
     let info = c2.info().unwrap();
     assert_eq!(info.congestion, ulnet::net::Algorithm::NewReno);
     assert!(info.sack && info.timestamps);
@@ -143,7 +167,10 @@ fn stopping_the_stack_releases_blocked_calls() {
     let e = t.join().unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotConnected);
     assert!(!a.is_running());
-    assert_eq!(TcpStream::connect(&a, "198.18.0.2:13").unwrap_err().kind(), ErrorKind::NotConnected);
+    assert_eq!(
+        TcpStream::connect(&a, "198.18.0.2:13").unwrap_err().kind(),
+        ErrorKind::NotConnected
+    );
 }
 
 #[test]
@@ -158,9 +185,14 @@ fn poller_reports_accepts_reads_and_udp() {
     p.register(&u, Token(1), Interest::READABLE).unwrap();
     let mut events = Vec::new();
     // A listener is reported once at registration (accept until WouldBlock).
-    p.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+    p.poll(&mut events, Some(Duration::from_millis(10)))
+        .unwrap();
     assert_eq!(l.accept().unwrap_err().kind(), ErrorKind::WouldBlock);
-    assert_eq!(p.poll(&mut events, Some(Duration::from_millis(20))).unwrap(), 0);
+    assert_eq!(
+        p.poll(&mut events, Some(Duration::from_millis(20)))
+            .unwrap(),
+        0
+    );
 
     let clients: Vec<TcpStream> = (0..3)
         .map(|_| TcpStream::connect(&a, "198.18.0.2:20").unwrap())
@@ -171,7 +203,8 @@ fn poller_reports_accepts_reads_and_udp() {
         assert!(!events.is_empty(), "accept readiness within 5 s");
         while let Ok((s, _)) = l.accept() {
             s.set_nonblocking(true).unwrap();
-            p.register(&s, Token(10 + streams.len()), Interest::READABLE).unwrap();
+            p.register(&s, Token(10 + streams.len()), Interest::READABLE)
+                .unwrap();
             streams.push(s);
         }
     }
@@ -181,7 +214,8 @@ fn poller_reports_accepts_reads_and_udp() {
     let (mut got_tcp, mut got_udp) = (false, false);
     let mut buf = [0u8; 16];
     for _ in 0..50 {
-        p.poll(&mut events, Some(Duration::from_millis(200))).unwrap();
+        p.poll(&mut events, Some(Duration::from_millis(200)))
+            .unwrap();
         for e in &events {
             if e.token == Token(11) && e.readable {
                 assert_eq!((&streams[1]).read(&mut buf).unwrap(), 2);
@@ -191,7 +225,10 @@ fn poller_reports_accepts_reads_and_udp() {
                 assert_eq!(u.recv_from(&mut buf).unwrap().0, 5);
                 got_udp = true;
             }
-            assert!(e.token != Token(10) && e.token != Token(12), "no data there: {e:?}");
+            assert!(
+                e.token != Token(10) && e.token != Token(12),
+                "no data there: {e:?}"
+            );
         }
         if got_tcp && got_udp {
             break;

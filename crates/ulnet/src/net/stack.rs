@@ -92,6 +92,45 @@ impl Default for StackBuilder {
 }
 
 impl StackBuilder {
+    /// Settings from the environment, for examples and tools: `ULNET_BACKEND`
+    /// (xdp, packet, tap), `ULNET_IFACE`, `ULNET_NETNS`, `ULNET_ADDR` (with prefix),
+    /// `ULNET_GATEWAY`, `ULNET_PCAP` and `ULNET_BUSY_POLL=1`. Unset variables leave the
+    /// builder as it is; malformed ones make [`build`](Self::build) fail.
+    #[must_use]
+    pub fn from_env(mut self) -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        if let Some(b) = var("ULNET_BACKEND") {
+            match b.parse() {
+                Ok(b) => self.cfg.backend = b,
+                Err(e) => self.address = Some(Err(format!("ULNET_BACKEND: {e}"))),
+            }
+        }
+        if let Some(i) = var("ULNET_IFACE") {
+            self.ifname = Some(i);
+        }
+        if let Some(n) = var("ULNET_NETNS") {
+            self.cfg.netns = Some(n);
+        }
+        if let Some(a) = var("ULNET_ADDR") {
+            if !matches!(self.address, Some(Err(_))) {
+                self.address = Some(parse_cidr(&a));
+            }
+        }
+        if let Some(g) = var("ULNET_GATEWAY") {
+            match g.parse() {
+                Ok(g) => self.cfg.gateway = Some(g),
+                Err(e) => self.address = Some(Err(format!("ULNET_GATEWAY: {e}"))),
+            }
+        }
+        if let Some(p) = var("ULNET_PCAP") {
+            self.cfg.pcap = Some(p.into());
+        }
+        if var("ULNET_BUSY_POLL").is_some_and(|v| v == "1") {
+            self.cfg.wait = WaitMode::BusyPoll;
+        }
+        self
+    }
+
     /// The channel backend (default: AF_XDP with the steering program).
     #[must_use]
     pub fn backend(mut self, backend: Backend) -> Self {
