@@ -91,8 +91,8 @@ error_enum! {
         TimedOut => "connection timed out",
         /// The connection was refused (RST in reply to our SYN).
         ConnectionRefused => "connection refused",
-        /// The receive side was shut down locally.
-        Closed => "receive side shut down",
+        /// The connection was aborted locally.
+        Closed => "connection aborted",
     }
 }
 

@@ -462,7 +462,8 @@ impl Socket {
     /// EOF is [`RecvError::WouldBlock`].
     pub(crate) fn recv(&mut self, buf: &mut [u8], consume: bool) -> Result<usize, RecvError> {
         if self.rd_shut {
-            return Err(RecvError::Closed);
+            // Like POSIX `recv` after `shutdown(SHUT_RD)`: end of stream.
+            return Ok(0);
         }
         if self.rx.is_empty() {
             if let Some(e) = self.error {
@@ -561,7 +562,8 @@ impl Socket {
 
     /// Readable: data, EOF, or an error to report.
     pub(crate) fn can_recv(&self) -> bool {
-        !self.rx.is_empty()
+        self.rd_shut
+            || !self.rx.is_empty()
             || self.error.is_some()
             || self.state.fin_received()
             || self.state == State::Closed
