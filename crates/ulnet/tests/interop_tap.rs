@@ -57,6 +57,48 @@ fn tap_ping_arp_http_udp_tcp() {
     let got = serve_while(&mut rt, &mut s, limit, || curl(&b.ns, &url, &out));
     assert_eq!(got, (len, pattern_sha(len)), "curl body");
 
+    // Keep-alive (the second request reuses the connection), HEAD, 404.
+    let base = format!("http://{ip}");
+    let o = serve_while(&mut rt, &mut s, limit, || {
+        output_in(
+            &b.ns,
+            "curl",
+            &[
+                "-sS",
+                "--max-time",
+                "10",
+                "-o",
+                "/dev/null",
+                "-o",
+                "/dev/null",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code} %{num_connects} %{size_download}\\n",
+                &format!("{base}/bytes/1000"),
+                &format!("{base}/bytes/1000"),
+                &format!("{base}/missing"),
+            ],
+        )
+    });
+    assert_eq!(
+        text(&o),
+        "200 1 1000\n200 0 1000\n404 0 14\n",
+        "keep-alive and 404"
+    );
+    let o = serve_while(&mut rt, &mut s, limit, || {
+        output_in(
+            &b.ns,
+            "curl",
+            &["-sS", "--max-time", "10", "-I", &format!("{base}/bytes/77")],
+        )
+    });
+    let t = text(&o);
+    assert!(
+        t.starts_with("HTTP/1.1 200 OK") && t.contains("Content-Length: 77"),
+        "HEAD: {t}"
+    );
+
     let up = 4_000_000;
     let server = kernel_tcp_server(&b.ns, SocketAddr::new(kernel, 5001), up);
     let r = ulnet_bulk(&mut rt, &mut s, ip, SocketAddr::new(kernel, 5001), up);
