@@ -530,3 +530,24 @@ fn congestion_algorithm_per_socket() {
         .unwrap();
     assert_eq!(h.tcp.info(s).unwrap().congestion, Algorithm::NewReno);
 }
+
+#[test]
+fn rttm_measures_retransmitted_segments_with_timestamps() {
+    let mut cfg = newreno();
+    cfg.timestamps = true;
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer().ts(10, 0));
+    h.tcp.send(s, b"abc").unwrap();
+    let first = h.out1();
+    // Lost; the retransmission goes out after the RTO.
+    let rtx = h.wait();
+    assert_eq!(rtx[0].seq, first.seq);
+    let echoed = rtx[0].tsval().unwrap();
+    assert_ne!(echoed, first.tsval().unwrap());
+    // The ACK comes 30 ms after the retransmission and echoes its timestamp: Karn's rule
+    // forbids a plain sample, RTTM gives an unambiguous one.
+    h.now += Duration::from_millis(30);
+    h.send(h.peer().seq(1001).ack(iss + 4).ts(20, echoed));
+    let srtt = h.tcp.info(s).unwrap().srtt.unwrap();
+    assert!(srtt >= Duration::from_millis(1), "{srtt:?}");
+}
