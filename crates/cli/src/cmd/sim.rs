@@ -16,7 +16,7 @@ pub enum Command {
     /// Bulk TCP transfers from node A (198.18.0.1) to a listener on node B (198.18.0.2)
     /// over an impaired simulated cable; prints a JSON report and fails unless every
     /// byte arrived intact and every connection closed cleanly.
-    Tcp(TcpArgs),
+    Tcp(Box<TcpArgs>),
 }
 
 /// A value for both directions, or `A2B,B2A`.
@@ -256,6 +256,6 @@ fn tcp(args: TcpArgs) -> anyhow::Result<()> {
 /// printing its report).
 pub fn run(c: Command) -> anyhow::Result<()> {
     match c {
-        Command::Tcp(args) => tcp(args),
+        Command::Tcp(args) => tcp(*args),
     }
 }
