@@ -2,6 +2,8 @@
 //! concurrent client tasks on stack A (two stacks joined by an in-memory link, each on
 //! its own runtime thread); every echo comes back byte-exact. Also async UDP.
 
+#![cfg(feature = "tokio")]
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

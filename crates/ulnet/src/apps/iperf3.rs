@@ -765,3 +765,67 @@ fn algorithm(name: &str) -> Option<Algorithm> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dgram(sec: u32, usec: u32, count: u32) -> Vec<u8> {
+        let mut d = vec![0u8; 64];
+        d[0..4].copy_from_slice(&sec.to_be_bytes());
+        d[4..8].copy_from_slice(&usec.to_be_bytes());
+        d[8..12].copy_from_slice(&count.to_be_bytes());
+        d
+    }
+
+    #[test]
+    fn stream_ids_follow_iperf3() {
+        assert_eq!((0..4).map(stream_id).collect::<Vec<_>>(), [1, 3, 4, 5]);
+    }
+
+    #[test]
+    fn udp_receiver_counts_gaps_late_datagrams_and_jitter() {
+        let mut rx = UdpRx::default();
+        rx.datagram(&dgram(10, 0, 1), false, 10.5);
+        rx.datagram(&dgram(10, 1000, 2), false, 10.501);
+        assert_eq!((rx.r.errors, rx.r.packets), (0, 2));
+        assert_eq!(rx.r.jitter, 0.0, "same transit time: no jitter");
+        rx.datagram(&dgram(10, 3000, 4), false, 10.504);
+        assert_eq!((rx.r.errors, rx.r.packets), (1, 4), "3 is missing");
+        assert!(rx.r.jitter > 0.0 && rx.r.jitter < 0.001);
+        rx.datagram(&dgram(10, 2000, 3), false, 10.505);
+        assert_eq!(rx.r.errors, 0, "3 arrived late: not lost");
+        assert_eq!(rx.r.bytes, 4 * 64);
+        // Too short for a header: ignored, no panic.
+        rx.datagram(&[1, 2, 3], false, 11.0);
+        rx.datagram(&[0; 12], true, 11.0);
+        assert_eq!(rx.r.bytes, 4 * 64);
+    }
+
+    #[test]
+    fn parameters_parse_with_defaults_and_summaries_print() {
+        let p: Params = serde_json::from_str(
+            r#"{"tcp":true,"parallel":4,"reverse":true,"len":131072,"time":10,"client_version":"3.12"}"#,
+        )
+        .unwrap();
+        assert!(p.tcp && p.reverse && !p.udp && !p.bidirectional);
+        assert_eq!((p.parallel, p.len, p.bandwidth), (4, 131_072, 0));
+        let s = TestSummary {
+            client: "198.18.0.1:1".parse().unwrap(),
+            udp: false,
+            reverse: true,
+            streams: 4,
+            bytes: 125_000_000,
+            seconds: 1.0,
+            lost: 0,
+            packets: 0,
+            retransmits: 3,
+        };
+        assert_eq!(s.bits_per_second(), 1e9);
+        assert!(s.to_string().contains("1000.0 Mbit/s, 3 retransmits"));
+        assert_eq!(algorithm("cubic"), Some(Algorithm::Cubic));
+        assert_eq!(algorithm("bbr"), None);
+        let (u, s) = cpu_times();
+        assert!(u >= 0.0 && s >= 0.0);
+    }
+}

@@ -4,7 +4,7 @@
 //! How it works: every socket operation locks the stack's interface for one short
 //! step (try the operation on the sans-I/O engine), then wakes the runtime loop so what
 //! it queued goes out at once. An operation that cannot complete yet (no data, no room,
-//! handshake pending) waits on the socket's own [`Notify`](reactor) cell, which the
+//! handshake pending) waits on the socket's own notification cell, which the
 //! loop bumps when the TCP layer reports a readiness event for that socket (UDP sockets
 //! with waiters are checked once per loop iteration). The same signal wakes tokio tasks
 //! (feature `tokio`) and [`Poller`]s, so no thread or task ever polls in a loop.

@@ -35,10 +35,13 @@ use super::error::{err, stopped};
 use super::reactor::{Notify, Reactor, Registry};
 use crate::runtime::{self, App, Backend, Clock, Handle, NetConfig, Runtime, WaitMode};
 
+/// Opens a runtime over a channel the user supplied.
+type OpenCustom = Box<dyn FnOnce(&NetConfig) -> io::Result<Runtime<runtime::AnyChannel>> + Send>;
+
 /// How the builder opens its channel.
 enum Link {
     Backend,
-    Custom(Box<dyn FnOnce(&NetConfig) -> io::Result<Runtime<runtime::AnyChannel>> + Send>),
+    Custom(OpenCustom),
 }
 
 /// Configures and starts a [`Stack`]. Every setting has a default except the address
