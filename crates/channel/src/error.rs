@@ -17,12 +17,20 @@ pub struct Error {
 impl Error {
     /// Wraps the last OS error for `op`.
     pub fn last_os_error(op: &'static str) -> Self {
-        Error { op, source: io::Error::last_os_error(), hint: None }
+        Error {
+            op,
+            source: io::Error::last_os_error(),
+            hint: None,
+        }
     }
 
     /// Wraps `source` for `op`.
     pub fn new(op: &'static str, source: io::Error) -> Self {
-        Error { op, source, hint: None }
+        Error {
+            op,
+            source,
+            hint: None,
+        }
     }
 
     /// Adds advice for the user.

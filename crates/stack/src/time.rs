@@ -22,12 +22,16 @@ impl Instant {
 
     /// An instant `millis` milliseconds after the epoch.
     pub const fn from_millis(millis: u64) -> Self {
-        Instant { micros: millis.saturating_mul(1000) }
+        Instant {
+            micros: millis.saturating_mul(1000),
+        }
     }
 
     /// An instant `secs` seconds after the epoch.
     pub const fn from_secs(secs: u64) -> Self {
-        Instant { micros: secs.saturating_mul(1_000_000) }
+        Instant {
+            micros: secs.saturating_mul(1_000_000),
+        }
     }
 
     /// Microseconds since the epoch.
@@ -55,7 +59,9 @@ impl core::ops::Add<Duration> for Instant {
     type Output = Instant;
     fn add(self, d: Duration) -> Instant {
         let add = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        Instant { micros: self.micros.saturating_add(add) }
+        Instant {
+            micros: self.micros.saturating_add(add),
+        }
     }
 }
 
@@ -69,7 +75,9 @@ impl core::ops::Sub<Duration> for Instant {
     type Output = Instant;
     fn sub(self, d: Duration) -> Instant {
         let sub = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        Instant { micros: self.micros.saturating_sub(sub) }
+        Instant {
+            micros: self.micros.saturating_sub(sub),
+        }
     }
 }
 
@@ -82,6 +90,11 @@ impl core::ops::Sub<Instant> for Instant {
 
 impl core::fmt::Display for Instant {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{}.{:06}s", self.micros / 1_000_000, self.micros % 1_000_000)
+        write!(
+            f,
+            "{}.{:06}s",
+            self.micros / 1_000_000,
+            self.micros % 1_000_000
+        )
     }
 }
