@@ -100,6 +100,10 @@ pub(crate) fn input(
         State::SynSent => syn_sent(s, now, seg, cx, reply),
         _ => synchronized(s, now, seg, cx, reply),
     }
+    if s.ack_immediate && s.state.is_synchronized() {
+        send_ack(s, now, reply);
+    }
+    s.ack_immediate = false;
 }
 
 /// RFC 9293 §3.10.7.3.
@@ -443,7 +447,11 @@ fn ack(
         s.retries = 0;
     }
 
-    if acked == 0 && ack == s.snd_una && s.snd_nxt != s.snd_una && (is_dup || newly_sacked > 0) {
+    // RFC 6675 §2: an ACK with new SACK information counts as a duplicate even when it
+    // also moves SND.UNA, so recovery starts on the first ACK that reveals a loss
+    // (§5 step 2, IsLost). A zero window explains the silence; its repeated ACKs are
+    // not loss signals.
+    if s.snd_nxt != s.snd_una && !s.timers.persist && (is_dup || newly_sacked > 0) {
         recovery::on_dupack(s, now);
     }
 

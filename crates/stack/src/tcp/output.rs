@@ -270,6 +270,7 @@ fn after_send(s: &mut Socket, now: Instant, seq: SeqNumber, end: SeqNumber) {
         }
         s.snd_nxt = end;
     }
+    s.flight_at_send = s.snd_nxt.distance_from(s.snd_una);
     if s.unacked_since.is_none() && end != seq {
         s.unacked_since = Some(now);
     }

@@ -106,7 +106,7 @@ pub(crate) fn on_new_ack(s: &mut Socket, now: Instant, prior_una: SeqNumber, ack
         s.rec.rtx_nxt = (p.diff(s.snd_nxt) < 0).then_some(p);
     }
     s.rec.high_rxt = s.rec.high_rxt.max(una);
-    let flight_before = s.snd_nxt.distance_from(prior_una) as usize;
+    let flight_before = s.snd_nxt.distance_from(prior_una).max(s.flight_at_send) as usize;
     if s.rec.in_recovery {
         if una.diff(s.rec.recover) >= 0 {
             // RFC 6582 §3.2 step 3: the full ACK ends recovery.

@@ -2,6 +2,11 @@
 //! the buffer's free space), the ACK policy (delayed ACK, RFC 1122 §4.2.3.2 and RFC 5681
 //! §4.2), and the SACK blocks we report (RFC 2018 §4, D-SACK RFC 2883).
 //!
+//! Two urgencies: `ack_immediate` (out of order, hole filled, duplicate, second full
+//! segment) is answered from `process` for this very segment, so a burst still yields
+//! one ACK per two segments and one duplicate ACK per out-of-order segment;
+//! `ack_now` waits for the next dispatch, where it may ride on data.
+//!
 //! No allocation: out-of-order bytes go straight into the ring's unallocated space and the
 //! assembler's range list is preallocated and bounded.
 
@@ -35,7 +40,7 @@ pub(crate) fn deliver(
         if s.sack_on {
             s.dsack = Some((seq, seq + dup_len as u32));
         }
-        s.ack_now = true;
+        s.ack_immediate = true;
         if dup >= payload.len() {
             return 0;
         }
@@ -51,7 +56,7 @@ pub(crate) fn deliver(
             s.counters.bytes_received += payload.len() as u64;
             schedule_ack(s, now, cx);
         } else {
-            s.ack_now = true;
+            s.ack_immediate = true;
         }
         return 0;
     }
@@ -59,7 +64,7 @@ pub(crate) fn deliver(
     let space = s.rx.window();
     if offset >= space {
         cx.stats.ooo_dropped += 1;
-        s.ack_now = true;
+        s.ack_immediate = true;
         return 0;
     }
     let len = payload.len().min(space - offset);
@@ -77,7 +82,7 @@ pub(crate) fn deliver(
     let written = s.rx.write_unallocated(offset, data);
     if s.asm.add(offset, written).is_err() {
         cx.stats.ooo_dropped += 1;
-        s.ack_now = true;
+        s.ack_immediate = true;
         return 0;
     }
     if offset == 0 {
@@ -86,7 +91,7 @@ pub(crate) fn deliver(
         s.rcv_nxt += n as u32;
         s.counters.bytes_received += n as u64;
         // RFC 5681 §4.2: ACK at once when a segment fills (part of) a hole.
-        s.ack_now = true;
+        s.ack_immediate = true;
         s.last_ooo = None;
         n
     } else {
@@ -95,21 +100,25 @@ pub(crate) fn deliver(
         if let Some((a, b)) = s.asm.range_containing(offset) {
             s.last_ooo = Some((s.rcv_nxt + a as u32, s.rcv_nxt + b as u32));
         }
-        s.ack_now = true;
+        s.ack_immediate = true;
         0
     }
 }
 
 /// The delayed-ACK rule: acknowledge at once when more than one full-sized segment is
 /// unacknowledged (so at least every second one, RFC 5681 §4.2), else within the delay.
+///
+/// "At once" means from `process` itself, not at the next dispatch: when a whole window
+/// arrives in one receive batch, every second segment still gets its ACK, which is what
+/// clocks the sender's slow start (RFC 5681 §4.2, RFC 3465).
 fn schedule_ack(s: &mut Socket, now: Instant, cx: &Cx<'_>) {
     if !s.delack_on || cx.cfg.delayed_ack.is_zero() {
-        s.ack_now = true;
+        s.ack_immediate = true;
         return;
     }
     let unacked = s.rcv_nxt.distance_from(s.last_ack_sent);
     if unacked > u32::from(s.rcv_mss) {
-        s.ack_now = true;
+        s.ack_immediate = true;
     } else if s.timers.delack.is_none() {
         s.timers.delack = Some(now + cx.cfg.delayed_ack);
     }

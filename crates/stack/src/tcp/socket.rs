@@ -106,6 +106,9 @@ pub(crate) struct Socket {
 
     // Acknowledgement state.
     pub(crate) ack_now: bool,
+    /// An ACK must answer the segment being processed, before the next one (see
+    /// `recv.rs`).
+    pub(crate) ack_immediate: bool,
     /// A SYN or SYN-ACK must be (re)sent.
     pub(crate) syn_pending: bool,
     /// The most recent out-of-order block (first SACK block, RFC 2018 §4).
@@ -122,6 +125,11 @@ pub(crate) struct Socket {
     pub(crate) cc: Controller,
     pub(crate) rec: Recovery,
     pub(crate) timers: Timers,
+    /// Bytes outstanding right after our latest transmission: how much of cwnd the sender
+    /// used at its last chance to send. ACKs processed in one batch shrink the flight
+    /// before the sender can refill it; the controller's RFC 7661 "is cwnd in use" test
+    /// must not mistake that for an application-limited sender.
+    pub(crate) flight_at_send: u32,
     /// Consecutive unanswered retransmissions / probes.
     pub(crate) retries: u8,
     /// When the oldest unacknowledged data was first sent (user timeout, RFC 5482).
@@ -203,6 +211,7 @@ impl Socket {
             rd_shut: false,
             orphan: false,
             ack_now: false,
+            ack_immediate: false,
             syn_pending: false,
             last_ooo: None,
             dsack: None,
@@ -214,6 +223,7 @@ impl Socket {
             rec: Recovery::new(iss, cfg.max_ooo_ranges),
             timers: Timers::default(),
             retries: 0,
+            flight_at_send: 0,
             unacked_since: None,
             last_rcv: now,
             keepalive: cfg.keepalive,
@@ -430,6 +440,7 @@ impl Socket {
     pub(crate) fn note_ack_sent(&mut self) {
         self.last_ack_sent = self.rcv_nxt;
         self.ack_now = false;
+        self.ack_immediate = false;
         self.timers.delack = None;
         self.dsack = None;
     }
@@ -442,6 +453,7 @@ impl Socket {
         }
         self.timers = Timers::default();
         self.ack_now = false;
+        self.ack_immediate = false;
         self.syn_pending = false;
     }
 

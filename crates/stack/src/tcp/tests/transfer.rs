@@ -551,3 +551,30 @@ fn rttm_measures_retransmitted_segments_with_timestamps() {
     let srtt = h.tcp.info(s).unwrap().srtt.unwrap();
     assert!(srtt >= Duration::from_millis(1), "{srtt:?}");
 }
+
+#[test]
+fn burst_of_segments_gets_an_ack_per_two_and_slow_start_doubles() {
+    // Receiver: a window arriving in one batch (no dispatch in between) still yields one
+    // ACK per two full segments, straight from `process`.
+    let mut h = Harness::new(plain_config());
+    let (_s, iss) = h.passive_open(1000, h.peer().mss(1460));
+    let seg = vec![3u8; 1460];
+    let mut acks = Vec::new();
+    for i in 0..10u32 {
+        h.send(h.peer().seq(1001 + i * 1460).ack(iss + 1).data(&seg));
+        acks.append(&mut h.pending);
+    }
+    let acked: Vec<u32> = acks.iter().map(|a| a.ack - 1001).collect();
+    assert_eq!(acked, vec![2920, 5840, 8760, 11680, 14600]);
+    // Sender: five such ACKs processed back to back (the window not yet refilled) grow
+    // cwnd by 2 SMSS each (RFC 3465 L = 2): slow start doubles per round trip.
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
+    h.tcp.send(s, &[1u8; 60_000]).unwrap();
+    assert_eq!(h.out().len(), 10);
+    for k in 1..=5u32 {
+        h.send(h.peer().seq(1001).ack(iss + 1 + k * 2000));
+    }
+    assert_eq!(h.tcp.info(s).unwrap().cwnd, 20_000);
+    assert_eq!(h.out().len(), 20);
+}
