@@ -110,17 +110,15 @@ fn deliver(pipe: &mut Pipe, now: Instant, a: &mut Tcp, b: &mut Tcp, aip: IpAddr,
             options: s.options,
             payload: &s.payload[..s.len],
         };
-        // Replies from `process` (none expected on a clean path) go back on the pipe.
+        // Replies from `process` (ACKs for every second segment) go straight back.
         if s.to_b {
-            b.process(now, aip, bip, &repr, &mut |_, _, r| pipe_push_reply(r));
+            b.process(now, aip, bip, &repr, &mut |_, _, r| {
+                pipe.push(now, false, r)
+            });
         } else {
-            a.process(now, bip, aip, &repr, &mut |_, _, r| pipe_push_reply(r));
+            a.process(now, bip, aip, &repr, &mut |_, _, r| pipe.push(now, true, r));
         }
     }
-}
-
-fn pipe_push_reply(_r: &TcpRepr<'_>) {
-    panic!("unexpected immediate reply on a clean bulk path");
 }
 
 #[allow(clippy::too_many_arguments)]
