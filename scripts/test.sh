@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317 # functions run through `step` look unreachable to it
 # The README's test command (and what CI runs): set-up, then formatting, lints, every test
-# of the workspace (unit, simulation and kernel-interop; the last need root), and a short
-# fuzz smoke run where fuzz/ provides one. Every step runs even if an earlier one failed;
-# a summary closes the output, its last line being the test counts.
+# of the workspace (unit, simulation and kernel-interop; the last need root) with
+# cargo-nextest (or cargo test where it is missing), the doctests, and a short fuzz smoke
+# run. Every step runs even if an earlier one failed; a summary closes the output, its
+# last line adding up the test counts.
 #
-# Usage: scripts/test.sh [extra arguments for `cargo test`, e.g. a test name filter]
+# Usage: scripts/test.sh [extra arguments for the test runner, e.g. a test name filter]
+# Environment: ULNET_TEST_RUNNER=nextest|cargo, ULNET_TEST_TIMEOUT (s), ULNET_FUZZ_SECONDS.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -16,7 +19,6 @@ TEST_TIMEOUT=${ULNET_TEST_TIMEOUT:-1500}
 FUZZ_SECONDS=${ULNET_FUZZ_SECONDS:-30}
 
 log=$(mktemp -t ulnet-test.XXXXXX)
-trap 'rm -f "$log"' EXIT
 
 summary=()
 status=0
@@ -38,19 +40,75 @@ skip() {
     summary+=("skip  $1 ($2)")
 }
 
-# shellcheck disable=SC2317 # called through `step`
-run_tests() {
-    echo "cargo test --workspace --no-fail-fast $*"
-    # --no-fail-fast: one failing test binary must not hide the results of the others.
-    timeout -k 30 "$TEST_TIMEOUT" cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log"
+workspace_packages() {
+    cargo metadata --no-deps --format-version 1 |
+        python3 -c 'import json, sys; print("\n".join(p["name"] for p in json.load(sys.stdin)["packages"]))'
+}
+
+# cargo-nextest runs each test in its own process with a per-test time bound
+# (scripts/nextest.toml), so one hung test is ended and reported while the rest still run;
+# plain `cargo test` is the fallback where nextest is not installed.
+if [[ ${ULNET_TEST_RUNNER:-auto} == auto ]]; then
+    if cargo nextest --version >/dev/null 2>&1; then RUNNER=nextest; else RUNNER=cargo; fi
+else
+    RUNNER=$ULNET_TEST_RUNNER
+fi
+
+test_command() {
+    if [[ $RUNNER == nextest ]]; then
+        echo cargo nextest run --config-file scripts/nextest.toml --no-fail-fast --no-tests=warn
+    else
+        echo cargo test --no-fail-fast
+    fi
+}
+
+# Runs a command with a time bound, its output shown and kept in $part (and added to $log).
+logged() {
+    local limit=$1
+    shift
+    echo "$*"
+    timeout -k 30 "$limit" "$@" 2>&1 | tee "$part"
     local rc=${PIPESTATUS[0]}
-    ((rc == 124)) && echo "test.sh: cargo test did not finish within ${TEST_TIMEOUT} s and was stopped"
+    cat "$part" >>"$log"
+    ((rc == 124)) && echo "test.sh: '$*' did not finish within $limit s and was stopped"
     return "$rc"
 }
 
+run_tests() {
+    local start=$SECONDS rc
+    local -a cmd
+    read -r -a cmd <<<"$(test_command)"
+    logged "$TEST_TIMEOUT" "${cmd[@]}" --workspace "$@"
+    rc=$?
+    # A crate that does not compile stops the whole workspace run before any test: then
+    # test each package on its own, so the summary shows which ones build and pass.
+    if ((rc != 0 && rc != 124)) && ! grep -qE '^test result: |^ *Summary \[' "$part"; then
+        echo "test.sh: the workspace does not build; testing each package on its own"
+        local pkg left
+        for pkg in $(workspace_packages); do
+            left=$((TEST_TIMEOUT - (SECONDS - start)))
+            ((left > 0)) || break
+            printf '\n--> package %s\n' "$pkg"
+            if logged "$left" "${cmd[@]}" -p "$pkg" "$@"; then
+                package_summary+=("ok    $pkg")
+            else
+                package_summary+=("FAIL  $pkg")
+            fi
+        done
+    fi
+    return "$rc"
+}
+
+package_summary=()
+part=$(mktemp -t ulnet-test-part.XXXXXX)
+trap 'rm -f "$log" "$part"' EXIT
 step fmt cargo fmt --all --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step test run_tests "$@"
+if [[ $RUNNER == nextest ]]; then
+    # nextest does not run doctests.
+    step doctest logged "$TEST_TIMEOUT" cargo test --workspace --doc "$@"
+fi
 
 # Fuzzing: fuzz/ is its own workspace (cargo-fuzz layout, docs/fuzzing.md). Its stable
 # toolchain smoke runner drives every target for a bounded time; run it when it is there.
@@ -64,13 +122,24 @@ else
     skip fuzz-smoke "fuzz/ has no smoke runner"
 fi
 
-# Count what the test runner reported ("test result: ok. 12 passed; 0 failed; 1 ignored; ...").
+# Add up what the runners reported: cargo test's "test result: ok. 12 passed; 0 failed;
+# 1 ignored; ..." and nextest's "Summary [ 3.2s] 40 tests run: 39 passed, 1 timed out,
+# 2 skipped" (anything that is neither passed nor skipped counts as failed).
 read -r passed failed ignored < <(awk '
     /^test result: / {
-        for (i = 1; i <= NF; i++) {
+        for (i = 1; i < NF; i++) {
             if ($(i + 1) ~ /^passed/) p += $i
             if ($(i + 1) ~ /^failed/) f += $i
             if ($(i + 1) ~ /^ignored/) s += $i
+        }
+    }
+    /^ *Summary \[/ {
+        sub(/.*tests? run: /, "")
+        for (i = 1; i < NF; i++) {
+            if ($i !~ /^[0-9]+$/) continue
+            if ($(i + 1) ~ /^passed/) p += $i
+            else if ($(i + 1) ~ /^skipped/) s += $i
+            else f += $i
         }
     }
     END { printf "%d %d %d\n", p, f, s }' "$log")
@@ -79,6 +148,7 @@ leftover=$(find /var/run/netns -maxdepth 1 -name 'ulnet-*' -printf '%f\n' 2>/dev
 
 printf '\n==> summary\n'
 printf '  %s\n' "${summary[@]}"
+((${#package_summary[@]})) && printf '    %s\n' "${package_summary[@]}"
 if ((leftover)); then
     printf '  note: %d ulnet-* namespace(s) exist now (another run, or a leak: see ulnet testbed list)\n' "$leftover"
 fi
