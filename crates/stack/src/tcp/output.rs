@@ -288,6 +288,18 @@ fn probe(
     scratch: &mut [u8],
     emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
 ) -> Output {
+    let room = (s.snd_una + s.snd_wnd).distance_from(s.snd_nxt);
+    if room > 0 {
+        // The window is open but too small for SWS avoidance: the override timeout of
+        // RFC 1122 §4.2.3.4 (4) sends what fits, and the RTO takes over.
+        let r = data(s, now, s.snd_nxt, room, Kind::New, scratch, emit);
+        if r != Output::Blocked {
+            s.timers.probe_due = false;
+            s.timers.persist = false;
+            s.timers.rtx = (s.snd_nxt != s.snd_una).then(|| now + s.rtt.rto());
+        }
+        return r;
+    }
     let seq = if s.snd_nxt != s.snd_una {
         s.snd_una
     } else {

@@ -578,3 +578,19 @@ fn burst_of_segments_gets_an_ack_per_two_and_slow_start_doubles() {
     assert_eq!(h.tcp.info(s).unwrap().cwnd, 20_000);
     assert_eq!(h.out().len(), 20);
 }
+
+#[test]
+fn sws_override_timer_sends_into_a_small_window() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
+    h.send(h.peer().seq(1001).ack(iss + 1).window(8000));
+    h.tcp.send(s, &[1; 20_000]).unwrap();
+    assert_eq!(h.out().len(), 8);
+    // Everything acknowledged, but only 300 bytes of window: held back (SWS) ...
+    h.send(h.peer().seq(1001).ack(iss + 8001).window(300));
+    h.quiet();
+    // ... until the override (persist) timer sends what fits.
+    let got = h.wait();
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].seq, got[0].payload.len()), (iss + 8001, 300));
+}
