@@ -310,3 +310,24 @@ fn time_wait_reuse_with_timestamps() {
     assert_eq!(sa.flags, TcpFlags::SYN | TcpFlags::ACK);
     assert_eq!(sa.ack, 11);
 }
+
+#[test]
+fn time_wait_full_socket_reused_by_newer_syn() {
+    let (mut h, s, nxt) = established();
+    h.tcp.shutdown(s, Shutdown::Write).unwrap();
+    h.out1();
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(nxt + 1)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
+    h.out1();
+    assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
+    h.send(h.peer().seq(50_000).flags(TcpFlags::SYN));
+    let sa = h.out1();
+    assert_eq!(sa.flags, TcpFlags::SYN | TcpFlags::ACK);
+    assert_eq!(sa.ack, 50_001);
+    // The application's old handle now reports the old connection as closed.
+    assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
+}
