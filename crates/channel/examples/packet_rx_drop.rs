@@ -16,86 +16,17 @@
 //! near end: the ring still captures every frame (packet taps run before the ingress
 //! hooks), the kernel's own processing of the copies stops.
 
-use std::process::Command;
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use support::net::VethPair;
+use support::udp::{udp_frame, UdpSpec};
 use ulnet_channel::packet::{PacketChannel, PacketConfig};
 use ulnet_channel::{Channel, Stats};
-
-const MAC_A: [u8; 6] = [0x02, 0x00, 0x5e, 0x30, 0x00, 0x0a];
-const MAC_B: [u8; 6] = [0x02, 0x00, 0x5e, 0x30, 0x00, 0x0b];
-
-fn run(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run `ip` ({e}): install iproute2"));
-    assert!(
-        out.status.success(),
-        "`ip {}` failed: {} (this example needs root)",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-}
-
-fn nft(ns: &str, args: &[&str]) {
-    let mut all = vec!["netns", "exec", ns, "nft"];
-    all.extend_from_slice(args);
-    run(&all);
-}
-
-/// The two namespaces, deleted (with the veth pair) on drop.
-struct Testbed {
-    a: String,
-    b: String,
-}
-
-impl Drop for Testbed {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-fn mac(m: [u8; 6]) -> String {
-    m.map(|b| format!("{b:02x}")).join(":")
-}
-
-fn checksum(data: &[u8]) -> u16 {
-    let mut acc: u32 = data
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
-}
-
-/// A 60-byte Ethernet/IPv4/UDP frame from 198.18.0.1 to 198.18.0.2 (UDP checksum 0,
-/// which IPv4 allows: RFC 768).
-fn frame() -> [u8; 60] {
-    let mut f = [0u8; 60];
-    f[0..6].copy_from_slice(&MAC_A);
-    f[6..12].copy_from_slice(&MAC_B);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip_len = 60 - 14;
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&(ip_len as u16).to_be_bytes());
-    f[22] = 64;
-    f[23] = 17;
-    f[26..30].copy_from_slice(&[198, 18, 0, 1]);
-    f[30..34].copy_from_slice(&[198, 18, 0, 2]);
-    let c = checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
-    f[34..36].copy_from_slice(&4000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&9u16.to_be_bytes());
-    f[38..40].copy_from_slice(&((ip_len - 20) as u16).to_be_bytes());
-    f
-}
-
 /// CPU time the calling thread has used, in ns (first field of
 /// `/proc/thread-self/schedstat`).
 fn thread_cpu_ns() -> u64 {
@@ -118,44 +49,30 @@ fn main() {
             }
         }
     }
-    let pid = std::process::id();
-    let bed = Testbed {
-        a: format!("ulnet-rxdrop-{pid}-a"),
-        b: format!("ulnet-rxdrop-{pid}-b"),
-    };
-    run(&["netns", "add", &bed.a]);
-    run(&["netns", "add", &bed.b]);
-    let (if_a, if_b) = ("rxdrop-a", "rxdrop-b");
-    run(&[
-        "link",
-        "add",
-        if_a,
-        "netns",
-        &bed.a,
-        "address",
-        &mac(MAC_A),
-        "type",
-        "veth",
-        "peer",
-        "name",
-        if_b,
-        "netns",
-        &bed.b,
-        "address",
-        &mac(MAC_B),
-    ]);
-    run(&["-n", &bed.a, "link", "set", if_a, "up"]);
-    run(&["-n", &bed.b, "link", "set", if_b, "up"]);
+    let bed = VethPair::new("rxdrop");
+    let (if_a, if_b) = (bed.if_a.as_str(), bed.if_b.as_str());
     if ingress_drop {
         let chain = format!("{{ type filter hook ingress device {if_a} priority 0; }}");
-        nft(&bed.a, &["add", "table", "netdev", "ulnet"]);
-        nft(&bed.a, &["add", "chain", "netdev", "ulnet", "in", &chain]);
-        nft(&bed.a, &["add", "rule", "netdev", "ulnet", "in", "drop"]);
+        let nft = |args: &[&str]| bed.a.exec("nft", args);
+        nft(&["add", "table", "netdev", "ulnet"]);
+        nft(&["add", "chain", "netdev", "ulnet", "in", &chain]);
+        nft(&["add", "rule", "netdev", "ulnet", "in", "drop"]);
     }
+    // 60 bytes on the wire: 18 bytes of UDP payload.
+    let frame = udp_frame(
+        &UdpSpec {
+            src_mac: bed.mac_b,
+            dst_mac: bed.mac_a,
+            src: SocketAddrV4::new(bed.ip_b, 4000),
+            dst: SocketAddrV4::new(bed.ip_a, 9),
+        },
+        &[0; 18],
+    );
+    assert_eq!(frame.len(), 60);
 
-    let mut rx = PacketChannel::open(&PacketConfig::new(if_a).in_netns(&bed.a))
+    let mut rx = PacketChannel::open(&PacketConfig::new(if_a).in_netns(&bed.a.name))
         .unwrap_or_else(|e| panic!("receiver: {e}"));
-    let mut tx_cfg = PacketConfig::new(if_b).in_netns(&bed.b);
+    let mut tx_cfg = PacketConfig::new(if_b).in_netns(&bed.b.name);
     tx_cfg.tx_frame_count = 2048;
     let mut tx = PacketChannel::open(&tx_cfg).unwrap_or_else(|e| panic!("generator: {e}"));
     println!("receiver: {}", rx.capabilities().mode);
@@ -164,14 +81,14 @@ fn main() {
     let duration = Duration::from_secs(seconds);
     let (rx_stats, (tx_stats, gen_cpu_ns), elapsed) = std::thread::scope(|s| {
         let gen = s.spawn(|| {
-            let f = frame();
+            let f = &frame;
             let cpu0 = thread_cpu_ns();
             let start = Instant::now();
             while start.elapsed() < duration {
                 for _ in 0..256 {
                     if tx
                         .tx()
-                        .send(f.len(), &mut |b| b.copy_from_slice(&f))
+                        .send(f.len(), &mut |b| b.copy_from_slice(f))
                         .is_err()
                     {
                         break;

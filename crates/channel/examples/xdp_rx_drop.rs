@@ -12,13 +12,16 @@
 //! cargo run --release -p ulnet-channel --example xdp_rx_drop -- [SECONDS] [--generic]
 //! ```
 
-#[path = "../tests/support/testbed.rs"]
-mod testbed;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use testbed::{udp_frame, Testbed, PEER, STEERED};
+use std::net::SocketAddrV4;
+
+use support::net::{Testbed, PEER, STEERED};
+use support::udp::{udp_frame, UdpSpec};
 use ulnet_channel::xdp::{XdpChannel, XdpMode, XdpOptions};
 use ulnet_channel::Channel;
 
@@ -33,12 +36,12 @@ fn main() {
     }
     let tb = Testbed::new(1500);
     let mut o = XdpOptions::new(&tb.xdp_dev);
-    o.netns = Some(tb.xdp.clone());
+    o.netns = Some(tb.xdp.name.clone());
     o.addresses = vec![std::net::Ipv4Addr::from(STEERED).into()];
     o.mode = mode;
     let mut rx = XdpChannel::open(&o).unwrap_or_else(|e| panic!("receiver: {e}"));
     let mut g = XdpOptions::new(&tb.peer_dev);
-    g.netns = Some(tb.peer.clone());
+    g.netns = Some(tb.peer.name.clone());
     let mut tx = XdpChannel::open(&g).unwrap_or_else(|e| panic!("generator: {e}"));
     println!(
         "receiver: {}; generator: {}",
@@ -46,13 +49,13 @@ fn main() {
         tx.capabilities().mode
     );
 
-    let frame = udp_frame(
-        tb.xdp_mac(),
-        tb.peer_mac(),
-        (PEER, 4000),
-        (STEERED, 9),
-        &[0u8; 18],
-    );
+    let spec = UdpSpec {
+        src_mac: tb.peer_mac(),
+        dst_mac: tb.xdp_mac(),
+        src: SocketAddrV4::new(PEER.into(), 4000),
+        dst: SocketAddrV4::new(STEERED.into(), 9),
+    };
+    let frame = udp_frame(&spec, &[0u8; 18]);
     assert_eq!(frame.len(), 60);
     let stop = AtomicBool::new(false);
     let duration = Duration::from_secs(seconds);

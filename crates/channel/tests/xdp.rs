@@ -1,22 +1,22 @@
 //! Kernel interop for the AF_XDP channel: a namespace pair joined by veth, the channel
 //! on one end, the Linux kernel on the other. Runs as root in the normal test command.
 
-#[path = "support/testbed.rs"]
-mod testbed;
+mod support;
 
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use testbed::{parse_udp, udp_frame, Testbed, KERNEL_A, PEER, STEERED};
+use support::net::{Testbed, KERNEL_A, PEER, STEERED};
+use support::udp::{parse_udp, udp_frame, UdpSpec};
 use ulnet_channel::sys::netns;
 use ulnet_channel::xdp::{FlowRule, XdpChannel, XdpMode, XdpOptions, ZeroCopy};
 use ulnet_channel::Channel;
 
 fn options(tb: &Testbed) -> XdpOptions {
     let mut o = XdpOptions::new(&tb.xdp_dev);
-    o.netns = Some(tb.xdp.clone());
+    o.netns = Some(tb.xdp.name.clone());
     o.addresses = vec![Ipv4Addr::from(STEERED).into()];
     o.frame_count = 512;
     o.rx_ring_size = 256;
@@ -26,7 +26,7 @@ fn options(tb: &Testbed) -> XdpOptions {
 
 /// Sends `count` datagrams of `payload` from the peer's kernel to `dst`.
 fn peer_send(tb: &Testbed, dst: [u8; 4], port: u16, payload: &[u8], count: usize) {
-    netns::run_in(&tb.peer, || {
+    netns::run_in(&tb.peer.name, || {
         let s = UdpSocket::bind(SocketAddrV4::new(PEER.into(), 0)).expect("bind in peer namespace");
         for _ in 0..count {
             s.send_to(payload, SocketAddrV4::new(dst.into(), port))
@@ -34,6 +34,16 @@ fn peer_send(tb: &Testbed, dst: [u8; 4], port: u16, payload: &[u8], count: usize
         }
     })
     .expect("enter peer namespace");
+}
+
+/// A datagram from the steered address, port 4000, to the peer's port 6000.
+fn steered_to_peer(xdp_mac: [u8; 6], peer_mac: [u8; 6]) -> UdpSpec {
+    UdpSpec {
+        src_mac: xdp_mac,
+        dst_mac: peer_mac,
+        src: SocketAddrV4::new(STEERED.into(), 4000),
+        dst: SocketAddrV4::new(PEER.into(), 6000),
+    }
 }
 
 /// Polls the channel until `want` UDP frames to `port` arrived or 5 s passed; returns
@@ -44,9 +54,9 @@ fn collect_udp(ch: &mut XdpChannel, port: u16, want: usize) -> Vec<Vec<u8>> {
     while got.len() < want && Instant::now() < deadline {
         let n = ch
             .rx_batch(64, &mut |frame, _tx| {
-                if let Some((dst, p, payload)) = parse_udp(frame) {
-                    if dst == STEERED && p == port {
-                        got.push(payload.to_vec());
+                if let Some(u) = parse_udp(frame) {
+                    if u.dst == SocketAddrV4::new(STEERED.into(), port) {
+                        got.push(u.payload.to_vec());
                     }
                 }
             })
@@ -111,7 +121,7 @@ fn steered_udp_arrives_and_other_traffic_stays_with_the_kernel() {
         .args([
             "netns",
             "exec",
-            &tb.peer,
+            &tb.peer.name,
             "ping",
             "-c",
             "2",
@@ -136,14 +146,8 @@ fn channel_transmits_to_the_peer_kernel() {
     let tb = Testbed::new(1500);
     let mut ch = XdpChannel::open(&options(&tb)).expect("open XDP channel");
     let (xdp_mac, peer_mac) = (tb.xdp_mac(), tb.peer_mac());
-    let frame = udp_frame(
-        peer_mac,
-        xdp_mac,
-        (STEERED, 4000),
-        (PEER, 6000),
-        b"from ulnet",
-    );
-    netns::run_in(&tb.peer, || {
+    let frame = udp_frame(&steered_to_peer(xdp_mac, peer_mac), b"from ulnet");
+    netns::run_in(&tb.peer.name, || {
         let s = UdpSocket::bind(SocketAddrV4::new(PEER.into(), 6000)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         // Send a batch with one flush: more than the kernel's 32-per-kick copy-mode limit.
@@ -182,9 +186,9 @@ fn flow_rules_limit_what_is_steered() {
         let mut got = 0;
         let deadline = Instant::now() + Duration::from_secs(5);
         while got < 5 && Instant::now() < deadline {
-            ch.rx_batch(64, &mut |f, _| match parse_udp(f) {
-                Some((_, 5000, _)) => got += 1,
-                Some((_, 5001, _)) => other += 1,
+            ch.rx_batch(64, &mut |f, _| match parse_udp(f).map(|u| u.dst.port()) {
+                Some(5000) => got += 1,
+                Some(5001) => other += 1,
                 _ => {}
             })
             .unwrap();
@@ -235,7 +239,7 @@ fn program_is_gone_after_kill_9() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("ULNET_XDP_CRASH_NETNS", &tb.xdp)
+        .env("ULNET_XDP_CRASH_NETNS", &tb.xdp.name)
         .env("ULNET_XDP_CRASH_DEV", &tb.xdp_dev)
         .stdout(Stdio::piped())
         .spawn()
@@ -306,14 +310,8 @@ fn jumbo_frames_use_multi_buffer() {
     );
     assert!(got.iter().all(|p| *p == payload));
 
-    let frame = udp_frame(
-        tb.peer_mac(),
-        tb.xdp_mac(),
-        (STEERED, 4000),
-        (PEER, 6000),
-        &payload,
-    );
-    netns::run_in(&tb.peer, || {
+    let frame = udp_frame(&steered_to_peer(tb.xdp_mac(), tb.peer_mac()), &payload);
+    netns::run_in(&tb.peer.name, || {
         let s = UdpSocket::bind(SocketAddrV4::new(PEER.into(), 6000)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         ch.tx()

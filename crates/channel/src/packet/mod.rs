@@ -67,10 +67,6 @@ use crate::{Capabilities, Channel, Error, Result, Stats, Tx, TxError};
 
 #[cfg(test)]
 mod ring_tests;
-#[cfg(test)]
-pub(crate) mod testnet;
-#[cfg(test)]
-mod tests;
 
 /// Ethernet header plus one VLAN tag: what a frame carries beyond the MTU.
 const L2_OVERHEAD: usize = 14 + 4;

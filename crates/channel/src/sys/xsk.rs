@@ -31,6 +31,9 @@ pub const XDP_UMEM_COMPLETION_RING: i32 = 6;
 pub const XDP_STATISTICS: i32 = 7;
 /// getsockopt: socket options (zero-copy or not).
 pub const XDP_OPTIONS: i32 = 8;
+/// setsockopt: descriptors one copy-mode `sendto` may process (Linux 6.17+; between 32,
+/// the old fixed `TX_BATCH_SIZE`, and the tx ring size).
+pub const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
 
 /// bind flag: share another socket's UMEM.
 pub const XDP_SHARED_UMEM: u16 = 1 << 0;
@@ -284,6 +287,32 @@ impl XskSocket {
     pub fn set_ring_size(&self, which: i32, count: u32) -> Result<()> {
         setsockopt(self.fd.as_raw_fd(), "setsockopt(ring size)", which, &count)
             .map_err(|e| e.with_hint("ring sizes must be powers of two"))
+    }
+
+    /// Lets one copy-mode `sendto` process up to `budget` tx descriptors instead of 32.
+    /// Returns `false` (and changes nothing) on kernels without the option.
+    ///
+    /// # Errors
+    /// `setsockopt(XDP_MAX_TX_SKB_BUDGET)` failing for another reason than the option
+    /// being unknown (`ENOPROTOOPT`) or `budget` out of range (`EACCES`).
+    pub fn set_tx_budget(&self, budget: u32) -> Result<bool> {
+        match setsockopt(
+            self.fd.as_raw_fd(),
+            "setsockopt(XDP_MAX_TX_SKB_BUDGET)",
+            XDP_MAX_TX_SKB_BUDGET,
+            &budget,
+        ) {
+            Ok(()) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.source.raw_os_error(),
+                    Some(libc::ENOPROTOOPT | libc::EACCES | libc::EINVAL)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The byte offsets of indices, flags and descriptors in each ring.

@@ -29,9 +29,6 @@ use crate::sys::packet as ifctl;
 use crate::sys::tap as sys;
 use crate::{Capabilities, Channel, Error, Result, Stats, Tx, TxError};
 
-#[cfg(test)]
-mod tests;
-
 /// Largest frame a TAP device without offloads hands out: an IP packet of at most
 /// 64 KiB plus Ethernet and VLAN headers. Sizing the receive buffer for it means no
 /// frame is ever truncated, whatever MTU the device is given later.

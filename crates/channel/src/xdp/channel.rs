@@ -7,10 +7,11 @@
 //! rings are sized to hold every frame of their half, so returning a frame never fails.
 //!
 //! Per batch, not per frame: one release store per ring, one fill-ring submit, and a
-//! system call only when the kernel asked for a wake-up (need_wakeup). In copy mode the
-//! kernel sends at most 32 descriptors per `sendto` (`TX_BATCH_SIZE` in net/xdp/xsk.c),
-//! so `flush` keeps kicking until the tx ring is drained (LINUX-NOTES: otherwise latency
-//! balloons to seconds).
+//! system call only when the kernel asked for a wake-up (need_wakeup) and descriptors
+//! are waiting for it. In copy mode the kernel sends at most 32 descriptors per `sendto`
+//! (`TX_BATCH_SIZE` in net/xdp/xsk.c) unless `XDP_MAX_TX_SKB_BUDGET` (Linux 6.17+)
+//! raises that to the ring size, which we ask for; `flush` keeps kicking until the tx
+//! ring is drained either way (LINUX-NOTES: otherwise latency balloons to seconds).
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
@@ -72,6 +73,8 @@ pub struct XdpTx {
     max_frame_len: usize,
     /// Kick only when the kernel set `XDP_RING_NEED_WAKEUP` (bound with need_wakeup).
     need_wakeup: bool,
+    /// Descriptors one kick sends at most (copy mode).
+    kick_budget: u32,
     frames: u64,
     bytes: u64,
     dropped: u64,
@@ -165,11 +168,17 @@ impl Tx for XdpTx {
             self.reclaim();
             return Ok(());
         }
-        // Copy mode sends at most KERNEL_TX_BATCH descriptors per kick: kick until the
+        // Nothing for the kernel to take: a kick would be a system call for nothing.
+        // (Completions need no kick: copy mode posts them when the skb is freed.)
+        let mut left = self.ring.in_flight();
+        if left == 0 {
+            self.reclaim();
+            return Ok(());
+        }
+        // Copy mode sends at most `kick_budget` descriptors per kick: kick until the
         // ring is drained, bounded by what is in flight (plus one for a kick that
         // makes no progress because the device queue is busy).
-        let mut left = self.ring.in_flight();
-        let mut budget = left.div_ceil(KERNEL_TX_BATCH) + 1;
+        let mut budget = left.div_ceil(self.kick_budget) + 1;
         while budget > 0 {
             budget -= 1;
             self.kick()?;
@@ -294,6 +303,12 @@ impl XdpChannel {
         fill.submit();
 
         let (zero_copy, multi_buffer) = bind(&sock, ifindex, opts, mtu)?;
+        // One kick may then drain the whole tx ring in copy mode.
+        let kick_budget = if !zero_copy && sock.set_tx_budget(opts.tx_ring_size)? {
+            opts.tx_ring_size
+        } else {
+            KERNEL_TX_BATCH
+        };
 
         let queue_count = opts
             .queue_id
@@ -326,7 +341,11 @@ impl XdpChannel {
             },
             if zero_copy { "zero-copy" } else { "copy" },
             if multi_buffer { ", multi-buffer" } else { "" },
-        );
+        ) + &if kick_budget != KERNEL_TX_BATCH {
+            format!(", {kick_budget} tx per kick")
+        } else {
+            String::new()
+        };
         let caps = Capabilities {
             name: "xdp",
             mtu,
@@ -347,6 +366,7 @@ impl XdpChannel {
             scratch: vec![0; if multi_buffer { max_frame_len } else { 0 }],
             max_frame_len,
             need_wakeup: opts.need_wakeup,
+            kick_budget,
             frames: 0,
             bytes: 0,
             dropped: 0,

@@ -4,11 +4,12 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::Command;
 
-use super::{TapChannel, TapConfig};
-use crate::packet::testnet::{
-    assert_all_once, collect_udp, kernel_send, send_udp, short_id, static_neighbour, Netns, UdpSpec,
-};
-use crate::{Channel, TxError};
+mod support;
+
+use support::net::{short_id, Netns};
+use support::udp::{assert_all_once, collect_udp, kernel_send, send_udp, UdpSpec};
+use ulnet_channel::tap::{TapChannel, TapConfig};
+use ulnet_channel::{Channel, TxError};
 
 const ULNET_MAC: [u8; 6] = [0x02, 0x00, 0x5e, 0x20, 0x00, 0x02];
 const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 200, 1);
@@ -40,7 +41,7 @@ fn frames_flow_both_ways_with_the_kernel() {
     assert!(ch.wait_fd().is_some());
     let name = ch.name().to_owned();
     ns.ip(&["addr", "add", &format!("{KERNEL_IP}/24"), "dev", &name]);
-    static_neighbour(&ns, &name, ULNET_IP, ULNET_MAC);
+    ns.static_neighbour(&name, ULNET_IP, ULNET_MAC);
     let kernel_mac = ns.mac(&name);
 
     // Kernel → channel.

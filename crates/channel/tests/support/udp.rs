@@ -1,218 +1,13 @@
-//! Test-only network plumbing for the `packet` and `tap` tests: uniquely named network
-//! namespaces and veth pairs torn down by `Drop`, kernel UDP sockets inside them, and
-//! hand-built Ethernet/IPv4/UDP frames. The real testbed lives in `ulnet_bench`; this is
-//! the minimum these tests need.
-//!
-//! Missing privileges or tools make the helpers panic with a message naming what is
-//! missing: the tests fail, they never pass by skipping.
+//! Hand-built Ethernet/IPv4/UDP frames with numbered, self-checking payloads, and the
+//! loops that push them through a channel or a kernel socket (bounded by [`DEADLINE`]).
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::sys::netns;
-use crate::Channel;
+use ulnet_channel::Channel;
 
 /// How long any receive loop in these tests waits at most.
-pub(crate) const DEADLINE: Duration = Duration::from_secs(5);
-
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// A number unique within this test process, for names.
-pub(crate) fn unique() -> u32 {
-    COUNTER.fetch_add(1, Ordering::Relaxed)
-}
-
-/// A short id from the pid and a counter, for names that must fit 15 bytes.
-pub(crate) fn short_id() -> String {
-    format!("{}x{}", std::process::id() % 100_000, unique())
-}
-
-/// Runs `prog args`, panicking with its output (and what may be missing) on failure.
-pub(crate) fn run(prog: &str, args: &[&str]) -> String {
-    let out = Command::new(prog).args(args).output().unwrap_or_else(|e| {
-        panic!("cannot run `{prog}` ({e}): this test needs it installed (iproute2/ethtool)")
-    });
-    if !out.status.success() {
-        panic!(
-            "`{prog} {}` failed ({}): {}\nthis test needs root (CAP_NET_ADMIN and \
-             CAP_SYS_ADMIN) to create network namespaces and interfaces",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A network namespace created for one test, deleted (with its interfaces) on drop.
-#[derive(Debug)]
-pub(crate) struct Netns {
-    pub(crate) name: String,
-}
-
-impl Netns {
-    pub(crate) fn new(tag: &str) -> Netns {
-        let name = format!("ulnet-{tag}-{}-{}", std::process::id(), unique());
-        run("ip", &["netns", "add", &name]);
-        let ns = Netns { name };
-        ns.ip(&["link", "set", "lo", "up"]);
-        ns
-    }
-
-    /// `ip -n NAME args...`.
-    pub(crate) fn ip(&self, args: &[&str]) -> String {
-        let mut all = vec!["-n", self.name.as_str()];
-        all.extend_from_slice(args);
-        run("ip", &all)
-    }
-
-    /// Runs `prog args` inside the namespace (`ip netns exec`).
-    pub(crate) fn exec(&self, prog: &str, args: &[&str]) -> String {
-        let mut all = vec!["netns", "exec", self.name.as_str(), prog];
-        all.extend_from_slice(args);
-        run("ip", &all)
-    }
-
-    /// The MAC address of `ifname` in this namespace.
-    pub(crate) fn mac(&self, ifname: &str) -> [u8; 6] {
-        let out = self.ip(&["-br", "link", "show", "dev", ifname]);
-        let field = out.split_whitespace().nth(2).unwrap_or("");
-        parse_mac(field).unwrap_or_else(|| panic!("no MAC in `ip -br link` output {out:?}"))
-    }
-
-    /// A nonblocking UDP socket bound to `addr` inside this namespace (it stays there
-    /// whichever thread uses it).
-    pub(crate) fn udp_socket(&self, addr: SocketAddrV4) -> UdpSocket {
-        let s = netns::run_in(&self.name, || UdpSocket::bind(addr))
-            .unwrap_or_else(|e| panic!("entering {}: {e}", self.name))
-            .unwrap_or_else(|e| panic!("binding {addr} in {}: {e}", self.name));
-        s.set_nonblocking(true).unwrap();
-        s
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        // Deleting the namespace deletes the interfaces in it (both veth ends go with
-        // whichever namespace goes first). Nothing to do about a failure in drop.
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-    }
-}
-
-fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut mac {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
-}
-
-fn fmt_mac(m: [u8; 6]) -> String {
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    )
-}
-
-/// Two namespaces joined by a veth pair: `a` is the end a channel attaches to (no
-/// address in the kernel), `b` is the kernel peer at `ip_b`/24 with offloads off and a
-/// permanent neighbour entry for `ip_a` → `mac_a`, so no ARP is needed.
-#[derive(Debug)]
-pub(crate) struct VethPair {
-    pub(crate) if_a: String,
-    pub(crate) if_b: String,
-    pub(crate) mac_a: [u8; 6],
-    pub(crate) mac_b: [u8; 6],
-    pub(crate) ip_a: Ipv4Addr,
-    pub(crate) ip_b: Ipv4Addr,
-    pub(crate) a: Netns,
-    pub(crate) b: Netns,
-}
-
-impl VethPair {
-    pub(crate) fn new(tag: &str) -> VethPair {
-        let a = Netns::new(&format!("{tag}a"));
-        let b = Netns::new(&format!("{tag}b"));
-        let id = short_id();
-        let (if_a, if_b) = (format!("u{id}a"), format!("u{id}b"));
-        let n = unique() as u8;
-        let mac_a = [0x02, 0x00, 0x5e, 0x10, n, 0x0a];
-        let mac_b = [0x02, 0x00, 0x5e, 0x10, n, 0x0b];
-        run(
-            "ip",
-            &[
-                "link",
-                "add",
-                &if_a,
-                "netns",
-                &a.name,
-                "address",
-                &fmt_mac(mac_a),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &if_b,
-                "netns",
-                &b.name,
-                "address",
-                &fmt_mac(mac_b),
-            ],
-        );
-        let ip_a = Ipv4Addr::new(198, 18, n, 2);
-        let ip_b = Ipv4Addr::new(198, 18, n, 1);
-        // The kernel side must hand out finished checksums and no GSO super-frames
-        // (LINUX-NOTES: veth leaves checksums partial otherwise).
-        b.exec(
-            "ethtool",
-            &["-K", &if_b, "tx", "off", "tso", "off", "gso", "off"],
-        );
-        b.ip(&["addr", "add", &format!("{ip_b}/24"), "dev", &if_b]);
-        b.ip(&[
-            "neigh",
-            "add",
-            &ip_a.to_string(),
-            "lladdr",
-            &fmt_mac(mac_a),
-            "dev",
-            &if_b,
-            "nud",
-            "permanent",
-        ]);
-        a.ip(&["link", "set", &if_a, "up"]);
-        b.ip(&["link", "set", &if_b, "up"]);
-        VethPair {
-            if_a,
-            if_b,
-            mac_a,
-            mac_b,
-            ip_a,
-            ip_b,
-            a,
-            b,
-        }
-    }
-}
-
-/// Adds a permanent neighbour entry `ip → mac` on `ifname` in `ns`.
-pub(crate) fn static_neighbour(ns: &Netns, ifname: &str, ip: Ipv4Addr, mac: [u8; 6]) {
-    ns.ip(&[
-        "neigh",
-        "add",
-        &ip.to_string(),
-        "lladdr",
-        &fmt_mac(mac),
-        "dev",
-        ifname,
-        "nud",
-        "permanent",
-    ]);
-}
+pub const DEADLINE: Duration = Duration::from_secs(5);
 
 fn sum16(data: &[u8], mut acc: u32) -> u32 {
     let mut chunks = data.chunks_exact(2);
@@ -233,7 +28,7 @@ fn fold(mut acc: u32) -> u16 {
 }
 
 /// The Internet checksum of `data` (RFC 1071).
-pub(crate) fn checksum(data: &[u8]) -> u16 {
+pub fn checksum(data: &[u8]) -> u16 {
     !fold(sum16(data, 0))
 }
 
@@ -252,21 +47,21 @@ fn udp_checksum(src: Ipv4Addr, dst: Ipv4Addr, udp: &[u8]) -> u16 {
 }
 
 /// Addresses of a hand-built UDP frame.
-pub(crate) struct UdpSpec {
-    pub(crate) src_mac: [u8; 6],
-    pub(crate) dst_mac: [u8; 6],
-    pub(crate) src: SocketAddrV4,
-    pub(crate) dst: SocketAddrV4,
+pub struct UdpSpec {
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub src: SocketAddrV4,
+    pub dst: SocketAddrV4,
 }
 
 /// Length of an Ethernet/IPv4/UDP frame carrying `payload_len` bytes.
-pub(crate) fn udp_frame_len(payload_len: usize) -> usize {
+pub fn udp_frame_len(payload_len: usize) -> usize {
     14 + 20 + 8 + payload_len
 }
 
 /// Writes an Ethernet/IPv4/UDP frame carrying `payload` into `buf` (exactly
 /// [`udp_frame_len`] bytes), checksums included.
-pub(crate) fn write_udp_frame(spec: &UdpSpec, payload: &[u8], buf: &mut [u8]) {
+pub fn write_udp_frame(spec: &UdpSpec, payload: &[u8], buf: &mut [u8]) {
     let total_ip = 20 + 8 + payload.len();
     buf[0..6].copy_from_slice(&spec.dst_mac);
     buf[6..12].copy_from_slice(&spec.src_mac);
@@ -292,19 +87,26 @@ pub(crate) fn write_udp_frame(spec: &UdpSpec, payload: &[u8], buf: &mut [u8]) {
     udp[6..8].copy_from_slice(&c.to_be_bytes());
 }
 
+/// The frame [`write_udp_frame`] writes, in a new buffer.
+pub fn udp_frame(spec: &UdpSpec, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0; udp_frame_len(payload.len())];
+    write_udp_frame(spec, payload, &mut f);
+    f
+}
+
 /// A received Ethernet/IPv4/UDP frame, with its checksums checked.
 #[derive(Debug)]
-pub(crate) struct SeenUdp<'a> {
-    pub(crate) dst_mac: [u8; 6],
-    pub(crate) src: SocketAddrV4,
-    pub(crate) dst: SocketAddrV4,
-    pub(crate) payload: &'a [u8],
-    pub(crate) ip_checksum_ok: bool,
-    pub(crate) udp_checksum_ok: bool,
+pub struct SeenUdp<'a> {
+    pub dst_mac: [u8; 6],
+    pub src: SocketAddrV4,
+    pub dst: SocketAddrV4,
+    pub payload: &'a [u8],
+    pub ip_checksum_ok: bool,
+    pub udp_checksum_ok: bool,
 }
 
 /// Parses `frame` as Ethernet/IPv4 (no options)/UDP; `None` for anything else.
-pub(crate) fn parse_udp(frame: &[u8]) -> Option<SeenUdp<'_>> {
+pub fn parse_udp(frame: &[u8]) -> Option<SeenUdp<'_>> {
     if frame.len() < 42 || frame[12..14] != [0x08, 0x00] || frame[14] != 0x45 || frame[23] != 17 {
         return None;
     }
@@ -339,7 +141,7 @@ pub(crate) fn parse_udp(frame: &[u8]) -> Option<SeenUdp<'_>> {
 
 /// The test payload for datagram `seq`: the sequence number, then a pattern of
 /// `len - 4` bytes derived from it, so corruption anywhere is visible.
-pub(crate) fn payload(seq: u32, len: usize) -> Vec<u8> {
+pub fn payload(seq: u32, len: usize) -> Vec<u8> {
     let mut p = seq.to_be_bytes().to_vec();
     p.extend(
         (0..len.saturating_sub(4)).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8),
@@ -348,7 +150,7 @@ pub(crate) fn payload(seq: u32, len: usize) -> Vec<u8> {
 }
 
 /// The sequence number of a payload made by [`payload`], if it is one exactly.
-pub(crate) fn check_payload(p: &[u8]) -> Option<u32> {
+pub fn check_payload(p: &[u8]) -> Option<u32> {
     let seq = u32::from_be_bytes(p.get(..4)?.try_into().ok()?);
     (payload(seq, p.len()) == p).then_some(seq)
 }
@@ -359,7 +161,7 @@ pub(crate) fn check_payload(p: &[u8]) -> Option<u32> {
 /// on a frame for `dst` that is corrupted (bad checksum or payload). Returns the
 /// sequence numbers in arrival order and the number of frames seen whose source MAC is
 /// `own_mac`, the channel's address (frames the channel's side sent).
-pub(crate) fn collect_udp(
+pub fn collect_udp(
     ch: &mut dyn Channel,
     dst: SocketAddrV4,
     count: usize,
@@ -417,7 +219,7 @@ pub(crate) fn collect_udp(
 /// and returns the sequence numbers `sock` received intact from `spec.src`, waiting at
 /// most [`DEADLINE`] for stragglers. Also drains `ch`'s receive side and returns how
 /// many received frames carried `spec.src_mac` (the channel's own transmissions).
-pub(crate) fn send_udp(
+pub fn send_udp(
     ch: &mut dyn Channel,
     spec: &UdpSpec,
     count: u32,
@@ -465,7 +267,7 @@ pub(crate) fn send_udp(
 }
 
 /// Sends `count` datagrams of varying size (4..=1472 bytes) from `sock` to `dst`.
-pub(crate) fn kernel_send(sock: &UdpSocket, dst: SocketAddrV4, count: u32) {
+pub fn kernel_send(sock: &UdpSocket, dst: SocketAddrV4, count: u32) {
     for seq in 0..count {
         let p = payload(seq, 4 + (seq as usize * 97) % 1469);
         let deadline = Instant::now() + DEADLINE;
@@ -478,7 +280,7 @@ pub(crate) fn kernel_send(sock: &UdpSocket, dst: SocketAddrV4, count: u32) {
 }
 
 /// Asserts `seqs` is exactly `0..count`, each once.
-pub(crate) fn assert_all_once(mut seqs: Vec<u32>, count: u32, what: &str) {
+pub fn assert_all_once(mut seqs: Vec<u32>, count: u32, what: &str) {
     seqs.sort_unstable();
     let missing: Vec<u32> = (0..count)
         .filter(|s| seqs.binary_search(s).is_err())
@@ -524,15 +326,5 @@ mod tests {
             checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
             !0xddf2
         );
-    }
-
-    #[test]
-    fn mac_parsing() {
-        assert_eq!(
-            parse_mac("02:00:5e:10:01:0a"),
-            Some([2, 0, 0x5e, 0x10, 1, 0x0a])
-        );
-        assert_eq!(parse_mac("02:00:5e"), None);
-        assert_eq!(parse_mac("02:00:5e:10:01:0a:00"), None);
     }
 }

@@ -4,11 +4,14 @@
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use super::testnet::{
-    assert_all_once, collect_udp, kernel_send, send_udp, Netns, UdpSpec, VethPair,
+mod support;
+
+use support::net::{Netns, VethPair};
+use support::udp::{
+    assert_all_once, collect_udp, kernel_send, parse_udp, send_udp, UdpSpec, DEADLINE,
 };
-use super::{PacketChannel, PacketConfig};
-use crate::{Channel, TxError};
+use ulnet_channel::packet::{PacketChannel, PacketConfig};
+use ulnet_channel::{Channel, TxError};
 
 fn open(net: &VethPair, tweak: impl FnOnce(&mut PacketConfig)) -> PacketChannel {
     let mut cfg = PacketConfig::new(&net.if_a).in_netns(&net.a.name);
@@ -53,11 +56,11 @@ fn partial_checksums_from_an_offloading_peer_are_flagged() {
     let dst = SocketAddrV4::new(net.ip_a, 9999);
     let sock = net.b.udp_socket(SocketAddrV4::new(net.ip_b, 0));
     kernel_send(&sock, dst, 20);
-    let deadline = std::time::Instant::now() + super::testnet::DEADLINE;
+    let deadline = std::time::Instant::now() + DEADLINE;
     let mut seen = 0;
     while seen < 20 && std::time::Instant::now() < deadline {
         ch.rx_batch(64, &mut |f, _| {
-            if super::testnet::parse_udp(f).is_some_and(|u| u.dst == dst) {
+            if parse_udp(f).is_some_and(|u| u.dst == dst) {
                 seen += 1;
             }
         })
