@@ -242,7 +242,7 @@ pub(crate) fn send_allowance(s: &Socket) -> u32 {
         // RFC 3042: one new segment per each of the first two duplicate ACKs.
         let mss = u32::from(s.data_mss());
         allow = allow.max(
-            (cwnd + u32::from(s.rec.dupacks) * mss)
+            cwnd.saturating_add(u32::from(s.rec.dupacks) * mss)
                 .saturating_sub(s.snd_nxt.distance_from(s.snd_una)),
         );
     }
