@@ -33,6 +33,12 @@ impl Error {
         }
     }
 
+    /// `EINVAL` for `op`: an argument or setting refused before (or instead of) a system
+    /// call. Name the rule that was broken with [`Error::with_hint`].
+    pub(crate) fn invalid(op: &'static str) -> Self {
+        Error::new(op, io::Error::from_raw_os_error(libc::EINVAL))
+    }
+
     /// Adds advice for the user.
     #[must_use]
     pub fn with_hint(mut self, hint: &'static str) -> Self {

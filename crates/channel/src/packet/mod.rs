@@ -182,10 +182,8 @@ impl PacketChannel {
     /// Each error carries a hint naming the fix.
     pub fn open(cfg: &PacketConfig) -> Result<PacketChannel> {
         if cfg.batch_count == 0 || cfg.rx_block_count == 0 || cfg.tx_frame_count == 0 {
-            return Err(
-                Error::new("config", std::io::Error::from_raw_os_error(libc::EINVAL))
-                    .with_hint("batch_count, rx_block_count and tx_frame_count must be non-zero"),
-            );
+            return Err(Error::invalid("config")
+                .with_hint("batch_count, rx_block_count and tx_frame_count must be non-zero"));
         }
         let _ns = cfg.netns.as_deref().map(netns::enter).transpose()?;
         let ctl = sys::control_socket()?;

@@ -31,8 +31,7 @@ pub struct NetnsGuard {
 
 fn open_ro(op: &'static str, path: &Path) -> Result<OwnedFd> {
     use std::os::unix::ffi::OsStrExt;
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::new(op, std::io::Error::from_raw_os_error(libc::EINVAL)))?;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::invalid(op))?;
     // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
     let fd = crate::syscall!(
         "open(netns)",
@@ -62,11 +61,8 @@ fn setns(fd: &OwnedFd) -> Result<()> {
 /// - `setns(CLONE_NEWNET)` (`EPERM`) without `CAP_SYS_ADMIN`, with a hint.
 pub fn enter(name: &str) -> Result<NetnsGuard> {
     if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
-        return Err(Error::new(
-            "netns name",
-            std::io::Error::from_raw_os_error(libc::EINVAL),
-        )
-        .with_hint("a namespace name is a single path component, as in `ip netns add NAME`"));
+        return Err(Error::invalid("netns name")
+            .with_hint("a namespace name is a single path component, as in `ip netns add NAME`"));
     }
     enter_path(&Path::new(NETNS_RUN_DIR).join(name))
 }

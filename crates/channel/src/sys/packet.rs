@@ -148,11 +148,8 @@ fn bind(fd: BorrowedFd<'_>, ifindex: i32, protocol_be: u16) -> Result<()> {
 /// `IFNAMSIZ - 1` bytes.
 pub fn ifreq(name: &str) -> Result<libc::ifreq> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(['\0', '/']) {
-        return Err(Error::new(
-            "interface name",
-            std::io::Error::from_raw_os_error(libc::EINVAL),
-        )
-        .with_hint("an interface name is 1 to 15 bytes with no NUL or '/'"));
+        return Err(Error::invalid("interface name")
+            .with_hint("an interface name is 1 to 15 bytes with no NUL or '/'"));
     }
     // SAFETY: ifreq is plain data (a name and a union of integers/pointers); all-zero is
     // a valid value.
@@ -214,8 +211,7 @@ pub fn interface_mtu(fd: BorrowedFd<'_>, name: &str) -> Result<usize> {
 /// refuses.
 pub fn set_interface_mtu(fd: BorrowedFd<'_>, name: &str, mtu: usize) -> Result<()> {
     let mut req = ifreq(name)?;
-    req.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu)
-        .map_err(|_| Error::new("MTU", std::io::Error::from_raw_os_error(libc::EINVAL)))?;
+    req.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu).map_err(|_| Error::invalid("MTU"))?;
     ioctl_ifreq(fd, "ioctl(SIOCSIFMTU)", libc::SIOCSIFMTU, &mut req)
 }
 
@@ -268,10 +264,6 @@ pub struct RxRing {
     block_count: usize,
 }
 
-fn invalid(op: &'static str, hint: &'static str) -> Error {
-    Error::new(op, std::io::Error::from_raw_os_error(libc::EINVAL)).with_hint(hint)
-}
-
 impl RxRing {
     /// Opens a receive ring on interface `ifindex` of the calling thread's namespace,
     /// receiving every protocol (`ETH_P_ALL`) but not the interface's outgoing packets.
@@ -283,16 +275,16 @@ impl RxRing {
     pub fn open(ifindex: i32, geo: RxGeometry) -> Result<RxRing> {
         let page = page_size();
         if geo.block_size == 0 || !geo.block_size.is_multiple_of(page) || geo.block_count == 0 {
-            return Err(invalid(
-                "ring geometry",
-                "the rx block size must be a non-zero multiple of the page size",
-            ));
+            return Err(Error::invalid("ring geometry")
+                .with_hint("the rx block size must be a non-zero multiple of the page size"));
         }
         let total = geo
             .block_size
             .checked_mul(geo.block_count)
             .filter(|&t| u32::try_from(t).is_ok())
-            .ok_or_else(|| invalid("ring geometry", "the rx ring must stay below 4 GiB"))?;
+            .ok_or_else(|| {
+                Error::invalid("ring geometry").with_hint("the rx ring must stay below 4 GiB")
+            })?;
         let fd = packet_socket()?;
         let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
         setsockopt(
@@ -530,10 +522,8 @@ impl TxRing {
             || !(128..=1 << 20).contains(&geo.frame_size)
             || geo.frame_count == 0
         {
-            return Err(invalid(
-                "ring geometry",
-                "the tx frame size must be a power of two between 128 and 1 MiB",
-            ));
+            return Err(Error::invalid("ring geometry")
+                .with_hint("the tx frame size must be a power of two between 128 and 1 MiB"));
         }
         // Power-of-two slots tile page-multiple blocks exactly, so slot `i` sits at
         // `i * frame_size` in the mapping.
@@ -543,7 +533,9 @@ impl TxRing {
         let total = frame_count
             .checked_mul(geo.frame_size)
             .filter(|&t| u32::try_from(t).is_ok())
-            .ok_or_else(|| invalid("ring geometry", "the tx ring must stay below 4 GiB"))?;
+            .ok_or_else(|| {
+                Error::invalid("ring geometry").with_hint("the tx ring must stay below 4 GiB")
+            })?;
         let fd = packet_socket()?;
         let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
         setsockopt(

@@ -118,10 +118,8 @@ impl TapChannel {
     /// Each error carries a hint naming the fix.
     pub fn open(cfg: &TapConfig) -> Result<TapChannel> {
         if cfg.batch_count == 0 || cfg.tx_frame_count == 0 {
-            return Err(
-                Error::new("config", io::Error::from_raw_os_error(libc::EINVAL))
-                    .with_hint("batch_count and tx_frame_count must be non-zero"),
-            );
+            return Err(Error::invalid("config")
+                .with_hint("batch_count and tx_frame_count must be non-zero"));
         }
         let _ns = cfg.netns.as_deref().map(netns::enter).transpose()?;
         let (fd, name) = sys::open_tap(&cfg.name, cfg.persist)?;
