@@ -177,16 +177,20 @@ fn down_all_cleans_up_after_a_crashed_run() {
     let half = format!("ulnet-{label}-1-0-dead-s510");
     ulnet_bench::exec::run("ip", ["netns", "add", &format!("{half}-a")]).unwrap();
 
+    // A namespace file left without its mount (the mount went, the file stayed).
+    let stale = format!("ulnet-{label}-1-1-beef-s509");
+    std::fs::write(format!("/var/run/netns/{stale}-b"), b"").unwrap();
+
     let listed = testbed::list().unwrap();
-    assert!(listed.contains(&kept.name) && listed.contains(&half));
+    assert!(listed.contains(&kept.name) && listed.contains(&half) && listed.contains(&stale));
 
     // What `ulnet testbed down --all --label <label>` calls.
     let mut removed = testbed::down_all(Some(&label)).unwrap();
     removed.sort();
-    let mut expected = vec![kept.name.clone(), half.clone()];
+    let mut expected = vec![kept.name.clone(), half.clone(), stale.clone()];
     expected.sort();
     assert_eq!(removed, expected);
-    for ns in [&kept.a.ns, &kept.b.ns, &format!("{half}-a")] {
+    for ns in [&kept.a.ns, &kept.b.ns, &format!("{half}-a"), &format!("{stale}-b")] {
         assert!(!ns_exists(ns), "{ns} left behind");
     }
 }
