@@ -190,7 +190,12 @@ fn down_all_cleans_up_after_a_crashed_run() {
     let mut expected = vec![kept.name.clone(), half.clone(), stale.clone()];
     expected.sort();
     assert_eq!(removed, expected);
-    for ns in [&kept.a.ns, &kept.b.ns, &format!("{half}-a"), &format!("{stale}-b")] {
+    for ns in [
+        &kept.a.ns,
+        &kept.b.ns,
+        &format!("{half}-a"),
+        &format!("{stale}-b"),
+    ] {
         assert!(!ns_exists(ns), "{ns} left behind");
     }
 }
