@@ -88,7 +88,8 @@ fn hint_for(e: Error, what: &'static str) -> Error {
 
 const PACKET_PRIV_HINT: &str = "AF_PACKET needs root or CAP_NET_RAW";
 
-fn packet_socket() -> Result<OwnedFd> {
+/// An AF_PACKET socket set to TPACKET_V3, ready for a ring.
+fn tpacket_v3_socket() -> Result<OwnedFd> {
     // Protocol 0: the socket receives nothing until `bind` names the interface, so no
     // other interface's packets land in the ring first.
     // SAFETY: plain socket creation; no pointers.
@@ -102,7 +103,15 @@ fn packet_socket() -> Result<OwnedFd> {
     )
     .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
     // SAFETY: `socket` returned a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+    setsockopt(
+        fd.as_fd(),
+        "setsockopt(PACKET_VERSION)",
+        libc::PACKET_VERSION,
+        &v3,
+    )?;
+    Ok(fd)
 }
 
 fn setsockopt<T>(fd: BorrowedFd<'_>, op: &'static str, name: libc::c_int, value: &T) -> Result<()> {
@@ -285,14 +294,7 @@ impl RxRing {
             .ok_or_else(|| {
                 Error::invalid("ring geometry").with_hint("the rx ring must stay below 4 GiB")
             })?;
-        let fd = packet_socket()?;
-        let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        setsockopt(
-            fd.as_fd(),
-            "setsockopt(PACKET_VERSION)",
-            libc::PACKET_VERSION,
-            &v3,
-        )?;
+        let fd = tpacket_v3_socket()?;
         let one: libc::c_int = 1;
         setsockopt(
             fd.as_fd(),
@@ -536,14 +538,7 @@ impl TxRing {
             .ok_or_else(|| {
                 Error::invalid("ring geometry").with_hint("the tx ring must stay below 4 GiB")
             })?;
-        let fd = packet_socket()?;
-        let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        setsockopt(
-            fd.as_fd(),
-            "setsockopt(PACKET_VERSION)",
-            libc::PACKET_VERSION,
-            &v3,
-        )?;
+        let fd = tpacket_v3_socket()?;
         let one: libc::c_int = 1;
         if qdisc_bypass {
             setsockopt(
