@@ -16,26 +16,18 @@
 //! near end: the ring still captures every frame (packet taps run before the ingress
 //! hooks), the kernel's own processing of the copies stops.
 
+#[path = "common/rx_drop.rs"]
+mod rx_drop;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::net::VethPair;
 use support::udp::{udp_frame, UdpSpec};
 use ulnet_channel::packet::{PacketChannel, PacketConfig};
-use ulnet_channel::{Channel, Stats};
-/// CPU time the calling thread has used, in ns (first field of
-/// `/proc/thread-self/schedstat`).
-fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .expect("reading /proc/thread-self/schedstat")
-}
-
+use ulnet_channel::Channel;
 fn main() {
     let mut seconds = 3u64;
     let mut ingress_drop = false;
@@ -77,55 +69,20 @@ fn main() {
     let mut tx = PacketChannel::open(&tx_cfg).unwrap_or_else(|e| panic!("generator: {e}"));
     println!("receiver: {}", rx.capabilities().mode);
 
-    let stop = AtomicBool::new(false);
-    let duration = Duration::from_secs(seconds);
-    let (rx_stats, (tx_stats, gen_cpu_ns), elapsed) = std::thread::scope(|s| {
-        let gen = s.spawn(|| {
-            let f = &frame;
-            let cpu0 = thread_cpu_ns();
-            let start = Instant::now();
-            while start.elapsed() < duration {
-                for _ in 0..256 {
-                    if tx
-                        .tx()
-                        .send(f.len(), &mut |b| b.copy_from_slice(f))
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-                tx.tx().flush().expect("generator flush");
-            }
-            stop.store(true, Ordering::Release);
-            (tx.stats(), thread_cpu_ns() - cpu0)
-        });
-        let start = Instant::now();
-        let mut count = 0u64;
-        while !stop.load(Ordering::Acquire) {
-            count += rx.rx_batch(64, &mut |_, _| {}).expect("rx_batch") as u64;
-        }
-        let elapsed = start.elapsed();
-        // Drain what is still in the ring so the drop count is final.
-        let drain_until = Instant::now() + Duration::from_millis(20);
-        while Instant::now() < drain_until {
-            count += rx.rx_batch(64, &mut |_, _| {}).expect("rx_batch") as u64;
-        }
-        let st: Stats = rx.stats();
-        assert_eq!(count, st.rx_frames);
-        (st, gen.join().expect("generator panicked"), elapsed)
-    });
-    let secs = elapsed.as_secs_f64();
+    let run = rx_drop::run(&mut rx, &mut tx, &frame, 256, Duration::from_secs(seconds));
+    let (rx_stats, tx_stats) = (run.rx, run.tx);
+    let secs = run.elapsed.as_secs_f64();
     println!(
         "generated {} frames ({:.0} kpps, {} dropped at a full tx ring)",
         tx_stats.tx_frames,
         tx_stats.tx_frames as f64 / secs / 1e3,
         tx_stats.tx_dropped
     );
+    let ns = run.generator_ns_per_frame();
     println!(
-        "generator CPU {:.0} ns per frame (its send path plus, on veth, the receiver's \
+        "generator CPU {ns:.0} ns per frame (its send path plus, on veth, the receiver's \
          kernel path and the ring copy): {:.0} kpps per busy core",
-        gen_cpu_ns as f64 / tx_stats.tx_frames as f64,
-        tx_stats.tx_frames as f64 / gen_cpu_ns as f64 * 1e6
+        1e6 / ns
     );
     println!(
         "received  {} frames ({:.0} kpps), ring drops {}, empty polls {}{}",

@@ -12,13 +12,13 @@
 //! cargo run --release -p ulnet-channel --example xdp_rx_drop -- [SECONDS] [--generic]
 //! ```
 
+#[path = "common/rx_drop.rs"]
+mod rx_drop;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-
 use std::net::SocketAddrV4;
+use std::time::Duration;
 
 use support::net::{Testbed, PEER, STEERED};
 use support::udp::{udp_frame, UdpSpec};
@@ -57,47 +57,20 @@ fn main() {
     };
     let frame = udp_frame(&spec, &[0u8; 18]);
     assert_eq!(frame.len(), 60);
-    let stop = AtomicBool::new(false);
-    let duration = Duration::from_secs(seconds);
-    let (rx_stats, tx_stats, elapsed) = std::thread::scope(|s| {
-        let gen = s.spawn(|| {
-            let start = Instant::now();
-            while start.elapsed() < duration {
-                for _ in 0..64 {
-                    if tx
-                        .tx()
-                        .send(frame.len(), &mut |b| b.copy_from_slice(&frame))
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-                tx.tx().flush().expect("generator flush");
-            }
-            stop.store(true, Ordering::Release);
-            tx.stats()
-        });
-        let start = Instant::now();
-        let mut count = 0u64;
-        while !stop.load(Ordering::Acquire) {
-            count += rx.rx_batch(64, &mut |_, _| {}).expect("rx_batch") as u64;
-        }
-        let elapsed = start.elapsed();
-        let drain_until = Instant::now() + Duration::from_millis(20);
-        while Instant::now() < drain_until {
-            count += rx.rx_batch(64, &mut |_, _| {}).expect("rx_batch") as u64;
-        }
-        let st = rx.stats();
-        assert_eq!(count, st.rx_frames);
-        (st, gen.join().expect("generator panicked"), elapsed)
-    });
-    let secs = elapsed.as_secs_f64();
+    let run = rx_drop::run(&mut rx, &mut tx, &frame, 64, Duration::from_secs(seconds));
+    let (rx_stats, tx_stats) = (run.rx, run.tx);
+    let secs = run.elapsed.as_secs_f64();
     println!(
         "generated {} frames ({:.0} kpps), {} kicks, {} refused at a full ring",
         tx_stats.tx_frames,
         tx_stats.tx_frames as f64 / secs / 1e3,
         tx_stats.kicks,
         tx_stats.tx_dropped
+    );
+    println!(
+        "generator CPU {:.0} ns per frame (its send path plus, on veth, the receiver's \
+         XDP program and copy)",
+        run.generator_ns_per_frame()
     );
     println!(
         "received  {} frames ({:.0} kpps), drops {}, kicks {}, empty polls {}",
