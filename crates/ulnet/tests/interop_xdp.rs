@@ -5,10 +5,9 @@
 mod interop_support;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use interop_support::*;
-use ulnet::runtime::{self, Backend, NetConfig};
+use ulnet::runtime::{Backend, NetConfig};
 use ulnet::stack::iface::{IpCidr, Lookup};
 
 #[test]
@@ -23,26 +22,13 @@ fn xdp_ping_arp_http_udp_tcp_loss_and_detach() {
         IpCidr::new(ip, a.prefix_len).unwrap(),
     )
     .netns(&a.ns);
-    let mut rt = runtime::open(&cfg).expect("open the xdp runtime");
+    let mut t = Session::open(&cfg, &b.ns);
     assert!(xdp_attached(&a.ns, &a.ifname), "no XDP program after open");
-    let mut s = Services::start(&rt, ip);
-    let limit = Duration::from_secs(60);
 
     // The kernel pings ulnet (ARP kernel → ulnet), and the kernel's own address in the
     // same namespace still answers with the steering program attached.
-    let (to_ulnet, to_kernel_a) = serve_while(&mut rt, &mut s, limit, || {
-        let u = output_in(
-            &b.ns,
-            "ping",
-            &["-c", "3", "-i", "0.2", "-W", "2", &ip.to_string()],
-        );
-        let k = output_in(
-            &b.ns,
-            "ping",
-            &["-c", "2", "-i", "0.2", "-W", "2", &a.ip.to_string()],
-        );
-        (u, k)
-    });
+    let (to_ulnet, to_kernel_a) =
+        t.serve_while(|| (ping_from(&b.ns, ip, 3), ping_from(&b.ns, a.ip, 2)));
     assert!(
         to_ulnet.status.success(),
         "kernel → ulnet ping: {}",
@@ -53,96 +39,36 @@ fn xdp_ping_arp_http_udp_tcp_loss_and_detach() {
         "kernel A's own address: {}",
         text(&to_kernel_a)
     );
-    assert_eq!(
-        kernel_neighbor(&b.ns, ip).as_deref(),
-        Some(a.mac.to_string().as_str()),
-        "the kernel did not learn ulnet's MAC by ARP"
-    );
+    t.check_kernel_learned(&a.mac.to_string());
 
     // ulnet pings the kernel (ARP ulnet → kernel).
-    assert_eq!(
-        ulnet_ping(&mut rt, &mut s, b.ip, 3),
-        3,
-        "ulnet → kernel ping"
-    );
+    t.check_ulnet_pings(b.ip);
     {
-        let i = rt.iface();
-        let now = rt.now();
+        let i = t.rt.iface();
+        let now = t.rt.now();
         assert!(
             matches!(i.neighbors().lookup(b.ip, now), Lookup::Found(m) if m.0 == b.mac.octets()),
             "ulnet did not learn the kernel's MAC"
         );
     }
 
-    // UDP echo with a kernel client.
-    let echoed = serve_while(&mut rt, &mut s, limit, || {
-        kernel_udp_echo(&b.ns, SocketAddr::new(ip, 7), 200)
-    });
-    assert_eq!(echoed, 200, "UDP echoes intact");
-
+    t.check_udp_echo(200);
     // curl downloads 20 MB from ulnet's HTTP server.
-    let len = 20_000_000;
-    let url = format!("http://{ip}/bytes/{len}");
     let out = scratch.path("body");
-    let got = serve_while(&mut rt, &mut s, limit, || curl(&b.ns, &url, &out));
-    assert_eq!(got, (len, pattern_sha(len)), "curl body");
-
+    t.check_curl(20_000_000, &out);
     // TCP bulk, kernel → ulnet (socat sends a file to discard).
     let up = 8_000_000;
-    let file = scratch.path("up");
-    write_pattern(&file, up);
-    let src = format!("FILE:{}", file.display());
-    let dst = format!("TCP:{ip}:9");
-    let sent = serve_until(
-        &mut rt,
-        &mut s,
-        limit,
-        &b.ns,
-        "socat",
-        &["-u", &src, &dst],
-        |s| s.discard.tcp_stats().finished >= 1,
-    );
-    assert!(sent.status.success(), "socat → discard: {}", text(&sent));
-    let st = s.discard.stats();
-    assert_eq!(
-        (st.tcp_bytes, st.tcp_pattern_ok),
-        (up, 1),
-        "discard saw {st:?}"
-    );
-
+    t.check_socat_to_discard(&scratch, up);
     // ulnet as the client: sends to a kernel server, then receives from one.
-    let server = kernel_tcp_server(&b.ns, SocketAddr::new(b.ip, 5001), 0);
-    let r = ulnet_bulk(&mut rt, &mut s, ip, SocketAddr::new(b.ip, 5001), up);
-    assert!(!r.failed && r.sent == up, "ulnet → kernel: {r:?}");
-    assert_eq!(
-        server.join().unwrap(),
-        (up, pattern_sha(up)),
-        "kernel received"
-    );
-    let server = kernel_tcp_server(&b.ns, SocketAddr::new(b.ip, 5002), up);
-    let r = ulnet_bulk(&mut rt, &mut s, ip, SocketAddr::new(b.ip, 5002), 0);
-    assert!(!r.failed, "kernel → ulnet: {r:?}");
-    assert_eq!(
-        (r.received, r.received_pattern_ok),
-        (up, true),
-        "ulnet received"
-    );
-    assert_eq!(server.join().unwrap().0, 0);
+    t.check_bulk(SocketAddr::new(b.ip, 5001), up, 0);
+    t.check_bulk(SocketAddr::new(b.ip, 5002), 0, up);
 
     // 2% random loss each way in the kernel's namespace: TCP recovers.
-    tb.b().set_loss(2).expect("nft loss rules");
-    let len = 5_000_000;
-    let url = format!("http://{ip}/bytes/{len}");
-    let got = serve_while(&mut rt, &mut s, Duration::from_secs(90), || {
-        curl(&b.ns, &url, &out)
-    });
-    let drops = ulnet_bench::testbed::loss_drops(&b.ns).unwrap_or(0);
-    tb.b().clear_loss().unwrap();
-    assert_eq!(got, (len, pattern_sha(len)), "curl body under loss");
+    let drops = t.check_curl_under_loss(&b, 5_000_000, &out);
     assert!(drops > 0, "the loss rules dropped nothing");
 
     // Exiting detaches the program.
-    drop(rt);
+    drop(t);
     assert!(
         !xdp_attached(&a.ns, &a.ifname),
         "XDP program left after ulnet exited"

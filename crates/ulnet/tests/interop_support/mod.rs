@@ -23,6 +23,9 @@ use ulnet::stack::tcp::Event;
 use ulnet::stack::time::Instant;
 use ulnet_bench::Testbed;
 
+mod phases;
+pub use phases::*;
+
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// Every tool the interop tests use, checked up front with a clear message.
