@@ -6,6 +6,8 @@
 //!   waits and kill-on-drop guards.
 //! - [`cpu`]: CPU time of this process, of children, and of the machine (softirq included).
 //! - [`preflight`]: the tools and privileges the testbed needs, named when missing.
+//! - `scenarios` (feature `scenarios`): measurements of ulnet's data path against the
+//!   raw channel and the kernel.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -13,6 +15,8 @@ pub mod cpu;
 pub mod error;
 pub mod exec;
 pub mod preflight;
+#[cfg(feature = "scenarios")]
+pub mod scenarios;
 pub mod testbed;
 
 pub use cpu::{CpuDelta, CpuSample, CpuTimes, SystemTimes};
