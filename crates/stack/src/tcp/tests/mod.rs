@@ -1,10 +1,12 @@
 //! Segment-level tests of the TCP engine, one fixture per state, with a scripted peer
-//! (`harness.rs`); and two-engine loopback tests in virtual time (`loopback.rs`).
+//! (`harness.rs`); regression tests named after the findings they fix
+//! (`regressions.rs`); and two-engine loopback tests in virtual time (`loopback.rs`).
 
 mod close;
 mod engine;
 mod handshake;
 mod harness;
 mod loopback;
+mod regressions;
 mod rfc5961;
 mod transfer;

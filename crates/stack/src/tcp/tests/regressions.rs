@@ -1,0 +1,64 @@
+//! Regression tests for findings reported by the engine's users (/work/tcp-bugs.md), one
+//! per finding, named after it.
+
+use ulnet_wire::TcpFlags;
+
+use super::harness::*;
+use crate::tcp::{Shutdown, State};
+use crate::time::Duration;
+
+/// After a dispatch that could send nothing, `poll_at` must name a future deadline.
+fn assert_idle_until_timer(h: &mut Harness) {
+    let _ = h.out();
+    let t = h.tcp.poll_at().expect("a timer is pending");
+    assert!(t > h.now, "poll_at {t:?} is not after now {:?}", h.now);
+    // A second dispatch at the same instant sends nothing and keeps the deadline.
+    h.quiet();
+    assert_eq!(h.tcp.poll_at(), Some(t));
+}
+
+/// Finding 1: with data queued but the congestion window full, `poll_at` kept returning
+/// "now", so a runtime trusting it spun.
+#[test]
+fn poll_at_is_the_rto_when_cwnd_is_full() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
+    assert_eq!(h.tcp.send(s, &[1; 60_000]).unwrap(), 60_000);
+    let first = h.out();
+    assert_eq!(first.len(), 10, "initial window");
+    assert_idle_until_timer(&mut h);
+    let rto = h.tcp.info(s).unwrap().rto;
+    assert_eq!(h.tcp.poll_at(), Some(h.now + rto));
+    // A duplicate ACK (no new data acknowledged, cwnd still full) changes nothing.
+    h.send(h.peer().seq(1001).ack(iss + 1));
+    assert_idle_until_timer(&mut h);
+}
+
+/// Finding 1, the peer's window: full but not zero.
+#[test]
+fn poll_at_is_the_rto_when_the_peer_window_is_full() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
+    h.send(h.peer().seq(1001).ack(iss + 1).window(3000));
+    h.tcp.send(s, &[1; 20_000]).unwrap();
+    assert_eq!(h.out().len(), 3);
+    assert_idle_until_timer(&mut h);
+    // Half the window comes back acknowledged: one more segment fits, then idle again.
+    h.send(h.peer().seq(1001).ack(iss + 1 + 1000).window(3000));
+    assert_eq!(h.out().len(), 1);
+    assert_idle_until_timer(&mut h);
+}
+
+/// Finding 1, a zero window: the next deadline is the persist timer.
+#[test]
+fn poll_at_is_the_persist_timer_when_the_window_is_zero() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
+    h.send(h.peer().seq(1001).ack(iss + 1).window(0));
+    h.tcp.send(s, &[1; 5000]).unwrap();
+    assert_idle_until_timer(&mut h);
+    let probe = h.wait();
+    assert_eq!((probe[0].seq, probe[0].payload.len()), (iss + 1, 1));
+    h.send(h.peer().seq(1001).ack(iss + 1).window(0));
+    assert_idle_until_timer(&mut h);
+}
