@@ -59,6 +59,10 @@ impl<W: std::io::Write, F: FnMut() -> std::time::Duration> SimChannel
     }
 }
 
+/// Passes at one instant after which [`Sim::run_until`] declares a livelock. Each pass
+/// moves at least one frame or timer, so a finite exchange quiesces long before.
+pub const MAX_PASSES_PER_INSTANT: usize = 10_000;
+
 pub struct Node {
     pub iface: Interface,
     pub chan: Box<dyn SimChannel>,
@@ -142,23 +146,30 @@ impl Sim {
 
     /// Runs until `done` holds (true) or virtual time passes `deadline` (false).
     ///
-    /// A deadline at or before now means "call again now"; after a few passes at the
-    /// same instant without it clearing (a layer that reports "now" while it waits
-    /// for its window to open), time moves on to the next later event, as a runtime
-    /// that sleeps between polls would.
+    /// At each instant every node is polled until none has anything due at that instant
+    /// (no deadline at or before now, no frame arriving now), so an ACK sent in answer to
+    /// a frame goes out at the same instant, as a run-to-completion runtime sends it; only
+    /// then does time move to the next event. A node that stays due after
+    /// [`MAX_PASSES_PER_INSTANT`] passes is a livelock (a layer reporting "now" while it
+    /// waits for something), and the run panics rather than hide it by moving time on.
     pub fn run_until(&mut self, deadline: Instant, mut done: impl FnMut(&mut Sim) -> bool) -> bool {
-        let mut same_instant = 0;
         loop {
-            self.step();
-            if done(self) {
-                return true;
-            }
             let now = self.wire.now_micros();
-            if self.events().any(|t| t <= now) && same_instant < 3 {
-                same_instant += 1;
-                continue;
+            let mut passes = 0;
+            loop {
+                self.step();
+                if done(self) {
+                    return true;
+                }
+                if !self.events().any(|t| t <= now) {
+                    break;
+                }
+                passes += 1;
+                assert!(
+                    passes < MAX_PASSES_PER_INSTANT,
+                    "livelock: a node is still due at {now} us after {passes} passes"
+                );
             }
-            same_instant = 0;
             let next = self.events().filter(|&t| t > now).min().unwrap_or(u64::MAX);
             if next > deadline.total_micros() {
                 self.wire
