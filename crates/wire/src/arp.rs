@@ -5,7 +5,7 @@
 use core::fmt;
 use core::net::Ipv4Addr;
 
-use crate::bytes::{get_u16, set_u16};
+use crate::bytes::{ensure_len, get_u16, set_u16};
 use crate::ethernet::{EtherType, EthernetAddress};
 use crate::{Error, Result};
 
@@ -83,16 +83,10 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// # Errors
     /// [`Error::Truncated`] when they do not.
     pub fn check_len(&self) -> Result<()> {
-        let b = self.buffer.as_ref();
-        if b.len() < field::SHA {
-            return Err(Error::Truncated);
-        }
-        let need =
-            field::SHA + 2 * (usize::from(self.hardware_len()) + usize::from(self.protocol_len()));
-        if b.len() < need {
-            return Err(Error::Truncated);
-        }
-        Ok(())
+        let len = self.buffer.as_ref().len();
+        ensure_len(len, field::SHA)?;
+        let addrs = usize::from(self.hardware_len()) + usize::from(self.protocol_len());
+        ensure_len(len, field::SHA + 2 * addrs)
     }
 
     /// Returns the underlying buffer.

@@ -4,8 +4,8 @@
 
 use core::fmt;
 
-use crate::bytes::{get_u16, set_u16};
-use crate::{Error, Result};
+use crate::bytes::{ensure_len, get_u16, set_u16};
+use crate::Result;
 
 /// A 48-bit Ethernet (MAC) address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -134,7 +134,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Wraps a buffer after [`check_len`](Self::check_len).
     ///
     /// # Errors
-    /// [`Error::Truncated`] when the buffer cannot hold the header.
+    /// [`Error::Truncated`](crate::Error::Truncated) when the buffer cannot hold the header.
     pub fn new_checked(buffer: T) -> Result<EthernetFrame<T>> {
         let f = Self::new_unchecked(buffer);
         f.check_len()?;
@@ -144,13 +144,9 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Checks that the header fits, after which no getter panics.
     ///
     /// # Errors
-    /// [`Error::Truncated`] when the buffer is shorter than 14 bytes.
+    /// [`Error::Truncated`](crate::Error::Truncated) when the buffer is shorter than 14 bytes.
     pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
+        ensure_len(self.buffer.as_ref().len(), HEADER_LEN)
     }
 
     /// Returns the underlying buffer.
@@ -234,7 +230,7 @@ impl EthernetRepr {
     /// Reads the header of a frame.
     ///
     /// # Errors
-    /// [`Error::Truncated`] when the header does not fit.
+    /// [`Error::Truncated`](crate::Error::Truncated) when the header does not fit.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(frame: &EthernetFrame<&T>) -> Result<EthernetRepr> {
         frame.check_len()?;
         Ok(EthernetRepr {
@@ -278,6 +274,7 @@ impl fmt::Display for EthernetRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
 
     // An ARP request frame header, broadcast from 52:54:00:12:34:56 (hand-built; real
     // captures are in tests/captures.rs).

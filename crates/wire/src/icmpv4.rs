@@ -4,7 +4,7 @@
 
 use core::fmt;
 
-use crate::bytes::{get_u16, set_u16};
+use crate::bytes::{ensure_len, get_u16, set_u16};
 use crate::checksum::{self, ChecksumMode};
 use crate::ip::IpProtocol;
 use crate::ipv4::{self, Ipv4Packet, Ipv4Repr};
@@ -156,11 +156,7 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
     /// # Errors
     /// [`Error::Truncated`] when it does not.
     pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
+        ensure_len(self.buffer.as_ref().len(), HEADER_LEN)
     }
 
     /// Returns the underlying buffer.

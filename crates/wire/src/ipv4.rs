@@ -5,7 +5,7 @@
 use core::fmt;
 use core::net::Ipv4Addr;
 
-use crate::bytes::{get_u16, set_u16};
+use crate::bytes::{check_declared, ensure_len, get_u16, set_u16};
 use crate::checksum::{self, ChecksumMode};
 use crate::ip::IpProtocol;
 use crate::{Error, Result};
@@ -68,24 +68,10 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// header length is below 20 or `total_len` is below the header length.
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
-        if len < HEADER_LEN {
-            return Err(Error::Truncated);
-        }
+        ensure_len(len, HEADER_LEN)?;
         let header_len = self.header_len();
-        if header_len < HEADER_LEN {
-            return Err(Error::Malformed);
-        }
-        if len < header_len {
-            return Err(Error::Truncated);
-        }
-        let total = usize::from(self.total_len());
-        if total < header_len {
-            return Err(Error::Malformed);
-        }
-        if len < total {
-            return Err(Error::Truncated);
-        }
-        Ok(())
+        check_declared(len, HEADER_LEN, header_len)?;
+        check_declared(len, header_len, usize::from(self.total_len()))
     }
 
     /// Returns the underlying buffer.

@@ -5,7 +5,7 @@
 use core::fmt;
 use core::net::Ipv6Addr;
 
-use crate::bytes::{get_u16, get_u32, set_u16, set_u32};
+use crate::bytes::{ensure_len, get_u16, get_u32, set_u16, set_u32};
 use crate::ip::IpProtocol;
 use crate::{Error, Result};
 
@@ -56,10 +56,8 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// [`Error::Truncated`] when they do not.
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
-        if len < HEADER_LEN || len < HEADER_LEN + usize::from(self.payload_len()) {
-            return Err(Error::Truncated);
-        }
-        Ok(())
+        ensure_len(len, HEADER_LEN)?;
+        ensure_len(len, HEADER_LEN + usize::from(self.payload_len()))
     }
 
     /// Returns the underlying buffer.

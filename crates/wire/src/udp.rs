@@ -5,7 +5,7 @@
 use core::fmt;
 use core::net::IpAddr;
 
-use crate::bytes::{get_u16, set_u16};
+use crate::bytes::{check_declared, ensure_len, get_u16, set_u16};
 use crate::checksum::{self, ChecksumMode};
 use crate::ip::IpProtocol;
 use crate::{Error, Result};
@@ -50,17 +50,8 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// length field is below 8.
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
-        if len < HEADER_LEN {
-            return Err(Error::Truncated);
-        }
-        let declared = usize::from(self.len());
-        if declared < HEADER_LEN {
-            return Err(Error::Malformed);
-        }
-        if len < declared {
-            return Err(Error::Truncated);
-        }
-        Ok(())
+        ensure_len(len, HEADER_LEN)?;
+        check_declared(len, HEADER_LEN, usize::from(self.len()))
     }
 
     /// Returns the underlying buffer.

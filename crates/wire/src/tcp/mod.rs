@@ -11,7 +11,7 @@ pub mod options;
 use core::fmt;
 use core::net::IpAddr;
 
-use crate::bytes::{get_u16, get_u32, set_u16, set_u32};
+use crate::bytes::{check_declared, ensure_len, get_u16, get_u32, set_u16, set_u32};
 use crate::checksum::{self, ChecksumMode};
 use crate::ip::IpProtocol;
 use crate::seq::SeqNumber;
@@ -65,17 +65,8 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// data offset is below 5 words.
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
-        if len < HEADER_LEN {
-            return Err(Error::Truncated);
-        }
-        let header_len = self.header_len();
-        if header_len < HEADER_LEN {
-            return Err(Error::Malformed);
-        }
-        if len < header_len {
-            return Err(Error::Truncated);
-        }
-        Ok(())
+        ensure_len(len, HEADER_LEN)?;
+        check_declared(len, HEADER_LEN, self.header_len())
     }
 
     /// Returns the underlying buffer.
