@@ -430,6 +430,11 @@ fn ack(
     if acked > 0 {
         new_ack(s, now, seg, acked);
     }
+    if s.timers.persist && s.snd_nxt != s.snd_una {
+        // Only probe bytes are outstanding in persist (it starts with nothing in flight),
+        // and this ACK did not take them.
+        s.retract_probe();
+    }
 
     // RFC 9293 §3.10.7.4: update the send window from the newest segment only.
     if s.snd_wl1.diff(seg.seq) < 0 || (s.snd_wl1 == seg.seq && s.snd_wl2.diff(ack) <= 0) {

@@ -69,6 +69,23 @@ impl Socket {
         }
     }
 
+    /// The peer answered a window probe without accepting its byte (RFC 9293 §3.8.6.1:
+    /// a closed window takes no data): SND.NXT goes back to SND.UNA, so the byte is sent
+    /// again as ordinary data when the window opens instead of staying a hole behind
+    /// SND.NXT until a retransmission timeout. BSD gets the same effect by never advancing
+    /// SND.NXT for a probe. Should a late ACK for the retracted byte arrive, it is above
+    /// SND.NXT and gets a challenge ACK (RFC 5961 §5.2); the byte is then sent again and
+    /// acknowledged as a duplicate, so nothing is lost.
+    pub(crate) fn retract_probe(&mut self) {
+        self.snd_nxt = self.snd_una;
+        if self.fin_sent_seq.is_some_and(|f| f.diff(self.snd_nxt) >= 0) {
+            self.fin_sent_seq = None;
+        }
+        self.sampler.on_retransmit();
+        self.unacked_since = None;
+        self.flight_at_send = 0;
+    }
+
     /// Starts the persist timer (zero window with data waiting, RFC 9293 §3.8.6.1).
     pub(crate) fn enter_persist(&mut self, now: Instant) {
         if !self.timers.persist || self.timers.rtx.is_none() {

@@ -62,3 +62,32 @@ fn poll_at_is_the_persist_timer_when_the_window_is_zero() {
     h.send(h.peer().seq(1001).ack(iss + 1).window(0));
     assert_idle_until_timer(&mut h);
 }
+
+/// Finding 2: a probe byte the peer did not accept (ACK stays at SND.UNA, window 0) must
+/// be sent again as the first byte when the window opens, not left as a hole behind
+/// SND.NXT (tests/pkt/zero-window-probe.pkt line 25).
+#[test]
+fn unaccepted_probe_byte_is_resent_when_the_window_opens() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
+    let una = iss + 1;
+    h.send(h.peer().seq(1001).ack(una).window(0));
+    h.tcp.send(s, &[7; 500]).unwrap();
+    h.quiet();
+    for _ in 0..3 {
+        let p = h.wait();
+        assert_eq!((p[0].seq, p[0].payload.len()), (una, 1), "{p:?}");
+        h.send(h.peer().seq(1001).ack(una).window(0));
+        h.quiet();
+    }
+    // The last probe is outstanding when the window opens without acknowledging it.
+    let p = h.wait();
+    assert_eq!((p[0].seq, p[0].payload.len()), (una, 1));
+    h.send(h.peer().seq(1001).ack(una).window(1000));
+    let d = h.out1();
+    assert_eq!((d.seq, d.payload.len()), (una, 500), "{d:?}");
+    h.send(h.peer().seq(1001).ack(una + 500).window(1000));
+    h.quiet();
+    let info = h.tcp.info(s).unwrap();
+    assert_eq!((info.bytes_in_flight, info.send_queue_len), (0, 0));
+}
