@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::{sa, Sim};
+use common::Sim;
 use ulnet_channel::sim::LinkConfig;
-use ulnet_stack::tcp::{RecvError, State, Tcp, TcpConfig};
+use ulnet_stack::tcp::{Tcp, TcpConfig};
 use ulnet_stack::time::Duration;
 
 fn stream(len: usize) -> Vec<u8> {
@@ -21,61 +21,9 @@ fn transfer(seed: u64, link: LinkConfig, len: usize) -> Sim {
         .set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
     sim.iface(1)
         .set_tcp(Tcp::new(TcpConfig::default(), [2; 16]));
-    let listener = sim
-        .iface(1)
-        .tcp_mut()
-        .unwrap()
-        .listen(sa(2, 80), 4)
-        .unwrap();
-    let now = sim.now();
-    let client = sim
-        .iface(0)
-        .tcp_mut()
-        .unwrap()
-        .connect(now, sa(1, 0), sa(2, 80))
-        .unwrap();
     let data = stream(len);
-    let mut sent = 0;
-    let mut server = None;
-    let mut got = Vec::with_capacity(len);
-    let mut eof = false;
-    let mut closed = false;
-    let mut buf = vec![0u8; 16 * 1024];
-    let end = sim.now() + Duration::from_secs(600);
-    let done = sim.run_until(end, |sim| {
-        let tcp = sim.iface(0).tcp_mut().unwrap();
-        while sent < data.len() {
-            match tcp.send(client, &data[sent..]) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => sent += n,
-            }
-        }
-        // RFC 9293 §3.10.4: CLOSE in SYN-SENT deletes the connection, so wait for the
-        // handshake before the graceful close.
-        if sent == data.len() && !closed && tcp.state(client) == Ok(State::Established) {
-            tcp.close(client).unwrap();
-            closed = true;
-        }
-        let tcp = sim.iface(1).tcp_mut().unwrap();
-        if server.is_none() {
-            server = tcp.accept(listener).unwrap();
-        }
-        if let Some(s) = server {
-            loop {
-                match tcp.recv(s, &mut buf) {
-                    Ok(0) => {
-                        eof = true;
-                        break;
-                    }
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                    Err(RecvError::WouldBlock) => break,
-                    Err(e) => panic!("recv: {e:?}"),
-                }
-            }
-        }
-        eof
-    });
-    if !done {
+    let t = common::tcp::transfer(&mut sim, &data, Duration::from_secs(600));
+    if !t.done {
         for n in &sim.nodes {
             eprintln!(
                 "{}\n{:?}",
@@ -85,18 +33,18 @@ fn transfer(seed: u64, link: LinkConfig, len: usize) -> Sim {
         }
         eprintln!(
             "client {:?} server {:?}",
-            sim.nodes[0].iface.tcp().unwrap().state(client),
-            server.map(|s| sim.nodes[1].iface.tcp().unwrap().state(s))
+            sim.nodes[0].iface.tcp().unwrap().state(t.client),
+            t.server.map(|s| sim.nodes[1].iface.tcp().unwrap().state(s))
         );
     }
     assert!(
-        done,
+        t.done,
         "transfer incomplete: {} of {len} bytes by {}",
-        got.len(),
+        t.received.len(),
         sim.now()
     );
-    assert_eq!(got.len(), len);
-    assert!(got == data, "stream corrupted");
+    assert_eq!(t.received.len(), len);
+    assert!(t.received == data, "stream corrupted");
     sim
 }
 

@@ -17,7 +17,7 @@ use ulnet_channel::pcap::{Pcap, PcapWriter, Precision};
 use ulnet_channel::sim::{LinkConfig, Wire};
 use ulnet_stack::iface::Interface;
 use ulnet_stack::socket::{IcmpSocket, UdpConfig, UdpSocket};
-use ulnet_stack::tcp::{RecvError, State, Tcp, TcpConfig};
+use ulnet_stack::tcp::{Tcp, TcpConfig};
 use ulnet_stack::time::Duration;
 
 /// Removes the capture file when the test ends, passed or not.
@@ -107,55 +107,13 @@ fn run_session(path: &Path) {
     assert_eq!(sim.iface(0).stats().icmp_errors_received, 1);
 
     // TCP: connect, 64 KiB, graceful close.
-    let listener = sim
-        .iface(1)
-        .tcp_mut()
-        .unwrap()
-        .listen(sa(2, 80), 4)
-        .unwrap();
-    let now = sim.now();
-    let client = sim
-        .iface(0)
-        .tcp_mut()
-        .unwrap()
-        .connect(now, sa(1, 0), sa(2, 80))
-        .unwrap();
     let data: Vec<u8> = (0..65536u32).map(|i| (i * 7) as u8).collect();
-    let (mut sent, mut closed, mut server, mut got, mut eof) = (0, false, None, 0usize, false);
-    let end = sim.now() + Duration::from_secs(60);
-    let done = sim.run_until(end, |sim| {
-        let tcp = sim.iface(0).tcp_mut().unwrap();
-        while sent < data.len() {
-            match tcp.send(client, &data[sent..]) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => sent += n,
-            }
-        }
-        if sent == data.len() && !closed && tcp.state(client) == Ok(State::Established) {
-            tcp.close(client).unwrap();
-            closed = true;
-        }
-        let tcp = sim.iface(1).tcp_mut().unwrap();
-        if server.is_none() {
-            server = tcp.accept(listener).unwrap();
-        }
-        if let Some(s) = server {
-            loop {
-                match tcp.recv(s, &mut buf) {
-                    Ok(0) => {
-                        eof = true;
-                        let _ = tcp.close(s);
-                        break;
-                    }
-                    Ok(n) => got += n,
-                    Err(RecvError::WouldBlock) => break,
-                    Err(e) => panic!("recv: {e:?}"),
-                }
-            }
-        }
-        eof
-    });
-    assert!(done && got == data.len(), "TCP transfer: {got} bytes");
+    let t = common::tcp::transfer(&mut sim, &data, Duration::from_secs(60));
+    assert!(
+        t.done && t.received.len() == data.len(),
+        "TCP transfer: {} bytes",
+        t.received.len()
+    );
     sim.run_for(Duration::from_secs(1));
 }
 

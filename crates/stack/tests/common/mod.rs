@@ -10,6 +10,8 @@ use ulnet_stack::iface::{Interface, InterfaceConfig, IpCidr, TxSink};
 use ulnet_stack::time::{Duration, Instant};
 use ulnet_wire::EthernetAddress;
 
+pub mod tcp;
+
 /// A channel's transmit half as the interface's sink.
 pub struct Sink<'a>(pub &'a mut dyn Tx);
 
