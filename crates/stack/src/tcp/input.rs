@@ -290,6 +290,20 @@ fn synchronized(
             // not reopening the connection gets the duplicate ACK.
             cx.stats.dropped_out_of_window += 1;
             send_ack(s, now, reply);
+        } else if s.state == State::TimeWait
+            && f.contains(TcpFlags::FIN)
+            && seg.seq + seg_len == s.rcv_nxt
+        {
+            // The peer's FIN again: our ACK was lost. RFC 7323 §4.3: SEG.SEQ <=
+            // Last.ACK.sent and PAWS passed, so its TSval becomes TS.Recent and the ACK
+            // echoes it (as the compact TIME-WAIT record does); 2*MSL restarts (RFC 9293
+            // §3.10.7.4).
+            if let Some(ts) = seg.options.timestamp.filter(|_| s.ts_on) {
+                s.ts_recent = ts.tsval;
+                s.ts_recent_age = now;
+            }
+            s.enter_time_wait(now, cx.cfg);
+            send_ack(s, now, reply);
         } else {
             cx.stats.dropped_out_of_window += 1;
             let end = seg.seq + seg.payload.len() as u32;

@@ -249,6 +249,8 @@ impl TimeWaitTable {
         let seg_end = seg.seq + seg.segment_len() as u32;
         if f.contains(TcpFlags::FIN) && seg_end == rec.rcv_nxt {
             // A retransmitted FIN: our ACK was lost. Restart 2*MSL (RFC 9293 §3.10.7.4).
+            // RFC 7323 §4.3: SEG.SEQ <= Last.ACK.sent (= RCV.NXT here) and PAWS passed, so
+            // its TSval becomes TS.Recent and the ACK answering it echoes that.
             let mut moved = rec;
             if let (true, Some(tsval)) = (ts_on, seg_ts) {
                 moved.ts_recent = tsval;
@@ -256,7 +258,12 @@ impl TimeWaitTable {
             moved.expires = now + self.two_msl;
             self.kill(id);
             self.push(moved);
-            return Some(ack);
+            return Some(TwVerdict::Ack {
+                seq: moved.snd_nxt,
+                ack: moved.rcv_nxt,
+                window: moved.window,
+                tsecr: ts_on.then_some(moved.ts_recent),
+            });
         }
         if seg.payload.is_empty() && !f.contains(TcpFlags::FIN) && seg.seq == rec.rcv_nxt {
             return Some(TwVerdict::Drop);
@@ -354,6 +361,26 @@ mod tests {
         assert!(matches!(low, Some(TwVerdict::Ack { .. })));
         let high = tw.process(t0, &tuple(2), &seg(TcpFlags::SYN, 2000, None));
         assert!(matches!(high, Some(TwVerdict::Reopen { .. })));
+    }
+
+    /// Finding 3: RFC 7323 §4.3 in TIME-WAIT, the retransmitted FIN (SEG.SEQ <=
+    /// Last.ACK.sent, newer TSval) updates TS.Recent and its ACK echoes it.
+    #[test]
+    fn retransmitted_fin_updates_ts_recent() {
+        let mut tw = TimeWaitTable::new(&[3; 16], 10, Duration::from_secs(30));
+        let t0 = Instant::from_secs(1);
+        tw.insert(t0, init(1, Some(700)));
+        let fin = seg(TcpFlags::FIN | TcpFlags::ACK, 999, Some(1700));
+        match tw.process(t0, &tuple(1), &fin) {
+            Some(TwVerdict::Ack { tsecr, .. }) => assert_eq!(tsecr, Some(1700)),
+            v => panic!("{v:?}"),
+        }
+        // An older timestamp is PAWS-rejected and leaves TS.Recent alone.
+        let old = seg(TcpFlags::FIN | TcpFlags::ACK, 999, Some(1500));
+        match tw.process(t0, &tuple(1), &old) {
+            Some(TwVerdict::Ack { tsecr, .. }) => assert_eq!(tsecr, Some(1700)),
+            v => panic!("{v:?}"),
+        }
     }
 
     #[test]

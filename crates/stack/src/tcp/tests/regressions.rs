@@ -4,7 +4,7 @@
 use ulnet_wire::TcpFlags;
 
 use super::harness::*;
-use crate::tcp::{Shutdown, State};
+use crate::tcp::{Shutdown, State, TcpConfig};
 use crate::time::Duration;
 
 /// After a dispatch that could send nothing, `poll_at` must name a future deadline.
@@ -90,4 +90,46 @@ fn unaccepted_probe_byte_is_resent_when_the_window_opens() {
     h.quiet();
     let info = h.tcp.info(s).unwrap();
     assert_eq!((info.bytes_in_flight, info.send_queue_len), (0, 0));
+}
+
+/// Finding 3, for a connection still held by the application in TIME-WAIT: a
+/// retransmitted FIN (SEG.SEQ <= Last.ACK.sent, newer TSval) updates TS.Recent (RFC 7323
+/// §4.3), its ACK echoes that TSval, and 2*MSL starts again (RFC 9293 §3.10.7.4).
+#[test]
+fn time_wait_socket_takes_ts_recent_from_a_retransmitted_fin() {
+    let mut h = Harness::new(TcpConfig {
+        timestamps: true,
+        ..plain_config()
+    });
+    let (s, iss) = h.passive_open(1000, h.peer().ts(500, 0));
+    h.tcp.shutdown(s, Shutdown::Write).unwrap();
+    let fin = h.out1();
+    assert!(fin.has(TcpFlags::FIN));
+    let ours = fin.tsval().unwrap();
+    h.send(h.peer().seq(1001).ack(iss + 2).ts(600, ours));
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(iss + 2)
+            .flags(TcpFlags::FIN | TcpFlags::ACK)
+            .ts(700, ours),
+    );
+    assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
+    let a = h.out1();
+    assert_eq!((a.ack, a.options.timestamp.unwrap().tsecr), (1002, 700));
+    h.now += Duration::from_secs(1);
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(iss + 2)
+            .flags(TcpFlags::FIN | TcpFlags::ACK)
+            .ts(1700, ours),
+    );
+    let a = h.out1();
+    assert_eq!((a.ack, a.options.timestamp.unwrap().tsecr), (1002, 1700));
+    // 2*MSL (60 s by default) counts from the retransmitted FIN.
+    h.advance(Duration::from_secs(59) + Duration::from_millis(500));
+    assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
 }
