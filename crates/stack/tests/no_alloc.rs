@@ -89,6 +89,18 @@ impl Pipe {
         self.len += 1;
     }
 
+    /// Queues everything `a` (towards `b`) and `b` (towards `a`) have to send at `now`.
+    fn dispatch(&mut self, now: Instant, a: &mut Tcp, b: &mut Tcp) {
+        a.dispatch(now, &mut |_, _, r| {
+            self.push(now, true, r);
+            true
+        });
+        b.dispatch(now, &mut |_, _, r| {
+            self.push(now, false, r);
+            true
+        });
+    }
+
     fn next_at(&self) -> Option<Instant> {
         (self.len > 0).then(|| self.slots[self.head].at)
     }
@@ -143,15 +155,7 @@ fn step(
         *moved += n as u64;
     }
     while a.send(c, chunk).unwrap_or(0) > 0 {}
-    let t = *now;
-    a.dispatch(t, &mut |_, _, r| {
-        pipe.push(t, true, r);
-        true
-    });
-    b.dispatch(t, &mut |_, _, r| {
-        pipe.push(t, false, r);
-        true
-    });
+    pipe.dispatch(*now, a, b);
     let next = [pipe.next_at(), a.poll_at(), b.poll_at()]
         .into_iter()
         .flatten()
@@ -218,14 +222,7 @@ fn steady_bulk_transfer_does_not_allocate() {
                 "198.18.0.1".parse().unwrap(),
                 "198.18.0.2".parse().unwrap(),
             );
-            a.dispatch(t, &mut |_, _, r| {
-                pipe.push(t, true, r);
-                true
-            });
-            b.dispatch(t, &mut |_, _, r| {
-                pipe.push(t, false, r);
-                true
-            });
+            pipe.dispatch(t, &mut a, &mut b);
             now += Duration::from_micros(100);
         }
     }
