@@ -221,7 +221,13 @@ fn data(
     let want = (max as usize).min(cap).min(avail).min(scratch.len());
     let n = s.tx.read_allocated(offset, &mut scratch[..want]);
     let end_data = seq + n as u32;
-    let fin = s.fin_queued && offset + n == s.tx.len() && s.state != State::SynReceived;
+    // The FIN sits right after the last buffered byte; once sent, only its own sequence
+    // number may carry it again (never FIN+1 after it was acknowledged and the buffer
+    // emptied).
+    let fin = s.fin_queued
+        && offset + n == s.tx.len()
+        && s.state != State::SynReceived
+        && s.fin_sent_seq.is_none_or(|f| f == end_data);
     if n == 0 && !fin {
         return Output::Idle;
     }

@@ -133,3 +133,72 @@ fn time_wait_socket_takes_ts_recent_from_a_retransmitted_fin() {
     h.advance(Duration::from_secs(1));
     assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
 }
+
+/// Finding 5: a second FIN at FIN+1 after the first was acknowledged. A window probe may
+/// carry the last byte and the FIN; when the peer takes both but keeps its window closed,
+/// the persist timer must not probe again with a FIN past the acknowledged one.
+#[test]
+fn no_second_fin_after_a_probe_carried_the_acknowledged_fin() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
+    let una = iss + 1;
+    h.send(h.peer().seq(1001).ack(una).window(0));
+    h.tcp.send(s, b"x").unwrap();
+    h.tcp.close(s).unwrap();
+    let p = h.wait();
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].has(TcpFlags::FIN),
+        "the probe carries the last byte and FIN"
+    );
+    assert_eq!((p[0].seq, p[0].payload.len()), (una, 1));
+    // Byte and FIN accepted, window still closed.
+    h.send(h.peer().seq(1001).ack(una + 2).window(0));
+    let later = h.advance(Duration::from_secs(30));
+    assert!(
+        later.iter().all(|x| !x.has(TcpFlags::FIN)),
+        "a FIN was sent again: {later:?}"
+    );
+    // The peer's FIN completes the close normally.
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(una + 2)
+            .flags(TcpFlags::FIN | TcpFlags::ACK)
+            .window(0),
+    );
+    let a = h.out1();
+    assert_eq!((a.seq, a.ack, a.flags), (una + 2, 1002, TcpFlags::ACK));
+    assert_eq!(h.tcp.time_wait_count(), 1);
+}
+
+/// Finding 5, simultaneous close: after CLOSING our FIN is acknowledged and nothing
+/// else (no FIN at FIN+1) is sent; the connection reaches TIME-WAIT and ends.
+#[test]
+fn simultaneous_close_sends_one_fin_and_leaves_closing() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer());
+    h.tcp.send(s, &[1; 100]).unwrap();
+    assert_eq!(h.out1().payload.len(), 100);
+    h.tcp.shutdown(s, Shutdown::Write).unwrap();
+    let fin = h.out1();
+    assert_eq!(
+        (fin.seq, fin.flags),
+        (iss + 101, TcpFlags::FIN | TcpFlags::ACK)
+    );
+    // The peer's FIN crosses ours and acknowledges only the data.
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(iss + 101)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
+    assert_eq!(h.tcp.state(s).unwrap(), State::Closing);
+    let a = h.out1();
+    assert_eq!((a.seq, a.ack), (iss + 102, 1002));
+    h.send(h.peer().seq(1002).ack(iss + 102));
+    assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
+    let rest = h.advance(Duration::from_secs(120));
+    assert!(rest.is_empty(), "{rest:?}");
+    assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
+}
