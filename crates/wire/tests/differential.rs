@@ -1,8 +1,11 @@
 //! Differential test: for a corpus of frames built both by our emitters and by
 //! etherparse's `PacketBuilder`, our parser and etherparse agree on every field.
 
+mod common;
+
 use core::net::{IpAddr, Ipv4Addr};
 
+use common::{ipv4_frame, tcp_options};
 use etherparse as ep;
 use proptest::prelude::*;
 use ulnet_wire::icmpv4::Icmpv4Message;
@@ -219,22 +222,6 @@ fn compare_icmp(buf: &[u8]) -> usize {
 
 // ---- Corpus built by our emitters ----
 
-fn our_ipv4_frame(ip: Ipv4Repr, transport: &[u8]) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + ip.buffer_len()];
-    EthernetRepr {
-        src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
-        dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
-        ethertype: EtherType::Ipv4,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-    ip.emit(
-        &mut Ipv4Packet::new_unchecked(&mut f[14..]),
-        ChecksumMode::Full,
-    );
-    f[34..].copy_from_slice(transport);
-    f
-}
-
 fn ip_strategy() -> impl Strategy<Value = (Ipv4Addr, Ipv4Addr, u8, u8, u16, bool)> {
     (
         any::<[u8; 4]>(),
@@ -256,28 +243,6 @@ fn ip_strategy() -> impl Strategy<Value = (Ipv4Addr, Ipv4Addr, u8, u8, u16, bool
         })
 }
 
-fn options_strategy() -> impl Strategy<Value = TcpOptions> {
-    (
-        proptest::option::of(any::<u16>()),
-        proptest::option::of(0..=14u8),
-        any::<bool>(),
-        proptest::collection::vec(any::<(u32, u32)>(), 0..=4),
-        proptest::option::of(any::<(u32, u32)>()),
-    )
-        .prop_map(|(mss, ws, sp, sack, ts)| TcpOptions {
-            mss,
-            window_scale: ws,
-            sack_permitted: sp,
-            sack_blocks: SackBlocks::from_slice(
-                &sack
-                    .iter()
-                    .map(|&(l, r)| (SeqNumber(l), SeqNumber(r)))
-                    .collect::<Vec<_>>(),
-            ),
-            timestamp: ts.map(|(tsval, tsecr)| TcpTimestamp { tsval, tsecr }),
-        })
-}
-
 proptest! {
     #[test]
     fn our_tcp_frames_agree(
@@ -287,7 +252,7 @@ proptest! {
         flags in 0..0x200u16,
         window in any::<u16>(),
         urgent in any::<u16>(),
-        options in options_strategy(),
+        options in tcp_options(0..=14u8),
         payload in proptest::collection::vec(any::<u8>(), 0..300),
     ) {
         let tcp = TcpRepr {
@@ -308,7 +273,7 @@ proptest! {
         ip.dscp_ecn = dscp_ecn;
         ip.ident = ident;
         ip.dont_frag = df;
-        prop_assert_eq!(compare(&our_ipv4_frame(ip, &seg)), 3);
+        prop_assert_eq!(compare(&ipv4_frame(ip, &seg)), 3);
     }
 
     #[test]
@@ -333,7 +298,7 @@ proptest! {
         ip.dscp_ecn = dscp_ecn;
         ip.ident = ident;
         ip.dont_frag = df;
-        prop_assert_eq!(compare(&our_ipv4_frame(ip, &dgram)), 3);
+        prop_assert_eq!(compare(&ipv4_frame(ip, &dgram)), 3);
 
         let quote = &dgram[..dgram.len().min(8)];
         for icmp in [
@@ -345,7 +310,7 @@ proptest! {
             let mut msg = vec![0u8; icmp.buffer_len()];
             icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut msg[..]), ChecksumMode::Full);
             let outer = Ipv4Repr::new(dst, src, IpProtocol::Icmp, msg.len(), ttl);
-            prop_assert_eq!(compare(&our_ipv4_frame(outer, &msg)), 3);
+            prop_assert_eq!(compare(&ipv4_frame(outer, &msg)), 3);
         }
     }
 

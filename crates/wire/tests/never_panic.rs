@@ -1,9 +1,12 @@
 //! Property tests: random and mutated bytes never make a parser or the pretty-printer
 //! panic, and every getter is safe once `check_len` has passed.
 
+mod common;
+
 use core::fmt::Write as _;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use common::ipv4_frame;
 use proptest::prelude::*;
 use ulnet_wire::*;
 
@@ -130,25 +133,17 @@ fn seed_frame() -> Vec<u8> {
         options,
         payload: b"payload",
     };
-    let ip = Ipv4Repr::new(src, dst, IpProtocol::Tcp, tcp.buffer_len(), 64);
-    let mut f = vec![0u8; 14 + ip.buffer_len()];
-    EthernetRepr {
-        src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
-        dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
-        ethertype: EtherType::Ipv4,
-    }
-    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-    ip.emit(
-        &mut Ipv4Packet::new_unchecked(&mut f[14..]),
-        ChecksumMode::Full,
-    );
+    let mut seg = vec![0u8; tcp.buffer_len()];
     tcp.emit(
-        &mut TcpPacket::new_unchecked(&mut f[34..]),
+        &mut TcpPacket::new_unchecked(&mut seg[..]),
         &src.into(),
         &dst.into(),
         ChecksumMode::Full,
     );
-    f
+    ipv4_frame(
+        Ipv4Repr::new(src, dst, IpProtocol::Tcp, seg.len(), 64),
+        &seg,
+    )
 }
 
 proptest! {

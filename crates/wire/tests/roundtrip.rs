@@ -1,7 +1,10 @@
 //! Property tests: `parse(emit(r)) == r` for every representation.
 
+mod common;
+
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use common::tcp_options;
 use proptest::prelude::*;
 use ulnet_wire::icmpv4::{Icmpv4DstUnreachable, Icmpv4TimeExceeded};
 use ulnet_wire::*;
@@ -29,28 +32,6 @@ fn ipv4_repr() -> impl Strategy<Value = Ipv4Repr> {
                 frag_offset: off * 8,
             },
         )
-}
-
-fn tcp_options() -> impl Strategy<Value = TcpOptions> {
-    (
-        proptest::option::of(any::<u16>()),
-        proptest::option::of(any::<u8>()),
-        any::<bool>(),
-        proptest::collection::vec(any::<(u32, u32)>(), 0..=4),
-        proptest::option::of(any::<(u32, u32)>()),
-    )
-        .prop_map(|(mss, ws, sp, sack, ts)| TcpOptions {
-            mss,
-            window_scale: ws,
-            sack_permitted: sp,
-            sack_blocks: SackBlocks::from_slice(
-                &sack
-                    .iter()
-                    .map(|&(l, r)| (SeqNumber(l), SeqNumber(r)))
-                    .collect::<Vec<_>>(),
-            ),
-            timestamp: ts.map(|(tsval, tsecr)| TcpTimestamp { tsval, tsecr }),
-        })
 }
 
 fn addrs() -> impl Strategy<Value = (IpAddr, IpAddr)> {
@@ -153,7 +134,7 @@ proptest! {
     #[test]
     fn tcp((src, dst) in addrs(), ports in any::<(u16, u16)>(), sa in any::<(u32, u32)>(),
            flags in any::<u16>(), window in any::<u16>(), urgent in any::<u16>(),
-           options in tcp_options(), payload in proptest::collection::vec(any::<u8>(), 0..1500)) {
+           options in tcp_options(any::<u8>()), payload in proptest::collection::vec(any::<u8>(), 0..1500)) {
         let r = TcpRepr {
             src_port: ports.0,
             dst_port: ports.1,
