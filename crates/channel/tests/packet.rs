@@ -150,7 +150,23 @@ fn receive_ring_overflow_is_counted_not_grown() {
     );
     // The ring keeps working after overflowing.
     kernel_send(&sock, dst, 10);
-    let (seqs, _) = collect_udp(&mut ch, dst, 10, net.mac_a, None);
+    let (mut seqs, _) = collect_udp(
+        &mut ch,
+        dst,
+        10,
+        net.mac_a,
+        Some(Duration::from_millis(500)),
+    );
+    if seqs.len() < 10 {
+        // Kernel 6.18 quirk, seen about once in ten runs: after the queue was frozen by an
+        // overflow, the block holding the last frame of a burst is sometimes not retired by
+        // the block timer, and only the next frame pushes it out. That is kernel-side
+        // latency, not loss: nudge with frames outside 0..10 and require every frame.
+        let nudge = SocketAddrV4::new(net.ip_a, 9998);
+        kernel_send(&sock, nudge, 4);
+        let (rest, _) = collect_udp(&mut ch, dst, 10 - seqs.len(), net.mac_a, None);
+        seqs.extend(rest);
+    }
     assert_all_once(seqs, 10, "after overflow");
 }
 
