@@ -74,6 +74,8 @@ pub(crate) struct Socket {
     pub(crate) rcv_nxt: SeqNumber,
     /// Right edge of the window we last advertised (never moved left, RFC 9293 §3.8.6).
     pub(crate) rcv_adv: SeqNumber,
+    /// The largest window ever offered (RCV.ADV - RCV.NXT), for the window-update rule.
+    pub(crate) rcv_wnd_max: u32,
     pub(crate) rcv_wscale: u8,
     pub(crate) last_ack_sent: SeqNumber,
     /// Largest segment payload seen from the peer (for "every second full-sized segment").
@@ -192,6 +194,7 @@ impl Socket {
             irs: SeqNumber(0),
             rcv_nxt: SeqNumber(0),
             rcv_adv: SeqNumber(0),
+            rcv_wnd_max: 0,
             rcv_wscale: 0,
             last_ack_sent: SeqNumber(0),
             rcv_mss: super::options::default_mss(ipv6).min(mss),
@@ -336,14 +339,25 @@ impl Socket {
         self.rcv_adv.distance_from(self.rcv_nxt)
     }
 
+    /// The peer's Eff.snd.MSS as the receiver sees it (RFC 9293 §3.7.1, RFC 6691): the MSS
+    /// we offered less the options every segment of the connection carries.
+    #[inline]
+    pub(crate) fn peer_eff_mss(&self) -> u32 {
+        let opt = if self.ts_on { TS_OPTION_LEN } else { 0 };
+        u32::from(self.offer.mss.saturating_sub(opt).max(1))
+    }
+
     /// The receive window to advertise now, with receiver-side silly window syndrome
-    /// avoidance (RFC 1122 §4.2.3.3, RFC 9293 §3.8.6.2.2): the right edge moves only by at
-    /// least min(buffer/2, MSS), and never moves left (RFC 9293 §3.8.6).
+    /// avoidance (RFC 1122 §4.2.3.3, RFC 9293 §3.8.6.2.2): the window offered is
+    /// RCV.BUFF - RCV.USER only when that moves the right edge we last advertised by at
+    /// least min(RCV.BUFF/2, Eff.snd.MSS); otherwise the old edge stays. The edge never
+    /// moves left (RFC 9293 §3.8.6).
     pub(crate) fn window_to_advertise(&self) -> u32 {
         let cur = self.rcv_wnd();
         let space = self.rcv_space();
-        let threshold = ((self.rx.capacity() / 2) as u32).min(u32::from(self.offer.mss));
-        let wnd = if space >= cur.saturating_add(threshold) || space >= self.rx.capacity() as u32 {
+        let buff = self.rx.capacity().min(u32::MAX as usize) as u32;
+        let threshold = (buff / 2).min(self.peer_eff_mss());
+        let wnd = if space >= cur.saturating_add(threshold) {
             space
         } else {
             cur
@@ -368,24 +382,30 @@ impl Socket {
         if edge.diff(self.rcv_adv) > 0 {
             self.rcv_adv = edge;
         }
+        self.rcv_wnd_max = self.rcv_wnd_max.max(self.rcv_wnd());
         field as u16
     }
 
-    /// True when a window update is worth an ACK of its own: the window we could offer
-    /// grew by at least min(buffer/2, 2*MSS), or from below one MSS to at least one.
+    /// True when a read opened enough window to be worth an ACK of its own.
+    ///
+    /// RFC 9293 §3.8.6.2.2 / RFC 1122 §4.2.3.3 decide *what* window may be offered
+    /// ([`Socket::window_to_advertise`]); when to announce it without data is the
+    /// receiver's choice. Like Linux (`__tcp_cleanup_rbuf`), only when the window still
+    /// offered has fallen to half the largest one ever offered and the new one is at least
+    /// twice as large: a peer with half a window to fill is not waiting for the update, and
+    /// the next ACK carries it anyway. "Largest ever offered" rather than the buffer size
+    /// (Linux's `window_clamp`) also keeps a passive open quiet: its SYN-ACK could offer
+    /// only 65535 bytes (never scaled, RFC 7323 §2.2), and a small read right after it is
+    /// no reason for an update, which Linux avoids through its slowly growing
+    /// `rcv_ssthresh`. A closed window always reopens with an update once SWS avoidance
+    /// lets it grow.
     pub(crate) fn window_update_due(&self) -> bool {
         if !self.state.may_receive() || self.state == State::SynReceived {
             return false;
         }
         let cur = self.rcv_wnd();
-        let space = self.window_to_advertise();
-        if space <= cur {
-            return false;
-        }
-        let grow = space - cur;
-        let mss = u32::from(self.offer.mss);
-        let half = (self.rx.capacity() / 2) as u32;
-        grow >= half.min(2 * mss) || (cur < mss && space >= mss.min(half))
+        let new = self.window_to_advertise();
+        new > cur && cur.saturating_mul(2) <= self.rcv_wnd_max && new >= cur.saturating_mul(2)
     }
 
     /// Base options of a non-SYN segment: timestamps when in force, then SACK blocks.

@@ -202,3 +202,69 @@ fn simultaneous_close_sends_one_fin_and_leaves_closing() {
     assert!(rest.is_empty(), "{rest:?}");
     assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
 }
+
+/// Finding 4: after a passive open the SYN-ACK offered at most 65535 bytes (its window is
+/// never scaled); reading a little must not send a pure window update just because the
+/// scaled window could now be larger (Linux does not, __tcp_cleanup_rbuf): the next ACK
+/// carries it.
+#[test]
+fn no_window_update_after_passive_open_and_a_small_read() {
+    let mut h = Harness::new(TcpConfig {
+        window_scaling: true,
+        recv_buffer_len: 1 << 20,
+        ..plain_config()
+    });
+    let (s, iss) = h.passive_open(1000, h.peer().wscale(7));
+    h.send(h.peer().seq(1001).ack(iss + 1).data(&[1; 1000]));
+    h.quiet();
+    let mut buf = [0u8; 1000];
+    assert_eq!(h.tcp.recv(s, &mut buf).unwrap(), 1000);
+    h.quiet();
+    // The delayed ACK carries the scaled window.
+    let a = h.wait();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].ack, 2001);
+    let shift = h.tcp.info(s).unwrap().window_scale.unwrap().1;
+    assert_eq!(u32::from(a[0].window) << shift, 1 << 20, "{a:?}");
+}
+
+/// Finding 4: a read that frees less than half the window does not send a pure window
+/// update (it would only repeat the ACK with a larger window, Linux waits until the
+/// offered window fell to half and can at least double).
+#[test]
+fn no_window_update_while_most_of_the_window_is_still_offered() {
+    let mut h = Harness::new(TcpConfig {
+        recv_buffer_len: 64 * 1024,
+        ..plain_config()
+    });
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
+    for i in 0..4u32 {
+        h.send(h.peer().seq(1001 + i * 1000).ack(iss + 1).data(&[2; 1000]));
+    }
+    let acks = h.out();
+    assert_eq!(acks.last().unwrap().ack, 5001, "{acks:?}");
+    let mut buf = [0u8; 4000];
+    assert_eq!(h.tcp.recv(s, &mut buf).unwrap(), 4000);
+    h.quiet();
+}
+
+/// Finding 4: the receiver's silly window avoidance is exact (RFC 1122 §4.2.3.3, RFC 9293
+/// §3.8.6.2.2): the right edge moves only by at least min(RCV.BUFF/2, Eff.snd.MSS), even
+/// when the buffer is empty again.
+#[test]
+fn right_edge_moves_only_by_a_full_segment() {
+    let mut h = Harness::new(TcpConfig {
+        recv_buffer_len: 8192,
+        ..plain_config()
+    });
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1460));
+    h.send(h.peer().seq(1001).ack(iss + 1).data(&[3; 1000]));
+    let a = h.wait();
+    assert_eq!((a[0].ack, a[0].window), (2001, 7192));
+    let mut buf = [0u8; 1000];
+    assert_eq!(h.tcp.recv(s, &mut buf).unwrap(), 1000);
+    // The next segment we send still offers the old right edge: 1000 < 1460.
+    h.tcp.send(s, b"reply").unwrap();
+    let d = h.out1();
+    assert_eq!((d.ack, d.window), (2001, 7192), "{d:?}");
+}
