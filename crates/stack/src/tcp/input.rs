@@ -444,9 +444,8 @@ fn ack(
     if acked > 0 {
         new_ack(s, now, seg, acked);
     }
-    if s.timers.persist && s.snd_nxt != s.snd_una {
-        // Only probe bytes are outstanding in persist (it starts with nothing in flight),
-        // and this ACK did not take them.
+    if s.probe_end == Some(s.snd_nxt) && s.snd_nxt != s.snd_una {
+        // Nothing but a window probe is outstanding, and this ACK did not take it.
         s.retract_probe();
     }
 

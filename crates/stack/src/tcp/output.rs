@@ -264,7 +264,9 @@ fn data(
     if kind == Kind::Retransmit {
         recovery::on_retransmitted(s, seq, end);
     }
+    let only_probe = kind == Kind::Probe && seq == s.snd_una && end.diff(s.snd_nxt) >= 0;
     after_send(s, now, seq, end);
+    s.probe_end = only_probe.then_some(s.snd_nxt);
     Output::Sent
 }
 

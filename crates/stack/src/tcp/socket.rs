@@ -132,6 +132,9 @@ pub(crate) struct Socket {
     /// before the sender can refill it; the controller's RFC 7661 "is cwnd in use" test
     /// must not mistake that for an application-limited sender.
     pub(crate) flight_at_send: u32,
+    /// SND.NXT right after a window probe that took new sequence space, while nothing
+    /// but that probe is outstanding (so an ACK that does not take it can retract it).
+    pub(crate) probe_end: Option<SeqNumber>,
     /// Consecutive unanswered retransmissions / probes.
     pub(crate) retries: u8,
     /// When the oldest unacknowledged data was first sent (user timeout, RFC 5482).
@@ -226,6 +229,7 @@ impl Socket {
             rec: Recovery::new(iss, cfg.max_ooo_ranges),
             timers: Timers::default(),
             retries: 0,
+            probe_end: None,
             flight_at_send: 0,
             unacked_since: None,
             last_rcv: now,

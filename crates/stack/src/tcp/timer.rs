@@ -84,6 +84,7 @@ impl Socket {
         self.sampler.on_retransmit();
         self.unacked_since = None;
         self.flight_at_send = 0;
+        self.probe_end = None;
     }
 
     /// Starts the persist timer (zero window with data waiting, RFC 9293 §3.8.6.1).
