@@ -112,6 +112,20 @@ impl Assembler {
         }
     }
 
+    /// The receive pointer moved forward by `n` bytes that were not held here (in-order
+    /// data that needed no range): ranges shift down by `n`; any part of them below `n`
+    /// is dropped.
+    pub fn advance(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.ranges.retain(|&(_, e)| e > n);
+        for r in &mut self.ranges {
+            r.0 = r.0.saturating_sub(n);
+            r.1 -= n;
+        }
+    }
+
     /// Whether the byte at `offset` is present.
     pub fn contains(&self, offset: usize) -> bool {
         let i = self.ranges.partition_point(|&(_, e)| e <= offset);
@@ -182,6 +196,23 @@ mod tests {
         assert_eq!(a.ranges().collect::<Vec<_>>(), vec![(10, 21)]);
         let mut z = Assembler::new(0);
         assert_eq!(z.add(0, 1), Err(TooManyRanges));
+    }
+
+    #[test]
+    fn advance_shifts_and_trims() {
+        let mut a = Assembler::new(3);
+        a.add(10, 5).unwrap();
+        a.add(20, 5).unwrap();
+        a.add(30, 5).unwrap();
+        a.advance(4);
+        assert_eq!(
+            a.ranges().collect::<Vec<_>>(),
+            vec![(6, 11), (16, 21), (26, 31)]
+        );
+        a.advance(18);
+        assert_eq!(a.ranges().collect::<Vec<_>>(), vec![(0, 3), (8, 13)]);
+        a.advance(100);
+        assert!(a.is_empty());
     }
 
     #[test]

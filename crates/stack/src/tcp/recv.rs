@@ -81,6 +81,17 @@ pub(crate) fn deliver(
 
     let written = s.rx.write_unallocated(offset, data);
     if s.asm.add(offset, written).is_err() {
+        if offset == 0 {
+            // In-order data that would need a range of its own while all are in use: it
+            // needs none, it is delivered at once. Refusing it would refuse every
+            // retransmission of the first hole, a deadlock.
+            let n = s.rx.enqueue_unallocated(written);
+            s.asm.advance(n);
+            s.rcv_nxt += n as u32;
+            s.counters.bytes_received += n as u64;
+            s.ack_immediate = true;
+            return n;
+        }
         cx.stats.ooo_dropped += 1;
         s.ack_immediate = true;
         return 0;

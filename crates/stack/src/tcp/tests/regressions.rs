@@ -268,3 +268,38 @@ fn right_edge_moves_only_by_a_full_segment() {
     let d = h.out1();
     assert_eq!((d.ack, d.window), (2001, 7192), "{d:?}");
 }
+
+/// Found while checking finding 4 against crates/ulnet/tests/sim_tcp.rs (a 100 Mb/s
+/// bottleneck dropping bursts): with every out-of-order range in use, the in-order
+/// segment at RCV.NXT was refused too, because it would have needed one more range, so
+/// the retransmission of the first hole could never be accepted and the sender timed out.
+/// In-order data needs no range.
+#[test]
+fn in_order_data_is_accepted_when_every_ooo_range_is_in_use() {
+    let mut h = Harness::new(TcpConfig {
+        max_ooo_ranges: 2,
+        delayed_ack: Duration::ZERO,
+        ..plain_config()
+    });
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
+    // Holes at 1001.., 3001.., 5001..: ranges 2001..3001 and 4001..5001 are held.
+    for seq in [2001u32, 4001] {
+        h.send(h.peer().seq(seq).ack(iss + 1).data(&[9; 1000]));
+    }
+    let _ = h.out();
+    // A third range does not fit: dropped (counted), the peer will send it again.
+    h.send(h.peer().seq(6001).ack(iss + 1).data(&[9; 1000]));
+    let _ = h.out();
+    assert_eq!(h.tcp.stats().ooo_dropped, 1);
+    // The first byte of the first hole, not reaching the held range: accepted.
+    h.send(h.peer().seq(1001).ack(iss + 1).data(&[9; 500]));
+    let a = h.out();
+    assert_eq!(a.last().unwrap().ack, 1501, "{a:?}");
+    h.send(h.peer().seq(1501).ack(iss + 1).data(&[9; 500]));
+    let a = h.out();
+    assert_eq!(a.last().unwrap().ack, 3001, "{a:?}");
+    h.send(h.peer().seq(3001).ack(iss + 1).data(&[9; 1000]));
+    let a = h.out();
+    assert_eq!(a.last().unwrap().ack, 5001, "{a:?}");
+    assert_eq!(h.read_all(s).len(), 4000);
+}
