@@ -1,13 +1,14 @@
-//! Reproductions of TCP-layer problems found with `ulnet::sim`, kept `#[ignore]`d until
-//! the TCP layer is fixed (run them with `cargo test -p ulnet --test sim_tcp_bugs --
-//! --ignored`). Each states what RFC behaviour it expects and what happened instead.
+//! Regression tests for TCP-layer problems found with `ulnet::sim` (findings 7 and 8 of
+//! the TCP bug list, fixed in commit 36bf2a8). Each states what RFC behaviour it expects
+//! and what happened before the fix.
 
 use std::time::Duration;
 
 use ulnet::sim::{run_tcp, CwndSample, TcpSimOptions};
 
-/// Segments a whole window delivered at one instant (no rate limit: the simulator hands
-/// the burst to B in one receive batch) are acknowledged by ONE ACK at the next
+/// Finding 7, before the fix: segments of a whole window delivered at one instant (no
+/// rate limit: the simulator hands the burst to B in one receive batch) were acknowledged
+/// by ONE ACK at the next
 /// dispatch, not one per second full-sized segment (RFC 5681 §4.2, RFC 1122
 /// §4.2.3.2). The sender grows cwnd by at most 2 SMSS per ACK in slow start
 /// (RFC 3465 L = 2), so slow start adds 2 segments per RTT instead of doubling:
@@ -16,7 +17,6 @@ use ulnet::sim::{run_tcp, CwndSample, TcpSimOptions};
 /// Reproduce: `ulnet sim tcp --bytes 10M --rtt 20ms --static-arp --cwnd-trace c.csv
 /// --pcap-b b.pcap` (b.pcap: one ACK per burst of 10-16 data segments).
 #[test]
-#[ignore = "TCP: one ACK per receive batch makes slow start linear (see doc comment)"]
 fn slow_start_doubles_per_rtt_when_a_window_arrives_in_one_batch() {
     let mut o = TcpSimOptions {
         bytes: 4 << 20,
@@ -43,8 +43,8 @@ fn slow_start_doubles_per_rtt_when_a_window_arrives_in_one_batch() {
 
 /// RFC 6675 §2 counts an ACK carrying new SACK information as a duplicate ACK "even if
 /// it ... moves the cumulative acknowledgment point", and §5 step (2) enters loss
-/// recovery on it when IsLost(HighACK + 1). `input.rs` only calls `on_dupack` when the
-/// ACK acknowledges nothing new (`acked == 0`), so with one ACK per window (see above)
+/// recovery on it when IsLost(HighACK + 1). Finding 8, before the fix: `input.rs` only
+/// called `on_dupack` when the ACK acknowledged nothing new (`acked == 0`), so with one ACK per window (see above)
 /// recovery starts a round trip late. On a 200 ms path with segment 100 dropped: the
 /// ACK at 1.600 s acknowledges up to the hole and SACKs the 12 segments above it, yet
 /// the fast retransmit waits for the next ACK (1.800 s); the retransmission timer
@@ -53,7 +53,6 @@ fn slow_start_doubles_per_rtt_when_a_window_arrives_in_one_batch() {
 /// Reproduce: `ulnet sim tcp --bytes 24M --seed 3 --buffer 4M --drop-segment 100
 /// --static-arp --rtt 200ms --cwnd-trace c.csv --pcap a.pcap`.
 #[test]
-#[ignore = "TCP: SACK ACKs that advance SND.UNA are not dupacks (see doc comment)"]
 fn one_drop_is_repaired_by_fast_retransmit_without_timeout() {
     let mut o = TcpSimOptions {
         bytes: 24 << 20,
