@@ -1,8 +1,9 @@
 //! Tunables of the TCP engine: one [`TcpConfig`] per [`Tcp`](super::Tcp), with per-socket
 //! overrides for the few options an application may change ([`SocketOptions`]).
 //!
-//! Defaults follow RFC 6298 (RTO 1 s initial, 1 s minimum is the RFC's figure, but like
-//! every modern stack we default to 200 ms), RFC 1122 §4.2.3.2 (delayed ACK ≤ 500 ms; we use
+//! Defaults follow RFC 6298 (RTO 1 s initial; 1 s minimum is the RFC's figure, §2.4
+//! allows lower: like Linux we floor the whole RTO at 200 ms and the variance term at
+//! 200 ms too, so RTO ≥ SRTT + 200 ms), RFC 1122 §4.2.3.2 (delayed ACK ≤ 500 ms; we use
 //! 40 ms), RFC 1122 §4.2.3.6 (keepalive interval ≥ 2 h when enabled) and RFC 9293 §3.4.2
 //! (MSL of 2 min is the RFC's; 30 s like Linux's 60 s TIME-WAIT).
 
@@ -33,8 +34,14 @@ pub struct TcpConfig {
     pub delayed_ack: Duration,
     /// Retransmission timeout before any RTT sample (RFC 6298 §2.1).
     pub initial_rto: Duration,
-    /// Lower bound on the RTO (RFC 6298 §2.4).
+    /// Lower bound on the whole RTO (RFC 6298 §2.4).
     pub min_rto: Duration,
+    /// Lower bound on the RTO's variance term: RTO = SRTT + max(G, 4*RTTVAR, this), as
+    /// Linux applies its minimum RTO. Zero gives plain RFC 6298. See
+    /// [`RttEstimator::set_min_variance`](super::rtt::RttEstimator::set_min_variance) for
+    /// why the default (200 ms, Linux's `tcp_rto_min`) floors the variance rather than
+    /// only the whole RTO.
+    pub min_rto_var: Duration,
     /// Upper bound on the RTO after backoff (RFC 6298 §2.5).
     pub max_rto: Duration,
     /// Maximum segment lifetime; TIME-WAIT lasts twice this (RFC 9293 §3.4.2).
@@ -81,6 +88,7 @@ impl Default for TcpConfig {
             delayed_ack: Duration::from_millis(40),
             initial_rto: Duration::from_secs(1),
             min_rto: Duration::from_millis(200),
+            min_rto_var: Duration::from_millis(200),
             max_rto: Duration::from_secs(60),
             msl: Duration::from_secs(30),
             syn_retries: 6,

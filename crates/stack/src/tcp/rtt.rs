@@ -32,6 +32,9 @@ pub struct RttEstimator {
     max_rto: u64,
     /// G, the clock granularity of RFC 6298 §2.
     granularity: u64,
+    /// Lower bound on the variance term K*RTTVAR (Linux's use of its minimum RTO); 0 =
+    /// plain RFC 6298.
+    min_var: u64,
     /// Number of consecutive back-offs (§5.5) since the last reset.
     backoff: u32,
 }
@@ -64,6 +67,7 @@ impl RttEstimator {
             min_rto,
             max_rto,
             granularity: micros(Self::DEFAULT_GRANULARITY),
+            min_var: 0,
             backoff: 0,
         }
     }
@@ -72,6 +76,21 @@ impl RttEstimator {
     /// effect at the next sample.
     pub fn set_granularity(&mut self, g: Duration) {
         self.granularity = micros(g);
+    }
+
+    /// Sets a lower bound on the variance term: RTO = SRTT + max(G, K*RTTVAR, `floor`),
+    /// as Linux applies its minimum RTO (`tcp_set_rto`: RTTVAR is never taken below
+    /// `rto_min`), instead of, or besides, the floor on the whole RTO (RFC 6298 §2.4).
+    ///
+    /// Why: RFC 6298 §2.4 says the RTO SHOULD be rounded up to 1 s and allows a lower
+    /// floor; with one sample per round trip on a steady path RTTVAR decays towards
+    /// zero, so a floor on the whole RTO leaves it barely above SRTT once SRTT exceeds the
+    /// floor (a 200 ms path gets RTO ≈ 1.0-1.3 × RTT) and any queueing spike fires a
+    /// spurious timeout. A floor on the variance keeps RTO ≥ SRTT + floor on every path,
+    /// which is never less conservative than the whole-RTO floor. Takes effect at the next
+    /// sample. Zero gives plain RFC 6298.
+    pub fn set_min_variance(&mut self, floor: Duration) {
+        self.min_var = micros(floor);
     }
 
     /// Feeds one RTT measurement (RFC 6298 §2.2 for the first, §2.3 after), recomputes
@@ -107,7 +126,10 @@ impl RttEstimator {
         }
         let srtt = self.srtt.unwrap_or(r);
         // §2.2/2.3: RTO <- SRTT + max(G, K*RTTVAR); §2.4 floor; §2.5 ceiling.
-        let var = self.granularity.max(self.rttvar.saturating_mul(K));
+        let var = self
+            .granularity
+            .max(self.rttvar.saturating_mul(K))
+            .max(self.min_var);
         self.base_rto = srtt.saturating_add(var).clamp(self.min_rto, self.max_rto);
         self.backoff = 0;
     }
@@ -228,6 +250,27 @@ mod tests {
         assert_eq!(e.rto(), Duration::from_secs(1));
         assert_eq!(e.srtt(), None);
         assert_eq!(e.rttvar(), Duration::ZERO);
+    }
+
+    /// Finding 8 (secondary): on a steady 200 ms path RTTVAR decays, and a floor on the
+    /// whole RTO leaves it barely above SRTT; a floor on the variance term keeps SRTT +
+    /// 200 ms.
+    #[test]
+    fn variance_floor_keeps_rto_above_srtt() {
+        let mut rfc = est();
+        let mut linux = est();
+        linux.set_min_variance(ms(200));
+        for _ in 0..100 {
+            rfc.sample(ms(200));
+            linux.sample(ms(200));
+        }
+        assert!(rfc.rto() < ms(210), "{:?}", rfc.rto());
+        assert_eq!(linux.rto(), ms(400));
+        // Short paths: the floor dominates as well (RTO = SRTT + 200 ms).
+        let mut lan = est();
+        lan.set_min_variance(ms(200));
+        lan.sample(ms(1));
+        assert_eq!(lan.rto(), ms(201));
     }
 
     #[test]

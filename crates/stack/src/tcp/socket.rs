@@ -221,7 +221,11 @@ impl Socket {
             syn_pending: false,
             last_ooo: None,
             dsack: None,
-            rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
+            rtt: {
+                let mut e = RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto);
+                e.set_min_variance(cfg.min_rto_var);
+                e
+            },
             sampler: RttSampler::new(),
             rtt_ambiguous: false,
             syn_retransmitted: false,
