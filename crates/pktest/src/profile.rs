@@ -97,6 +97,8 @@ impl Profile {
                 // from tcp_rmem[2] (RFC 7323 §2.3 allows up to 14).
                 config.recv_buffer_len = 8 << 20;
                 config.send_buffer_len = 4 << 20;
+                // RFC 6928 IW10 (Linux's TCP_INIT_CWND).
+                config.initial_window = 10;
                 config.initial_rto = Duration::from_secs(1);
                 config.min_rto = Duration::from_millis(200);
                 config.max_rto = Duration::from_secs(120);
@@ -121,6 +123,8 @@ impl Profile {
                 // sb_max 2 MiB gives FreeBSD's usual shift of 6.
                 config.recv_buffer_len = 2 << 20;
                 config.send_buffer_len = 2 << 20;
+                // net.inet.tcp.initcwnd_segments = 10.
+                config.initial_window = 10;
                 config.initial_rto = Duration::from_secs(1);
                 config.min_rto = Duration::from_millis(30);
                 config.max_rto = Duration::from_secs(64);

@@ -6,8 +6,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use ulnet_stack::tcp::{
-    ConnError, Keepalive, RecvError, SendError, Shutdown, SocketHandle, SocketOption, State,
-    TcpInfo,
+    CaState, ConnError, Keepalive, RecvError, SendError, Shutdown, SocketHandle, SocketOption,
+    State, TcpInfo,
 };
 use ulnet_stack::time::Duration;
 
@@ -144,6 +144,16 @@ fn tcpi(i: &TcpInfo, name: &str) -> Option<i64> {
         "tcpi_state" => state_value(i.state),
         "tcpi_retransmits" | "tcpi_backoff" => i64::from(i.backoff),
         "tcpi_total_retrans" => i.retransmits as i64,
+        "tcpi_bytes_retrans" => i.bytes_retrans as i64,
+        "tcpi_ca_state" => match i.ca_state {
+            CaState::Open => 0,
+            CaState::Disorder => 1,
+            CaState::Recovery => 3,
+            CaState::Loss => 4,
+            _ => return None,
+        },
+        "tcpi_rcv_mss" => i64::from(i.rcv_mss),
+        "tcpi_lost" => (i64::from(i.lost) + mss - 1) / mss,
         "tcpi_rto" => us(i.rto),
         "tcpi_rtt" => i.srtt.map_or(0, us),
         "tcpi_rttvar" => us(i.rttvar),
@@ -177,6 +187,23 @@ fn tcpi(i: &TcpInfo, name: &str) -> Option<i64> {
 }
 
 const MAX_IO: usize = 64 << 20;
+
+/// The engine options a socket's recorded `SO_RCVBUF`, `SO_SNDBUF` and `TCP_MAXSEG` ask
+/// for. A buffer of `n` bytes gives a window of about `n`: Linux doubles the value it
+/// stores (socket(7)) and offers half of that as window (`tcp_adv_win_scale`).
+fn recorded_options(f: &Fd) -> Vec<SocketOption> {
+    let mut v = Vec::new();
+    if let Some(n) = f.rcvbuf.filter(|&n| n > 0) {
+        v.push(SocketOption::RecvBuffer(n.min(1 << 30) as usize));
+    }
+    if let Some(n) = f.sndbuf.filter(|&n| n > 0) {
+        v.push(SocketOption::SendBuffer(n.min(1 << 30) as usize));
+    }
+    if let Some(m) = f.maxseg.filter(|&m| m > 0) {
+        v.push(SocketOption::MaxSegment(m.min(i64::from(u16::MAX)) as u16));
+    }
+    v
+}
 
 impl Interp {
     /// Runs a system call event at the current time.
@@ -353,8 +380,15 @@ impl Interp {
                 );
                 f.bound
                     .get_or_insert(SocketAddr::new(IpAddr::V4(LOCAL_IP), local.port()));
+                let opts = recorded_options(f);
                 match self.tcp.listen(local, backlog) {
                     Ok(l) => {
+                        for o in opts {
+                            let _ = self.tcp.set_listener_option(l, o);
+                        }
+                        let Some(f) = self.fds.get_mut(&fd) else {
+                            return Ok(Some(Err("EBADF")));
+                        };
                         f.sock = Sock::Listener(l, Default::default());
                         self.listening = true;
                         self.conn = None;
@@ -486,6 +520,7 @@ impl Interp {
         };
         let nonblock = f.nonblock;
         let nodelay = f.nodelay;
+        let inherited = (f.rcvbuf, f.sndbuf, f.maxseg);
         let Sock::Listener(l, queued) = &mut f.sock else {
             return Ok(Some(Err("EINVAL")));
         };
@@ -502,6 +537,8 @@ impl Interp {
         };
         let mut nf = Fd::new(Sock::Conn(h));
         nf.nodelay = nodelay;
+        // Accepted sockets inherit the listener's options (the engine applied them).
+        (nf.rcvbuf, nf.sndbuf, nf.maxseg) = inherited;
         if nodelay {
             let _ = self.tcp.set_option(h, SocketOption::NoDelay(true));
         }
@@ -546,7 +583,8 @@ impl Interp {
         }
         let local = SocketAddr::new(IpAddr::V4(LOCAL_IP), f.bound.map_or(0, |b| b.port()));
         let remote = SocketAddr::new(IpAddr::V4(REMOTE_IP), port as u16);
-        let h = match self.tcp.connect(now, local, remote) {
+        let opts = recorded_options(f);
+        let h = match self.tcp.connect_with(now, local, remote, &opts) {
             Ok(h) => h,
             Err(_) => return Ok(Some(Err("EADDRNOTAVAIL"))),
         };
@@ -714,8 +752,18 @@ impl Interp {
         let mut apply = None;
         match (level, opt) {
             (1, 2) | (1, 15) => {}
-            (1, 8) => f.rcvbuf = val,
-            (1, 7) => f.sndbuf = val,
+            (1, 8) => {
+                f.rcvbuf = val;
+                apply = recorded_options(f)
+                    .into_iter()
+                    .find(|o| matches!(o, SocketOption::RecvBuffer(_)));
+            }
+            (1, 7) => {
+                f.sndbuf = val;
+                apply = recorded_options(f)
+                    .into_iter()
+                    .find(|o| matches!(o, SocketOption::SendBuffer(_)));
+            }
             (1, 13) => {
                 let on = val_expr.field("onoff").and_then(int).unwrap_or(0);
                 let secs = val_expr.field("linger").and_then(int).unwrap_or(0);
@@ -731,7 +779,12 @@ impl Interp {
                 f.nodelay = val.unwrap_or(0) != 0;
                 apply = Some(SocketOption::NoDelay(f.nodelay));
             }
-            (6, 2) => f.maxseg = val,
+            (6, 2) => {
+                f.maxseg = val;
+                apply = recorded_options(f)
+                    .into_iter()
+                    .find(|o| matches!(o, SocketOption::MaxSegment(_)));
+            }
             (6, 12) => apply = Some(SocketOption::DelayedAck(val.unwrap_or(0) == 0)),
             (6, 18) => {
                 let ms = val.unwrap_or(0).max(0) as u64;
@@ -764,20 +817,16 @@ impl Interp {
                 return Ok(Some(Ok(0)));
             }
         }
-        if (level, opt) == (6, 2) && val.is_some() {
-            self.report.warnings.push(format!(
-                "line {}: TCP_MAXSEG recorded but not applied (the engine has no per-socket MSS clamp)",
-                here.pos.line
-            ));
-        }
-        if matches!((level, opt), (1, 7) | (1, 8)) {
-            self.report.warnings.push(format!(
-                "line {}: SO_SNDBUF/SO_RCVBUF recorded but not applied (buffer sizes are per engine; use the profile)",
-                here.pos.line
-            ));
-        }
+        // On a fresh socket the buffer and MSS options wait for connect() or listen()
+        // (they shape the SYN); the others apply to connections only.
         if let (Some(h), Some(o)) = (h, apply) {
-            let _ = self.tcp.set_option(h, o);
+            if self.tcp.set_option(h, o).is_err() {
+                self.report.warnings.push(format!(
+                    "line {}: the engine cannot change this buffer size now (data is held, or \
+                     it would shrink an offered window); recorded only",
+                    here.pos.line
+                ));
+            }
             self.settle();
         }
         Ok(Some(Ok(0)))

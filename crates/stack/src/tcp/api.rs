@@ -132,6 +132,25 @@ impl Tcp {
         Ok(())
     }
 
+    /// Sets an option every connection accepted from this listener gets before its
+    /// SYN-ACK (like options set on a listening socket, which accepted sockets inherit).
+    /// Connections already in the queues keep theirs.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn set_listener_option(
+        &mut self,
+        l: ListenerHandle,
+        opt: SocketOption,
+    ) -> Result<(), SocketError> {
+        let ls = self.listener_mut(l).ok_or(SocketError::InvalidHandle)?;
+        ls.listener
+            .as_mut()
+            .ok_or(SocketError::InvalidHandle)?
+            .set_option(opt);
+        Ok(())
+    }
+
     /// Opens a connection from `local` (port 0 picks an ephemeral port, RFC 6056) to
     /// `remote`. The SYN goes out on the next dispatch.
     ///
@@ -142,6 +161,21 @@ impl Tcp {
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
+    ) -> Result<SocketHandle, ConnectError> {
+        self.connect_with(now, local, remote, &[])
+    }
+
+    /// [`Tcp::connect`] with `options` applied before the SYN is built (buffer sizes and
+    /// MSS then shape what it announces, like `setsockopt` before `connect`).
+    ///
+    /// # Errors
+    /// See [`ConnectError`].
+    pub fn connect_with(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        options: &[SocketOption],
     ) -> Result<SocketHandle, ConnectError> {
         self.last_now = now;
         if remote.port() == 0
@@ -168,6 +202,10 @@ impl Tcp {
         let iss = self.isn(&tuple, now);
         let mtu = self.mtu_for(remote.ip());
         let mut sock = Socket::new(&self.cfg, tuple, iss, self.ts_offset(&tuple), mtu, now);
+        for &o in options {
+            // Nothing is buffered before the SYN: every option applies.
+            let _ = sock.set_option(o, now);
+        }
         sock.open_active();
         let idx = self.insert_socket(sock);
         self.settle(idx, now, None);
@@ -342,16 +380,17 @@ impl Tcp {
         Ok((s.tuple.local(), s.tuple.remote()))
     }
 
-    /// Changes a per-socket option.
+    /// Changes a per-socket option (see [`SocketOption`] for when each may change).
     ///
     /// # Errors
-    /// [`SocketError::InvalidHandle`] for a stale handle.
+    /// [`SocketError::InvalidHandle`] for a stale handle; [`SocketError::InvalidState`]
+    /// for a buffer size the socket cannot take now.
     pub fn set_option(&mut self, h: SocketHandle, opt: SocketOption) -> Result<(), SocketError> {
         let now = self.last_now;
         let (s, snap) = self.sock_mut(h).ok_or(SocketError::InvalidHandle)?;
-        s.set_option(opt, now);
+        let r = s.set_option(opt, now);
         self.settle(h.index, now, Some(snap));
-        Ok(())
+        r
     }
 
     /// What the application can do with the socket now.

@@ -61,6 +61,9 @@ pub struct TcpConfig {
     pub fin_wait2_timeout: Duration,
     /// Congestion control algorithm for new sockets.
     pub congestion: Algorithm,
+    /// Initial congestion window in segments (RFC 6928: 10; RFC 5681 §3.1 allows 2-4).
+    /// At least 1.
+    pub initial_window: u32,
     /// Largest accept-queue length a listener may ask for.
     pub max_backlog: usize,
     /// Half-open (SYN-RECEIVED) connections allowed per listener; further SYNs are dropped.
@@ -97,6 +100,7 @@ impl Default for TcpConfig {
             keepalive: None,
             fin_wait2_timeout: Duration::from_secs(60),
             congestion: Algorithm::default(),
+            initial_window: 10,
             max_backlog: 4096,
             syn_queue_len: 1024,
             max_connections: 65536,
@@ -128,7 +132,10 @@ impl Default for Keepalive {
     }
 }
 
-/// Options an application may change on one socket after it exists.
+/// Options an application may change on one socket: after it exists
+/// ([`Tcp::set_option`](super::Tcp::set_option)), before its SYN
+/// ([`Tcp::connect_with`](super::Tcp::connect_with)), or on a listener for every
+/// connection it accepts ([`Tcp::set_listener_option`](super::Tcp::set_listener_option)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SocketOption {
@@ -143,6 +150,18 @@ pub enum SocketOption {
     /// Delayed ACK on (`true`) or acknowledge every segment at once (`false`, like
     /// Linux `TCP_QUICKACK`).
     DelayedAck(bool),
+    /// Receive buffer size in bytes (like `SO_RCVBUF`; at least 1): the largest window
+    /// offered. Before the SYN it also picks the window scale offered (RFC 7323 §2.3).
+    /// Afterwards it may only grow, and only while nothing is buffered (shrinking would
+    /// take back offered window, RFC 9293 §3.8.6).
+    RecvBuffer(usize),
+    /// Send buffer size in bytes (like `SO_SNDBUF`; at least 1); only while nothing is
+    /// queued or unacknowledged.
+    SendBuffer(usize),
+    /// Largest segment (like `TCP_MAXSEG`, bytes of TCP payload, at least 88): before
+    /// the SYN it lowers the MSS we announce (RFC 9293 §3.7.1) and the one we send with;
+    /// afterwards only the one we send with.
+    MaxSegment(u16),
 }
 
 /// Largest MSS that fits `mtu` for the given address family (RFC 9293 §3.7.1: MSS is the

@@ -402,6 +402,11 @@ impl Tcp {
         }
         let mtu = self.mtu_for(tuple.remote().ip());
         let mut sock = Socket::new(&self.cfg, tuple, iss, self.ts_offset(&tuple), mtu, now);
+        let listener = self.listeners[li as usize].listener.as_ref();
+        for &o in listener.map_or(&[][..], |l| &l.options[..]) {
+            // Before the SYN-ACK every option applies (the buffers are empty).
+            let _ = sock.set_option(o, now);
+        }
         sock.open_passive(
             now,
             seg,

@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
+use super::config::SocketOption;
 use super::layer::SocketHandle;
 
 /// A listening socket.
@@ -22,6 +23,8 @@ pub(crate) struct Listener {
     pub accept_queue: VecDeque<SocketHandle>,
     /// Connections in SYN-RECEIVED that came from this listener.
     pub syn_count: usize,
+    /// Options every new connection gets before its SYN-ACK, at most one per kind.
+    pub options: Vec<SocketOption>,
 }
 
 impl Listener {
@@ -31,7 +34,15 @@ impl Listener {
             backlog,
             accept_queue: VecDeque::with_capacity(backlog.min(1024)),
             syn_count: 0,
+            options: Vec::new(),
         }
+    }
+
+    /// Records `opt` for future connections, replacing an earlier option of its kind.
+    pub(crate) fn set_option(&mut self, opt: SocketOption) {
+        let kind = core::mem::discriminant(&opt);
+        self.options.retain(|o| core::mem::discriminant(o) != kind);
+        self.options.push(opt);
     }
 
     /// True when a completed handshake would not fit the accept queue.

@@ -61,7 +61,7 @@ pub use error::{
 pub use layer::{Event, ListenerHandle, Readiness, SocketHandle, Tcp};
 pub use socket::Shutdown;
 pub use state::State;
-pub use stats::{TcpInfo, TcpStats};
+pub use stats::{CaState, TcpInfo, TcpStats};
 pub use timewait::TimeWaitRecord;
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ enum Kind {
 pub(crate) fn output(
     s: &mut Socket,
     now: Instant,
-    _cx: &mut Cx<'_>,
+    cx: &mut Cx<'_>,
     scratch: &mut [u8],
     emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
 ) -> Output {
@@ -61,19 +61,19 @@ pub(crate) fn output(
 
     // Retransmissions first.
     if let Some((seq, max)) = recovery::next_retransmission(s) {
-        let r = data(s, now, seq, max, Kind::Retransmit, scratch, emit);
+        let r = data(s, now, cx, seq, max, Kind::Retransmit, scratch, emit);
         if r != Output::Idle {
             return r;
         }
     }
     if s.timers.probe_due {
-        return probe(s, now, scratch, emit);
+        return probe(s, now, cx, scratch, emit);
     }
     if s.timers.keepalive_due {
         return keepalive(s, now, emit);
     }
     if let Some((seq, len)) = new_data_plan(s, now) {
-        return data(s, now, seq, len, Kind::New, scratch, emit);
+        return data(s, now, cx, seq, len, Kind::New, scratch, emit);
     }
     ack_only(s, now, emit)
 }
@@ -200,9 +200,11 @@ fn new_data_plan(s: &mut Socket, now: Instant) -> Option<(SeqNumber, u32)> {
 
 /// Builds and emits a segment of up to `max` payload bytes starting at `seq` (FIN
 /// attached when it reaches the end of the queued data).
+#[allow(clippy::too_many_arguments)] // one segment's whole context; a struct would only rename it
 fn data(
     s: &mut Socket,
     now: Instant,
+    cx: &mut Cx<'_>,
     seq: SeqNumber,
     max: u32,
     kind: Kind,
@@ -263,6 +265,9 @@ fn data(
     }
     if kind == Kind::Retransmit {
         recovery::on_retransmitted(s, seq, end);
+        s.counters.bytes_retrans += n as u64;
+        cx.stats.retransmitted_segments += 1;
+        cx.stats.retransmitted_bytes += n as u64;
     }
     let only_probe = kind == Kind::Probe && seq == s.snd_una && end.diff(s.snd_nxt) >= 0;
     after_send(s, now, seq, end);
@@ -293,6 +298,7 @@ fn after_send(s: &mut Socket, now: Instant, seq: SeqNumber, end: SeqNumber) {
 fn probe(
     s: &mut Socket,
     now: Instant,
+    cx: &mut Cx<'_>,
     scratch: &mut [u8],
     emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
 ) -> Output {
@@ -300,7 +306,7 @@ fn probe(
     if room > 0 {
         // The window is open but too small for SWS avoidance: the override timeout of
         // RFC 1122 §4.2.3.4 (4) sends what fits, and the RTO takes over.
-        let r = data(s, now, s.snd_nxt, room, Kind::New, scratch, emit);
+        let r = data(s, now, cx, s.snd_nxt, room, Kind::New, scratch, emit);
         if r != Output::Blocked {
             s.timers.probe_due = false;
             s.timers.persist = false;
@@ -313,7 +319,7 @@ fn probe(
     } else {
         s.snd_nxt
     };
-    let r = data(s, now, seq, 1, Kind::Probe, scratch, emit);
+    let r = data(s, now, cx, seq, 1, Kind::Probe, scratch, emit);
     if r != Output::Blocked {
         s.timers.probe_due = false;
     }

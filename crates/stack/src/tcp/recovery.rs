@@ -19,6 +19,7 @@ use crate::time::Instant;
 use super::congestion::CongestionControl;
 use super::sack::{NextSeg, Scoreboard};
 use super::socket::Socket;
+use super::stats::CaState;
 
 /// RFC 5681 §3.2 / RFC 6675 DupThresh.
 pub(crate) const DUP_THRESH: u8 = 3;
@@ -61,6 +62,40 @@ impl Recovery {
     /// Bytes the peer SACKed above SND.UNA.
     pub(crate) fn sacked_bytes(&self) -> u32 {
         self.sb.sacked_bytes().min(u32::MAX as usize) as u32
+    }
+
+    /// The loss-recovery state, as `tcp_info` reports it.
+    pub(crate) fn ca_state(&self) -> CaState {
+        if self.rtx_nxt.is_some() {
+            CaState::Loss
+        } else if self.in_recovery {
+            CaState::Recovery
+        } else if self.dupacks > 0 || !self.sb.is_empty() {
+            CaState::Disorder
+        } else {
+            CaState::Open
+        }
+    }
+
+    /// Bytes presumed lost and not yet acknowledged (see [`TcpInfo::lost`]).
+    ///
+    /// [`TcpInfo::lost`]: super::TcpInfo::lost
+    pub(crate) fn lost_bytes(&self, s: &Socket) -> u32 {
+        let out = s.snd_nxt.distance_from(s.snd_una);
+        if self.rtx_nxt.is_some() {
+            return out;
+        }
+        if !self.in_recovery {
+            return 0;
+        }
+        if !self.sack_recovery {
+            return out.min(u32::from(s.data_mss()));
+        }
+        let Some(high) = self.sb.highest_sacked() else {
+            return 0;
+        };
+        let below = high.distance_from(s.snd_una).min(out);
+        below.saturating_sub(self.sacked_bytes())
     }
 
     /// Bytes presumed in the network (RFC 6675 pipe; see the module docs).

@@ -21,7 +21,7 @@ use crate::time::{Duration, Instant};
 use super::challenge::ChallengeLimiter;
 use super::config::{Keepalive, SocketOption, TcpConfig};
 use super::congestion::{CongestionControl, Controller};
-use super::error::{ConnError, RecvError, SendError};
+use super::error::{ConnError, RecvError, SendError, SocketError};
 use super::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
 use super::reassembly::Assembler;
 use super::recovery::Recovery;
@@ -30,9 +30,6 @@ use super::state::State;
 use super::stats::{ConnCounters, TcpInfo, TcpStats};
 use super::table::FourTuple;
 use super::timer::Timers;
-
-/// RFC 6928 initial window, in segments.
-const INITIAL_WINDOW: usize = 10;
 
 /// Engine-wide state a socket needs while handling a segment or timer.
 pub(crate) struct Cx<'a> {
@@ -125,6 +122,8 @@ pub(crate) struct Socket {
     pub(crate) rtt_ambiguous: bool,
     pub(crate) syn_retransmitted: bool,
     pub(crate) cc: Controller,
+    /// Initial window in segments (RFC 6928), for every controller this socket starts.
+    pub(crate) initial_window: usize,
     pub(crate) rec: Recovery,
     pub(crate) timers: Timers,
     /// Bytes outstanding right after our latest transmission: how much of cwnd the sender
@@ -180,6 +179,7 @@ impl Socket {
             timestamps: cfg.timestamps,
             sack: cfg.sack,
         };
+        let iw = cfg.initial_window.max(1) as usize;
         Box::new(Socket {
             tuple,
             state: State::Closed,
@@ -229,7 +229,8 @@ impl Socket {
             sampler: RttSampler::new(),
             rtt_ambiguous: false,
             syn_retransmitted: false,
-            cc: Controller::new(cfg.congestion, usize::from(mss), INITIAL_WINDOW),
+            cc: Controller::new(cfg.congestion, usize::from(mss), iw),
+            initial_window: iw,
             rec: Recovery::new(iss, cfg.max_ooo_ranges),
             timers: Timers::default(),
             retries: 0,
@@ -291,7 +292,7 @@ impl Socket {
         self.cc = Controller::new(
             self.cc.algorithm(),
             usize::from(self.data_mss()),
-            INITIAL_WINDOW,
+            self.initial_window,
         );
     }
 
@@ -578,8 +579,53 @@ impl Socket {
         rst
     }
 
-    /// Applies a per-socket option.
-    pub(crate) fn set_option(&mut self, opt: SocketOption, now: Instant) {
+    /// Applies a per-socket option (see [`SocketOption`] for when each may be set).
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidState`] for a buffer size while data is held, or a smaller
+    /// receive buffer once a window was offered.
+    pub(crate) fn set_option(
+        &mut self,
+        opt: SocketOption,
+        now: Instant,
+    ) -> Result<(), SocketError> {
+        // Nothing sent yet: what the SYN announces may still change.
+        let before_syn = self.state == State::Closed && self.snd_nxt == self.iss;
+        match opt {
+            SocketOption::RecvBuffer(n) => {
+                let n = n.max(1);
+                let held = !self.rx.is_empty() || !self.asm.is_empty();
+                if held || (!before_syn && n < self.rx.capacity()) {
+                    return Err(SocketError::InvalidState);
+                }
+                self.rx = RingBuffer::new(n);
+                if before_syn && self.offer.wscale.is_some() {
+                    self.offer.wscale = Some(super::options::wscale_for(n));
+                }
+            }
+            SocketOption::SendBuffer(n) => {
+                if !self.tx.is_empty() {
+                    return Err(SocketError::InvalidState);
+                }
+                self.tx = RingBuffer::new(n.max(1));
+            }
+            SocketOption::MaxSegment(m) => {
+                let m = m.max(88);
+                if before_syn {
+                    self.offer.mss = self.offer.mss.min(m);
+                }
+                if self.snd_mss > m {
+                    self.snd_mss = m;
+                    let mss = usize::from(self.data_mss());
+                    self.cc.set_mss(mss);
+                }
+            }
+            other => self.set_flag_option(other, now),
+        }
+        Ok(())
+    }
+
+    fn set_flag_option(&mut self, opt: SocketOption, now: Instant) {
         match opt {
             SocketOption::NoDelay(on) => self.nodelay = on,
             SocketOption::Keepalive(k) => {
@@ -589,7 +635,7 @@ impl Socket {
             }
             SocketOption::UserTimeout(t) => self.user_timeout = t,
             SocketOption::Congestion(alg) => {
-                self.cc = Controller::new(alg, usize::from(self.data_mss()), INITIAL_WINDOW);
+                self.cc = Controller::new(alg, usize::from(self.data_mss()), self.initial_window);
             }
             SocketOption::DelayedAck(on) => {
                 self.delack_on = on;
@@ -597,6 +643,9 @@ impl Socket {
                     self.ack_now = true;
                 }
             }
+            SocketOption::RecvBuffer(_)
+            | SocketOption::SendBuffer(_)
+            | SocketOption::MaxSegment(_) => {}
         }
     }
 
@@ -633,6 +682,10 @@ impl Socket {
             bytes_in_flight: self.rec.pipe(self),
             sacked_bytes: self.rec.sacked_bytes(),
             retransmits: self.counters.retransmits,
+            bytes_retrans: self.counters.bytes_retrans,
+            ca_state: self.rec.ca_state(),
+            lost: self.rec.lost_bytes(self),
+            rcv_mss: self.rcv_mss,
             backoff: self.retries,
             dsacks_received: self.rec.dsacks,
             fast_recoveries: self.counters.fast_recoveries,

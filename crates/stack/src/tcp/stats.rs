@@ -7,6 +7,22 @@ use crate::time::Duration;
 use super::congestion::Algorithm;
 use super::state::State;
 
+/// The sender's loss-recovery state (the states of Linux `tcpi_ca_state`, without CWR:
+/// ECN is not supported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum CaState {
+    /// Nothing suspicious.
+    #[default]
+    Open,
+    /// Duplicate ACKs or SACKs seen, not (yet) a loss (RFC 5681 §3.2, RFC 3042).
+    Disorder,
+    /// Fast recovery after a loss found by duplicate ACKs or SACK (RFC 6582, RFC 6675).
+    Recovery,
+    /// Retransmitting after a timeout (RFC 6298 §5, RFC 5681 §3.1).
+    Loss,
+}
+
 /// A snapshot of one connection, for the application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -35,6 +51,16 @@ pub struct TcpInfo {
     pub sacked_bytes: u32,
     /// Segments retransmitted, over the connection's life.
     pub retransmits: u64,
+    /// Payload bytes retransmitted, over the connection's life (Linux `tcpi_bytes_retrans`).
+    pub bytes_retrans: u64,
+    /// Loss-recovery state.
+    pub ca_state: CaState,
+    /// Bytes presumed lost and not yet acknowledged: the hole at SND.UNA in NewReno
+    /// recovery, unSACKed bytes below the highest SACKed one in SACK recovery (RFC 6675),
+    /// everything outstanding after a timeout.
+    pub lost: u32,
+    /// Largest segment payload received from the peer (Linux `tcpi_rcv_mss`).
+    pub rcv_mss: u16,
     /// Consecutive RTO backoffs now in force.
     pub backoff: u8,
     /// D-SACK blocks received (RFC 2883): the peer got some data twice.
@@ -69,6 +95,7 @@ pub struct TcpInfo {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ConnCounters {
     pub retransmits: u64,
+    pub bytes_retrans: u64,
     pub fast_recoveries: u64,
     pub timeouts: u64,
     pub segs_out: u64,
@@ -117,6 +144,10 @@ pub struct TcpStats {
     pub resets_received: u64,
     /// Connections aborted on timeout.
     pub timeouts: u64,
+    /// Segments retransmitted (all connections).
+    pub retransmitted_segments: u64,
+    /// Payload bytes retransmitted (all connections).
+    pub retransmitted_bytes: u64,
     /// TIME-WAIT records created.
     pub time_wait_created: u64,
     /// TIME-WAIT records recycled early because the table was full.

@@ -7,6 +7,7 @@ mod engine;
 mod handshake;
 mod harness;
 mod loopback;
+mod options;
 mod regressions;
 mod rfc5961;
 mod transfer;
