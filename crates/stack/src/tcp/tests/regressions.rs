@@ -303,3 +303,23 @@ fn in_order_data_is_accepted_when_every_ooo_range_is_in_use() {
     assert_eq!(a.last().unwrap().ack, 5001, "{a:?}");
     assert_eq!(h.read_all(s).len(), 4000);
 }
+
+/// Finding 2's fix must retract only a probe: the persist timer armed by a small window
+/// (SWS avoidance) stays armed when the window widens without first closing, and the
+/// ordinary data then in flight is not pulled back by a partial ACK.
+#[test]
+fn persist_armed_by_a_small_window_does_not_retract_ordinary_data() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
+    let una = iss + 1;
+    h.send(h.peer().seq(1001).ack(una).window(500));
+    h.tcp.send(s, &[4; 3000]).unwrap();
+    h.quiet();
+    h.send(h.peer().seq(1001).ack(una).window(5000));
+    let segs = h.out();
+    assert_eq!(segs.len(), 3, "{segs:?}");
+    h.send(h.peer().seq(1001).ack(una + 1000).window(5000));
+    h.quiet();
+    let info = h.tcp.info(s).unwrap();
+    assert_eq!(info.bytes_in_flight, 2000);
+}
