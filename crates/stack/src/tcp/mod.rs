@@ -20,7 +20,12 @@
 //! retransmission with Karn and backoff, SYN retransmission, zero-window probes,
 //! keepalive, user timeout, NewReno / SACK recovery / CUBIC per socket, limited
 //! transmit, delayed ACK, Nagle, SWS avoidance on both sides, bounded SYN and accept
-//! queues, RFC 6528 ISNs and RFC 6056 ephemeral ports.
+//! queues, RFC 6528 ISNs and RFC 6056 ephemeral ports; a configurable initial window and
+//! RTO floors (whole RTO and, like Linux, its variance term); per-socket receive / send
+//! buffer sizes and MSS, set before the SYN (`connect_with`, listener options) or after.
+//!
+//! Regression tests for findings reported by the engine's users are in
+//! `tests/regressions.rs`, named after the finding.
 //!
 //! Deliberately not supported: urgent data (URG is ignored and data stays inline, as
 //! RFC 6093 recommends for new code), ECN, TCP Fast Open, SYN cookies (a full SYN queue
