@@ -91,6 +91,10 @@ struct Apps {
     t25: Option<u64>,
     t95: Option<u64>,
     t100: Option<u64>,
+    /// Bytes the application had read at `t25` and `t95`: a repaired hole hands over a
+    /// burst, so a mark is crossed by more than the mark itself.
+    b25: u64,
+    b95: u64,
     failures: Vec<String>,
     /// RSTs that answered stray segments after their connection completed.
     rsts_after_close: u64,
@@ -242,13 +246,16 @@ impl Apps {
         }
         let total = self.bytes.saturating_mul(self.clients.len() as u64);
         let got = self.total_received;
-        for (mark, slot) in [
-            (25, &mut self.t25),
-            (95, &mut self.t95),
-            (100, &mut self.t100),
+        for (mark, slot, at) in [
+            (25, &mut self.t25, Some(&mut self.b25)),
+            (95, &mut self.t95, Some(&mut self.b95)),
+            (100, &mut self.t100, None),
         ] {
             if slot.is_none() && got.saturating_mul(100) >= total.saturating_mul(mark) {
                 *slot = Some(now_us);
+                if let Some(at) = at {
+                    *at = got;
+                }
             }
         }
         if eof && s.digest.is_none() {
@@ -507,6 +514,8 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
         total_received: 0,
         t25: None,
         t95: None,
+        b25: 0,
+        b95: 0,
         t100: None,
         failures: Vec::new(),
         rsts_after_close: 0,
@@ -831,9 +840,13 @@ fn report(
     let bytes_received = apps.total_received;
     let transfer_us = apps.t100.unwrap_or(end_us);
     let goodput = (transfer_us > 0).then(|| bytes_received as f64 * 8.0 / micros_to_s(transfer_us));
-    let total = opts.bytes.saturating_mul(apps.clients.len() as u64);
+    // Bytes read between the two marks over the time between them. Data that crossed the
+    // wire before the first mark but waited behind a hole is read after it, so this can
+    // exceed the link's payload rate by a fraction of a receive window.
     let steady = match (apps.t25, apps.t95) {
-        (Some(a), Some(b)) if b > a => Some(total as f64 * 0.70 * 8.0 / micros_to_s(b - a)),
+        (Some(a), Some(b)) if b > a && apps.b95 > apps.b25 => {
+            Some((apps.b95 - apps.b25) as f64 * 8.0 / micros_to_s(b - a))
+        }
         _ => None,
     };
     TcpSimReport {
