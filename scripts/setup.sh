@@ -30,6 +30,7 @@ PACKAGES=(
     "python3:python3"
     "gcc:gcc"
     "pkg-config:pkg-config"
+    "linux-perf:perf"
     "ca-certificates:"
 )
 
