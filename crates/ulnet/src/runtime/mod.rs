@@ -451,8 +451,11 @@ impl<C: Channel> Runtime<C> {
             }
             match self.mode {
                 WaitMode::BusyPoll => std::hint::spin_loop(),
+                // Yield rather than spin: the kernel work our transmissions cause may
+                // have been deferred to ksoftirqd on this CPU, and spinning past it
+                // would starve the very work we are waiting for.
                 WaitMode::Sleep if self.last_now - self.last_active < self.spin => {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 }
                 WaitMode::Sleep => self.sleep(app)?,
             }
