@@ -1,21 +1,24 @@
-//! Load from the kernel's side of the testbed, each on its own thread inside a namespace:
-//! a UDP generator (connected socket, `sendmmsg` batches), a TCP bulk sender and a
-//! kernel TCP receiver. Every loop is bounded in time or bytes.
+//! Load from the peer's side of the testbed, each on its own thread: a UDP flood from an
+//! AF_XDP socket, a kernel TCP bulk sender and a kernel TCP receiver (both inside a
+//! namespace). Every loop is bounded in time or bytes.
 
-use std::io::{self, IoSlice, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rustix::net::{sendmmsg, MMsgHdr, SendAncillaryBuffer, SendFlags};
 use ulnet::apps::pattern;
+use ulnet::channel::xdp::{XdpChannel, XdpOptions};
+use ulnet::channel::Channel as _;
+use ulnet::wire::checksum;
+use ulnet::wire::IpProtocol;
 
-use super::io_err;
+use super::{io_err, pin, LOAD_CPU, RECEIVER_CPU};
 use crate::cpu::thread_cpu_time;
 
-/// Datagrams per `sendmmsg`.
-const UDP_BATCH: usize = 32;
+/// Frames the flood queues per doorbell.
+const FLOOD_BATCH: usize = 64;
 /// The longest any single transfer may take before it counts as failed.
 const TRANSFER_LIMIT: Duration = Duration::from_secs(120);
 
@@ -30,10 +33,11 @@ pub(super) struct Done {
     pub cpu: Duration,
 }
 
-/// Runs `f` on a new thread inside namespace `ns`, after telling the caller that the
+/// Runs `f` on a new thread pinned to `cpu` inside namespace `ns`, after telling the caller that the
 /// namespace was entered and `setup` succeeded (so the caller can start the other side).
 fn in_ns<S, T>(
     ns: &str,
+    cpu: usize,
     setup: impl FnOnce() -> io::Result<S> + Send + 'static,
     f: impl FnOnce(S) -> io::Result<T> + Send + 'static,
 ) -> io::Result<JoinHandle<io::Result<T>>>
@@ -44,6 +48,7 @@ where
     let (tx, rx) = mpsc::channel();
     let t = std::thread::spawn(move || {
         let ready = (|| {
+            pin(cpu)?;
             let guard = ulnet::channel::sys::netns::enter(&ns).map_err(io_err)?;
             let s = setup()?;
             Ok::<_, io::Error>((guard, s))
@@ -67,52 +72,113 @@ where
     }
 }
 
-/// Sends `payload_len`-byte datagrams from `from` to `to` as fast as the kernel takes
-/// them, for `duration`.
-pub(super) fn udp_flood(
-    ns: &str,
-    from: IpAddr,
-    to: SocketAddr,
-    payload_len: usize,
-    duration: Duration,
-) -> io::Result<JoinHandle<io::Result<Done>>> {
-    in_ns(
-        ns,
-        move || {
-            let s = UdpSocket::bind(SocketAddr::new(from, 0))?;
-            s.connect(to)?;
-            Ok(s)
-        },
-        move |s| {
-            let payload = vec![0x5a; payload_len];
-            let iovs: Vec<[IoSlice<'_>; 1]> =
-                (0..UDP_BATCH).map(|_| [IoSlice::new(&payload)]).collect();
-            let mut controls: Vec<SendAncillaryBuffer<'_, '_, '_>> = (0..UDP_BATCH)
-                .map(|_| SendAncillaryBuffer::default())
-                .collect();
-            let mut msgs: Vec<MMsgHdr<'_>> = iovs
-                .iter()
-                .zip(controls.iter_mut())
-                .map(|(iov, c)| MMsgHdr::new(iov, c))
-                .collect();
-            let cpu0 = thread_cpu_time();
-            let start = Instant::now();
-            let mut count = 0u64;
-            while start.elapsed() < duration {
-                match sendmmsg(&s, &mut msgs, SendFlags::empty()) {
-                    Ok(n) => count += n as u64,
-                    // The device queue is momentarily full: the datagrams are lost.
-                    Err(rustix::io::Errno::NOBUFS | rustix::io::Errno::AGAIN) => {}
-                    Err(e) => return Err(e.into()),
-                }
+/// Where a UDP flood goes, at the Ethernet level.
+#[derive(Debug, Clone)]
+pub(super) struct Flood {
+    /// Namespace and interface the generator transmits on.
+    pub ns: String,
+    /// The generator's interface.
+    pub ifname: String,
+    /// Source and destination MAC.
+    pub macs: ([u8; 6], [u8; 6]),
+    /// Source and destination IPv4 address.
+    pub ips: (Ipv4Addr, Ipv4Addr),
+    /// Destination UDP port.
+    pub port: u16,
+    /// UDP payload bytes.
+    pub payload_len: usize,
+}
+
+/// `EBUSY` (rustix spells it without libc).
+fn libc_ebusy() -> i32 {
+    rustix::io::Errno::BUSY.raw_os_error()
+}
+
+/// One Ethernet/IPv4/UDP frame of the flood, checksums filled in.
+fn udp_frame(f: &Flood) -> Vec<u8> {
+    let udp_len = 8 + f.payload_len;
+    let ip_len = 20 + udp_len;
+    let mut b = Vec::with_capacity(14 + ip_len);
+    b.extend_from_slice(&f.macs.1);
+    b.extend_from_slice(&f.macs.0);
+    b.extend_from_slice(&0x0800u16.to_be_bytes());
+    let ip_start = b.len();
+    b.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    b[ip_start + 2..ip_start + 4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+    b.extend_from_slice(&f.ips.0.octets());
+    b.extend_from_slice(&f.ips.1.octets());
+    let ip_sum = !checksum::data(&b[ip_start..]);
+    b[ip_start + 10..ip_start + 12].copy_from_slice(&ip_sum.to_be_bytes());
+    let udp_start = b.len();
+    b.extend_from_slice(&40_000u16.to_be_bytes());
+    b.extend_from_slice(&f.port.to_be_bytes());
+    b.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    b.extend_from_slice(&[0, 0]);
+    b.resize(udp_start + udp_len, 0x5a);
+    let sum = checksum::combine(&[
+        checksum::pseudo_header(
+            &IpAddr::V4(f.ips.0),
+            &IpAddr::V4(f.ips.1),
+            IpProtocol::Udp,
+            udp_len as u32,
+        ),
+        checksum::data(&b[udp_start..]),
+    ]);
+    // RFC 768: a computed zero is sent as all ones.
+    let sum = match !sum {
+        0 => 0xffff,
+        s => s,
+    };
+    b[udp_start + 6..udp_start + 8].copy_from_slice(&sum.to_be_bytes());
+    b
+}
+
+/// Floods `f` for `duration` from an AF_XDP socket on the generator's interface (about
+/// 1 Mpps of transmit here, several times a kernel UDP socket, so the receiver rather
+/// than the generator is what saturates). Whatever comes back to the generator's address
+/// (the echoes) is steered to the same socket and dropped there, unread by the kernel.
+pub(super) fn xdp_flood(f: Flood, duration: Duration) -> io::Result<JoinHandle<io::Result<Done>>> {
+    let mut o = XdpOptions::new(&f.ifname);
+    o.netns = Some(f.ns.clone());
+    o.addresses = vec![IpAddr::V4(f.ips.0)];
+    // The previous round's socket on this queue may still be releasing (see
+    // `open_runtime`).
+    let mut tries = 0;
+    let mut ch = loop {
+        match XdpChannel::open(&o) {
+            Err(e) if e.source.raw_os_error() == Some(libc_ebusy()) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(40));
             }
-            Ok(Done {
-                count,
-                elapsed: start.elapsed(),
-                cpu: thread_cpu_time() - cpu0,
-            })
-        },
-    )
+            r => break r.map_err(io_err)?,
+        }
+    };
+    let frame = udp_frame(&f);
+    Ok(std::thread::spawn(move || {
+        pin(LOAD_CPU)?;
+        let cpu0 = thread_cpu_time();
+        let start = Instant::now();
+        let mut count = 0u64;
+        while start.elapsed() < duration {
+            for _ in 0..FLOOD_BATCH {
+                let tx = ch.tx();
+                if tx
+                    .send(frame.len(), &mut |b| b.copy_from_slice(&frame))
+                    .is_err()
+                {
+                    break;
+                }
+                count += 1;
+            }
+            ch.tx().flush().map_err(io_err)?;
+            ch.rx_batch(FLOOD_BATCH, &mut |_, _| {}).map_err(io_err)?;
+        }
+        Ok(Done {
+            count,
+            elapsed: start.elapsed(),
+            cpu: thread_cpu_time() - cpu0,
+        })
+    }))
 }
 
 /// Connects to `to`, sends `bytes` of the pattern, shuts down its sending side and
@@ -124,6 +190,7 @@ pub(super) fn tcp_send(
 ) -> io::Result<JoinHandle<io::Result<Done>>> {
     in_ns(
         ns,
+        LOAD_CPU,
         move || {
             let s = TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
             s.set_read_timeout(Some(TRANSFER_LIMIT))?;
@@ -166,6 +233,7 @@ pub(super) struct Received {
 pub(super) fn tcp_sink(ns: &str, at: SocketAddr) -> io::Result<JoinHandle<io::Result<Received>>> {
     in_ns(
         ns,
+        RECEIVER_CPU,
         move || TcpListener::bind(at),
         move |l| {
             let (mut s, _) = l.accept()?;

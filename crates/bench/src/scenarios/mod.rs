@@ -9,6 +9,11 @@
 //!   discard service over AF_XDP against the same sender into a kernel socket receiver
 //!   (offloads off on both veth ends), in the same run.
 //!
+//! Pinning: the load (generator or sender) runs on CPU 0 and the receiver under test on
+//! CPU 1 (when the machine has two), so the two never share a core and the scheduler's
+//! placement does not differ between rounds; the kernel's softirq work runs wherever the
+//! kernel puts it.
+//!
 //! What CPU figures count: the receiving thread's own CPU time (`CLOCK_THREAD_CPUTIME_ID`).
 //! On veth that includes the kernel work its transmissions cause on the other side
 //! (`veth_xmit` runs the peer's receive path on the sender's core, LINUX-NOTES).
@@ -65,6 +70,24 @@ impl fmt::Display for Table {
 /// Turns a testbed or channel error into an `io::Error` carrying its message.
 fn io_err(e: impl fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
+}
+
+/// The CPU the load threads run on.
+const LOAD_CPU: usize = 0;
+/// The CPU the receiver under test runs on.
+const RECEIVER_CPU: usize = 1;
+
+/// Pins the calling thread to `cpu`, if the machine has it (one-CPU machines run
+/// unpinned).
+fn pin(cpu: usize) -> io::Result<()> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpu >= cpus {
+        return Ok(());
+    }
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set)?;
+    Ok(())
 }
 
 /// Opens ulnet's runtime for `cfg`, retrying while the queue is still bound: the kernel

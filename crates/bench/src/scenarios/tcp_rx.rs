@@ -18,7 +18,7 @@ use ulnet::runtime::{Backend, NetConfig, WaitMode};
 use ulnet::stack::iface::IpCidr;
 
 use super::load::{self, Done};
-use super::{io_err, join, median, open_runtime, Table};
+use super::{io_err, join, median, open_runtime, pin, Table, RECEIVER_CPU};
 use crate::cpu::thread_cpu_time;
 use crate::Testbed;
 
@@ -180,6 +180,7 @@ pub fn tcp_rx_vs_kernel(opts: &TcpRxOptions) -> io::Result<TcpRxReport> {
         let handle = rt.handle();
         let t = std::thread::spawn(move || -> io::Result<(Discard, Duration)> {
             let mut rt = rt;
+            pin(RECEIVER_CPU)?;
             let cpu0 = thread_cpu_time();
             rt.run(&mut app)?;
             Ok((app, thread_cpu_time() - cpu0))

@@ -1,28 +1,38 @@
 //! UDP echo over AF_XDP at saturation, as a fraction of the raw channel.
 //!
-//! One kernel generator in namespace B floods ulnet's address with small datagrams.
+//! One generator (an AF_XDP socket on B's veth end, so the generator is not the limit)
+//! floods ulnet's address with small datagrams.
 //! "Raw" is the same AF_XDP channel (opened the same way as the runtime opens it)
 //! receiving and dropping every frame in a busy loop, with no protocol work: the most the
 //! channel delivers under this load. "Echo" is ulnet's runtime with the UDP echo app:
 //! every datagram parsed, delivered to the socket, read by the app and sent back. The
 //! figure of merit is echoes per second over raw frames per second (target ≥ 0.8).
 //!
-//! The kernel in B knows ulnet's MAC statically, so the raw side needs no ARP.
+//! On this 2-core testbed the generator's core usually saturates first (veth runs the
+//! XDP redirect and the copy into the UMEM on the sender's core), so both sides may
+//! handle everything offered; the receiving thread's CPU time per frame then says how
+//! far each is from its own limit (`1e9 / ns` frames per second of one core). With
+//! `WaitMode::Sleep` both loops sleep in `poll(2)` when idle (after the same spin), so
+//! that figure is the work done, not the spinning.
+//!
+//! The kernel in B knows ulnet's MAC statically, so the raw side needs no ARP (and the
+//! generator writes the MACs itself).
 
 use std::fmt;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rustix::event::{PollFd, PollFlags};
 use ulnet::apps::echo::Echo;
 use ulnet::channel::Channel as _;
 use ulnet::runtime::{Backend, NetConfig, WaitMode};
 use ulnet::stack::iface::IpCidr;
 
-use super::load::{self, Done};
-use super::{io_err, join, median, open_runtime, Table};
+use super::load::{self, Done, Flood};
+use super::{io_err, join, median, open_runtime, pin, Table, RECEIVER_CPU};
 use crate::cpu::thread_cpu_time;
 use crate::Testbed;
 
@@ -35,7 +45,7 @@ pub struct UdpEchoOptions {
     pub duration: Duration,
     /// UDP payload bytes (18 makes 60-byte frames).
     pub payload_len: usize,
-    /// How ulnet's echo loop waits (the raw loop always spins).
+    /// How both loops wait.
     pub wait: WaitMode,
     /// ulnet's spin before sleeping (`Runtime::set_spin`); `None` keeps the default.
     pub spin: Option<Duration>,
@@ -84,6 +94,13 @@ impl UdpEchoReport {
         m(&self.echo) / m(&self.raw)
     }
 
+    /// Median raw CPU per frame over median echo CPU per frame: echo's capacity as a
+    /// fraction of the raw channel's when neither is generator-capped by its CPU.
+    pub fn cpu_ratio(&self) -> f64 {
+        let m = |v: &[Rate]| median(&v.iter().map(|r| r.cpu_ns_per_frame).collect::<Vec<_>>());
+        m(&self.raw) / m(&self.echo)
+    }
+
     /// The report as a table of medians.
     pub fn table(&self) -> Table {
         let m = |v: &[Rate], f: fn(&Rate) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
@@ -101,11 +118,13 @@ impl UdpEchoReport {
         };
         Table {
             title: format!(
-                "udp_echo_vs_raw: {} ({}), medians of {} rounds; echo/raw = {:.2}",
+                "udp_echo_vs_raw: {} ({}), medians of {} rounds; echo/raw rate = {:.2}, \
+                 raw/echo CPU per frame = {:.2}",
                 self.channel,
                 self.wait,
                 self.raw.len().min(self.echo.len()),
-                self.ratio()
+                self.ratio(),
+                self.cpu_ratio()
             ),
             header: [
                 "side",
@@ -128,6 +147,14 @@ impl fmt::Display for UdpEchoReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.table().fmt(f)
     }
+}
+
+/// An owned duplicate of this process's descriptor `fd` (`pidfd_getfd(2)` on our own
+/// pidfd: the safe way to turn the channel's bare wait descriptor into one to poll).
+fn own_fd(fd: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::process::{getpid, pidfd_getfd, pidfd_open, PidfdFlags, PidfdGetfdFlags};
+    let pidfd = pidfd_open(getpid(), PidfdFlags::empty())?;
+    Ok(pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty())?)
 }
 
 fn rate(gen: &Done, handled: u64, cpu: Duration) -> Rate {
@@ -158,33 +185,73 @@ pub fn udp_echo_vs_raw(opts: &UdpEchoOptions) -> io::Result<UdpEchoReport> {
     )
     .netns(&a.ns);
     let target = SocketAddr::new(ip, 7);
+    let v4 = |ip: IpAddr| match ip {
+        IpAddr::V4(a) => Ok(a),
+        IpAddr::V6(_) => Err(io_err("the testbed is IPv4")),
+    };
+    let flood = Flood {
+        ns: b.ns.clone(),
+        ifname: b.ifname.clone(),
+        macs: (b.mac.0, a.mac.0),
+        ips: (v4(b.ip)?, v4(ip)?),
+        port: 7,
+        payload_len: opts.payload_len,
+    };
     let mut report = UdpEchoReport {
         wait: match opts.wait {
-            WaitMode::BusyPoll => "echo busy-polls".into(),
-            WaitMode::Sleep => "echo sleeps in poll(2)".into(),
+            WaitMode::BusyPoll => "both busy-poll".into(),
+            WaitMode::Sleep => "both sleep in poll(2) when idle".into(),
         },
         ..Default::default()
     };
     for _ in 0..opts.rounds {
-        // Raw: the channel alone, spinning, dropping every frame.
+        // Raw: the channel alone, dropping every frame, waiting as the echo loop does.
         let mut rt = open_runtime(&cfg.clone().wait(WaitMode::BusyPoll))?;
         let caps = rt.channel().capabilities();
         report.channel = format!("{} ({})", caps.name, caps.mode);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
+        let wait = opts.wait;
+        let spin = opts.spin.unwrap_or(ulnet::runtime::DEFAULT_SPIN);
         let rx = std::thread::spawn(move || -> io::Result<(u64, Duration)> {
+            pin(RECEIVER_CPU)?;
+            let fd = match rt.channel().wait_fd() {
+                Some(fd) => Some(own_fd(fd)?),
+                None => None,
+            };
             let cpu0 = thread_cpu_time();
             let mut count = 0u64;
+            let mut last = std::time::Instant::now();
             while !stop2.load(Ordering::Relaxed) {
-                count += rt
+                let n = rt
                     .channel_mut()
                     .rx_batch(64, &mut |_, _| {})
-                    .map_err(io_err)? as u64;
+                    .map_err(io_err)?;
+                count += n as u64;
+                if n > 0 {
+                    last = std::time::Instant::now();
+                } else if wait == WaitMode::Sleep && last.elapsed() >= spin {
+                    rt.channel_mut().prepare_wait().map_err(io_err)?;
+                    if let Some(fd) = &fd {
+                        let mut p = [PollFd::new(fd, PollFlags::IN)];
+                        let ts = rustix::time::Timespec {
+                            tv_sec: 0,
+                            tv_nsec: 10_000_000,
+                        };
+                        match rustix::event::poll(&mut p, Some(&ts)) {
+                            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                }
             }
-            Ok((count, thread_cpu_time() - cpu0))
+            let cpu = thread_cpu_time() - cpu0;
+            if std::env::var_os("ULNET_SCENARIO_DEBUG").is_some() {
+                eprintln!("raw: {:?}", rt.channel().stats());
+            }
+            Ok((count, cpu))
         });
-        let gen = load::udp_flood(&b.ns, b.ip, target, opts.payload_len, opts.duration)
-            .and_then(|g| join(g, "generator"));
+        let gen = load::xdp_flood(flood.clone(), opts.duration).and_then(|g| join(g, "generator"));
         std::thread::sleep(Duration::from_millis(50));
         stop.store(true, Ordering::Relaxed);
         let (count, cpu) = join(rx, "raw receiver")?;
@@ -199,12 +266,12 @@ pub fn udp_echo_vs_raw(opts: &UdpEchoOptions) -> io::Result<UdpEchoReport> {
         let handle = rt.handle();
         let t = std::thread::spawn(move || -> io::Result<(Echo, Duration)> {
             let mut rt = rt;
+            pin(RECEIVER_CPU)?;
             let cpu0 = thread_cpu_time();
             rt.run(&mut app)?;
             Ok((app, thread_cpu_time() - cpu0))
         });
-        let gen = load::udp_flood(&b.ns, b.ip, target, opts.payload_len, opts.duration)
-            .and_then(|g| join(g, "generator"));
+        let gen = load::xdp_flood(flood.clone(), opts.duration).and_then(|g| join(g, "generator"));
         std::thread::sleep(Duration::from_millis(50));
         handle.stop();
         let (app, cpu) = join(t, "echo runtime")?;
