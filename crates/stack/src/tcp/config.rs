@@ -76,6 +76,18 @@ pub struct TcpConfig {
     pub challenge_ack_limit: u32,
     /// Out-of-order segments (distinct holes) the reassembler tracks per connection.
     pub max_ooo_ranges: usize,
+    /// Tail loss probes (RFC 8985 §7): when an ACK is overdue by 2*SRTT, send one segment
+    /// to draw SACK feedback, so a loss at the tail of a flight is repaired by fast
+    /// recovery instead of a retransmission timeout. Needs SACK. On by default, as in
+    /// Linux.
+    pub tail_loss_probe: bool,
+    /// RACK-style time-based loss detection for the segment at SND.UNA (RFC 8985 §6):
+    /// it is deemed lost, and retransmitted, once data sent after its latest
+    /// transmission is SACKed and a reordering window has passed. This repairs lost
+    /// retransmissions and losses followed by too few segments for three duplicate ACKs
+    /// (the case RFC 5827 early retransmit covers) without a timeout. Needs SACK. On by
+    /// default, as in Linux.
+    pub rack: bool,
 }
 
 impl Default for TcpConfig {
@@ -107,6 +119,8 @@ impl Default for TcpConfig {
             max_time_wait: 65536,
             challenge_ack_limit: 1000,
             max_ooo_ranges: 32,
+            tail_loss_probe: true,
+            rack: true,
         }
     }
 }

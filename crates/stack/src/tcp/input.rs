@@ -472,6 +472,7 @@ fn ack(
     if s.snd_nxt != s.snd_una && !s.timers.persist && (is_dup || newly_sacked > 0) {
         recovery::on_dupack(s, now);
     }
+    super::rack::detect(s, now, cx);
 
     if s.fin_queued && s.fin_acked() {
         match s.state {
@@ -527,6 +528,8 @@ fn new_ack(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, acked: u32) {
             s.timers.rtx = Some(now + s.rtt.rto());
         }
     }
+    super::tlp::on_ack(s, now);
+    super::tlp::arm(s, now);
 }
 
 /// §3.10.7.4 seventh and eighth: segment text and FIN. `seq` is the sequence number of

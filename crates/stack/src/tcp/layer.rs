@@ -782,7 +782,12 @@ impl Tcp {
 
 /// Whether the connection has something to send now (or may, after a check).
 fn wants_output(s: &Socket) -> bool {
-    if s.syn_pending || s.ack_now || s.timers.probe_due || s.timers.keepalive_due {
+    if s.syn_pending
+        || s.ack_now
+        || s.timers.probe_due
+        || s.timers.keepalive_due
+        || s.timers.tlp_due
+    {
         return true;
     }
     if !s.state.is_synchronized() || s.state == State::SynReceived {

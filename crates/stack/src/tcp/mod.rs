@@ -18,7 +18,8 @@
 //! validity), RFC 1337 TIME-WAIT protection and RFC 6191 reuse, MSS (clamped to the path),
 //! window scaling, timestamps with PAWS and RTTM, SACK and D-SACK both ways, RFC 6298
 //! retransmission with Karn and backoff, SYN retransmission, zero-window probes,
-//! keepalive, user timeout, NewReno / SACK recovery / CUBIC per socket, limited
+//! keepalive, user timeout, NewReno / SACK recovery / CUBIC per socket, tail loss probes
+//! and RACK-style loss detection at SND.UNA (RFC 8985, `tlp.rs` and `rack.rs`), limited
 //! transmit, delayed ACK, Nagle, SWS avoidance on both sides, bounded SYN and accept
 //! queues, RFC 6528 ISNs and RFC 6056 ephemeral ports; a configurable initial window and
 //! RTO floors (whole RTO and, like Linux, its variance term); per-socket receive / send
@@ -49,6 +50,7 @@ mod layer;
 mod listen;
 mod options;
 mod output;
+mod rack;
 mod recovery;
 mod recv;
 mod socket;
@@ -57,6 +59,7 @@ mod stats;
 mod table;
 mod timer;
 mod timewait;
+mod tlp;
 
 pub use config::{Keepalive, SocketOption, TcpConfig};
 pub use congestion::Algorithm;

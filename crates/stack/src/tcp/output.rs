@@ -15,6 +15,7 @@ use super::congestion::CongestionControl;
 use super::recovery;
 use super::socket::{Cx, Socket};
 use super::state::State;
+use super::tlp;
 
 /// What one output step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +69,12 @@ pub(crate) fn output(
     }
     if s.timers.probe_due {
         return probe(s, now, cx, scratch, emit);
+    }
+    if s.timers.tlp_due {
+        let r = loss_probe(s, now, cx, scratch, emit);
+        if r != Output::Idle {
+            return r;
+        }
     }
     if s.timers.keepalive_due {
         return keepalive(s, now, emit);
@@ -272,7 +279,47 @@ fn data(
     let only_probe = kind == Kind::Probe && seq == s.snd_una && end.diff(s.snd_nxt) >= 0;
     after_send(s, now, seq, end);
     s.probe_end = only_probe.then_some(s.snd_nxt);
+    if kind == Kind::New && end != seq {
+        // RFC 8985 §7.2: new data (re)starts the loss probe timer.
+        tlp::arm(s, now);
+    }
     Output::Sent
+}
+
+/// A tail loss probe (RFC 8985 §7.3): one segment of new data if there is any and the
+/// peer's window takes it (congestion control does not limit the probe), else the last
+/// segment sent, again (with the FIN if that was sent).
+fn loss_probe(
+    s: &mut Socket,
+    now: Instant,
+    cx: &mut Cx<'_>,
+    scratch: &mut [u8],
+    emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
+) -> Output {
+    if !tlp::may_probe(s) {
+        s.timers.tlp_due = false;
+        return Output::Idle;
+    }
+    let mss = u32::from(s.data_mss());
+    let seq0 = s.tx_seq0();
+    let sent = s.snd_nxt.distance_from(seq0);
+    let unsent = (s.tx.len() as u32).saturating_sub(sent);
+    let wnd_room = (s.snd_una + s.snd_wnd).distance_from(s.snd_nxt);
+    let (seq, len, kind) = if unsent > 0 && wnd_room > 0 && !s.fin_sent() {
+        (s.snd_nxt, unsent.min(wnd_room).min(mss), Kind::New)
+    } else {
+        let data_end = s.snd_nxt - u32::from(s.fin_sent());
+        let back = data_end.distance_from(seq0).min(mss);
+        (data_end - back, back, Kind::Retransmit)
+    };
+    let r = data(s, now, cx, seq, len, kind, scratch, emit);
+    if r == Output::Sent {
+        cx.stats.loss_probes += 1;
+        tlp::on_probe_sent(s, now, kind == Kind::Retransmit);
+    } else if r == Output::Idle {
+        s.timers.tlp_due = false;
+    }
+    r
 }
 
 /// Bookkeeping common to every segment that takes sequence space.

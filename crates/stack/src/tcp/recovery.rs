@@ -42,6 +42,10 @@ pub(crate) struct Recovery {
     /// D-SACK blocks received (RFC 2883): spurious retransmissions the peer reported.
     pub dsacks: u64,
     pub sb: Scoreboard,
+    /// Tail loss probe episode (RFC 8985 §7).
+    pub tlp: super::tlp::TlpState,
+    /// RACK-style time-based loss detection for the segment at SND.UNA (RFC 8985 §6).
+    pub rack: super::rack::RackState,
 }
 
 impl Recovery {
@@ -56,6 +60,8 @@ impl Recovery {
             rtx_nxt: None,
             dsacks: 0,
             sb: Scoreboard::new(max_blocks),
+            tlp: super::tlp::TlpState::default(),
+            rack: super::rack::RackState::new(iss),
         }
     }
 
@@ -127,6 +133,7 @@ pub(crate) fn on_sack_blocks(
     let u = s.rec.sb.update_checked(una, s.snd_nxt, blocks);
     if u.dsack {
         s.rec.dsacks += 1;
+        s.rec.tlp.on_dsack();
     }
     u.newly_sacked_bytes.min(u32::MAX as usize) as u32
 }
@@ -181,17 +188,32 @@ pub(crate) fn on_dupack(s: &mut Socket, now: Instant) {
                 .is_lost(s.snd_una, mss as usize, usize::from(DUP_THRESH)));
     // RFC 6582 §3.2 step 2: only when the ACK covers more than `recover`, so one window
     // of losses causes one reduction.
-    let fresh = s.snd_una.diff(s.rec.recover) > 0 || s.rec.recover == s.iss;
-    if lost && fresh {
-        let flight = s.snd_nxt.distance_from(s.snd_una) as usize;
-        s.rec.in_recovery = true;
-        s.rec.sack_recovery = s.sack_on;
-        s.rec.recover = s.snd_nxt;
-        s.rec.high_rxt = s.snd_una;
-        s.rec.fast_rtx = true;
-        s.counters.fast_recoveries += 1;
-        s.cc.on_congestion_event(now, flight);
+    if lost && fresh_episode(s) {
+        enter_recovery(s, now);
     }
+}
+
+/// RFC 6582 §3.2 step 2: a loss starts a new recovery (and a window reduction) only when
+/// the cumulative ACK has passed `recover`, so one window of losses causes one reduction.
+pub(crate) fn fresh_episode(s: &Socket) -> bool {
+    s.snd_una.diff(s.rec.recover) > 0 || s.rec.recover == s.iss
+}
+
+/// Enters fast recovery (RFC 5681 §3.2 step 2-4, RFC 6675 §5 step 4): retransmit the
+/// segment at SND.UNA and reduce the window once.
+pub(crate) fn enter_recovery(s: &mut Socket, now: Instant) {
+    let flight = s.snd_nxt.distance_from(s.snd_una) as usize;
+    s.rec.in_recovery = true;
+    s.rec.sack_recovery = s.sack_on;
+    s.rec.recover = s.snd_nxt;
+    s.rec.high_rxt = s.snd_una;
+    s.rec.fast_rtx = true;
+    s.counters.fast_recoveries += 1;
+    s.cc.on_congestion_event(now, flight);
+    // RFC 8985 §7.2: no loss probe while in recovery; the recovery's reduction answers
+    // for a loss an outstanding probe repairs (§7.4).
+    s.timers.pto = None;
+    s.rec.tlp.is_rtx = false;
 }
 
 /// The retransmission timer fired (RFC 6298 §5.4-5.6, RFC 5681 §3.1): loss window,
@@ -206,6 +228,11 @@ pub(crate) fn on_rto(s: &mut Socket, now: Instant) {
     s.rec.high_rxt = s.snd_una;
     s.rec.sb.clear();
     s.rec.rtx_nxt = (s.snd_nxt != s.snd_una).then_some(s.snd_una);
+    s.rec.tlp = super::tlp::TlpState::default();
+    s.rec.rack.reset(s.snd_una, s.snd_nxt);
+    s.timers.pto = None;
+    s.timers.tlp_due = false;
+    s.timers.reo = None;
 }
 
 /// What may be sent next as a retransmission: (first sequence number, longest length).
@@ -256,6 +283,9 @@ pub(crate) fn on_retransmitted(s: &mut Socket, seq: SeqNumber, end: SeqNumber) {
     s.counters.retransmits += 1;
     if seq == s.snd_una {
         s.rec.fast_rtx = false;
+        // RACK (RFC 8985 §6.2): only data sent after this copy can show it lost.
+        s.rec.rack.reset(s.snd_una, s.snd_nxt);
+        s.timers.reo = None;
     }
     s.rec.high_rxt = s.rec.high_rxt.max(end);
     if let Some(p) = s.rec.rtx_nxt {

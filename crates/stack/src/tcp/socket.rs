@@ -143,6 +143,10 @@ pub(crate) struct Socket {
     pub(crate) user_timeout: Option<Duration>,
     pub(crate) nodelay: bool,
     pub(crate) delack_on: bool,
+    /// Tail loss probes on (RFC 8985 §7; [`TcpConfig::tail_loss_probe`]).
+    pub(crate) tlp_on: bool,
+    /// RACK loss detection on (RFC 8985 §6; [`TcpConfig::rack`]).
+    pub(crate) rack_on: bool,
 
     pub(crate) error: Option<ConnError>,
     pub(crate) counters: ConnCounters,
@@ -242,6 +246,8 @@ impl Socket {
             user_timeout: cfg.user_timeout,
             nodelay: !cfg.nagle,
             delack_on: !cfg.delayed_ack.is_zero(),
+            tlp_on: cfg.tail_loss_probe,
+            rack_on: cfg.rack,
             error: None,
             counters: ConnCounters::default(),
         })

@@ -154,4 +154,9 @@ pub struct TcpStats {
     pub time_wait_recycled: u64,
     /// TIME-WAIT connections reused by a new SYN (RFC 6191).
     pub time_wait_reused: u64,
+    /// Tail loss probes sent (RFC 8985 §7).
+    pub loss_probes: u64,
+    /// Segments at SND.UNA (original or retransmitted) deemed lost by RACK's time-based
+    /// detection (RFC 8985 §6) rather than by duplicate-ACK counting.
+    pub rack_losses: u64,
 }

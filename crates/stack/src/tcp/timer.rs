@@ -4,6 +4,8 @@
 //! - `rtx`: the retransmission timer (RFC 6298 §5) for SYN, data and FIN, or, while the
 //!   peer's window is zero, the persist timer (RFC 9293 §3.8.6.1, RFC 1122 §4.2.2.17)
 //!   with the same exponential backoff.
+//! - `pto`: the tail loss probe timeout (RFC 8985 §7.2), never later than `rtx`.
+//! - `reo`: RACK's reordering window for the segment at SND.UNA (RFC 8985 §6.3).
 //! - `delack`: the delayed ACK deadline (RFC 1122 §4.2.3.2).
 //! - `idle`: keepalive (RFC 1122 §4.2.3.6), the orphaned FIN-WAIT-2 limit, or the 2*MSL
 //!   of TIME-WAIT (RFC 9293 §3.10.7.4), depending on the state.
@@ -26,6 +28,12 @@ pub(crate) struct Timers {
     pub rtx: Option<Instant>,
     /// `rtx` is the persist timer.
     pub persist: bool,
+    /// Tail loss probe deadline (RFC 8985 §7.2).
+    pub pto: Option<Instant>,
+    /// A tail loss probe is due.
+    pub tlp_due: bool,
+    /// RACK reordering-window deadline (RFC 8985 §6.3).
+    pub reo: Option<Instant>,
     /// Delayed-ACK deadline.
     pub delack: Option<Instant>,
     /// Keepalive / FIN-WAIT-2 / TIME-WAIT deadline.
@@ -42,7 +50,7 @@ impl Timers {
     /// The earliest deadline.
     #[inline]
     pub(crate) fn next(&self) -> Option<Instant> {
-        [self.rtx, self.delack, self.idle]
+        [self.rtx, self.pto, self.reo, self.delack, self.idle]
             .into_iter()
             .flatten()
             .min()
@@ -118,6 +126,15 @@ impl Socket {
         if self.timers.delack.is_some_and(|t| t <= now) {
             self.timers.delack = None;
             self.ack_now = true;
+        }
+        if self.timers.reo.is_some_and(|t| t <= now) {
+            super::rack::detect(self, now, cx);
+        }
+        // The probe goes first: RFC 8985 §7.2 arms it in place of the RTO, so when both are
+        // due the probe is sent and the RTO restarts.
+        if self.timers.pto.is_some_and(|t| t <= now) {
+            self.timers.pto = None;
+            super::tlp::pto_expired(self, now);
         }
         if self.timers.rtx.is_some_and(|t| t <= now) {
             self.timers.rtx = None;

@@ -10,4 +10,5 @@ mod loopback;
 mod options;
 mod regressions;
 mod rfc5961;
+mod tlp_rack;
 mod transfer;

@@ -1,0 +1,159 @@
+//! Tail loss probes and RACK loss detection (RFC 8985) against a scripted peer: a tail
+//! loss is repaired after a probe at about 2*SRTT, a lost retransmission is repaired
+//! without a retransmission timeout, and with the features off both need the timeout.
+
+use ulnet_wire::TcpFlags;
+
+use super::harness::*;
+use crate::tcp::{SocketHandle, TcpConfig};
+use crate::time::Duration;
+
+const RTT: Duration = Duration::from_millis(10);
+
+fn config(tlp: bool, rack: bool) -> TcpConfig {
+    TcpConfig {
+        sack: true,
+        tail_loss_probe: tlp,
+        rack,
+        ..plain_config()
+    }
+}
+
+/// Passive open whose handshake takes `RTT`, so SRTT = `RTT`. Returns (handle, SND.UNA).
+fn open(h: &mut Harness) -> (SocketHandle, u32) {
+    let l = h.listen();
+    h.send(h.peer().seq(1000).flags(TcpFlags::SYN).mss(1000).sack_ok());
+    let synack = h.out1();
+    h.advance(RTT);
+    h.send(h.peer().seq(1001).ack(synack.seq + 1));
+    h.quiet();
+    let s = h.tcp.accept(l).unwrap().expect("accept");
+    assert_eq!(h.tcp.info(s).unwrap().srtt, Some(RTT));
+    (s, synack.seq + 1)
+}
+
+fn ack(h: &Harness, ack: u32, blocks: &[(u32, u32)]) -> Seg {
+    h.peer().seq(1001).ack(ack).sack_blocks(blocks)
+}
+
+/// Advances in 1 ms steps until something is sent; returns it and the time taken.
+fn next_output(h: &mut Harness, limit: Duration) -> (Vec<Seg>, Duration) {
+    let start = h.now;
+    while h.now - start < limit {
+        let got = h.advance(Duration::from_millis(1));
+        if !got.is_empty() {
+            return (got, h.now - start);
+        }
+    }
+    (Vec::new(), h.now - start)
+}
+
+#[test]
+fn tail_loss_is_repaired_after_a_probe_not_a_timeout() {
+    let mut h = Harness::new(config(true, true));
+    let (s, una) = open(&mut h);
+    h.tcp.send(s, &[7; 4000]).unwrap();
+    assert_eq!(h.out().len(), 4);
+    // Segments 3 and 4 are lost: two segments cannot produce three duplicate ACKs.
+    h.advance(RTT);
+    h.send(ack(&h, una + 2000, &[]));
+    let _ = h.out();
+    let (probe, waited) = next_output(&mut h, Duration::from_secs(1));
+    assert_eq!(probe.len(), 1, "{probe:?}");
+    // RFC 8985 §7.3: no new data, so the last segment again, at PTO = 2*SRTT (whole ms
+    // steps here), long before the 200 ms minimum RTO.
+    assert_eq!((probe[0].seq, probe[0].len()), (una + 3000, 1000));
+    assert!(waited <= RTT * 2 + Duration::from_millis(1), "{waited:?}");
+    assert_eq!(h.tcp.stats().loss_probes, 1);
+    // The probe's SACK shows segment 3 lost (RACK): it is retransmitted within SRTT.
+    h.advance(RTT);
+    h.send(ack(&h, una + 2000, &[(una + 3000, una + 4000)]));
+    let mut got = h.out();
+    if got.is_empty() {
+        got = next_output(&mut h, RTT).0;
+    }
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].seq, got[0].len()), (una + 2000, 1000));
+    h.send(ack(&h, una + 4000, &[]));
+    let info = h.tcp.info(s).unwrap();
+    assert_eq!((info.timeouts, info.retransmits), (0, 2));
+    // Nothing outstanding: no probe, no timer.
+    h.quiet();
+    assert!(h.advance(Duration::from_secs(5)).is_empty());
+}
+
+#[test]
+fn without_tlp_a_tail_loss_waits_for_the_timeout() {
+    let mut h = Harness::new(config(false, false));
+    let (s, una) = open(&mut h);
+    h.tcp.send(s, &[7; 4000]).unwrap();
+    assert_eq!(h.out().len(), 4);
+    h.advance(RTT);
+    h.send(ack(&h, una + 2000, &[]));
+    let _ = h.out();
+    let (rtx, waited) = next_output(&mut h, Duration::from_secs(1));
+    assert_eq!(rtx[0].seq, una + 2000);
+    assert!(waited >= Duration::from_millis(200), "{waited:?}");
+    assert_eq!(h.tcp.info(s).unwrap().timeouts, 1);
+    assert_eq!(h.tcp.stats().loss_probes, 0);
+}
+
+/// Segment 1 of 10 is lost, fast retransmit resends it, and that copy is lost too.
+/// Returns (handle, SND.UNA) once data sent after the retransmission has been SACKed.
+fn lose_a_retransmission(h: &mut Harness) -> (SocketHandle, u32) {
+    let (s, una) = open(h);
+    h.tcp.send(s, &[9; 30_000]).unwrap();
+    assert_eq!(h.out().len(), 10);
+    h.advance(RTT);
+    let mut rtx = Vec::new();
+    for k in 2..=4u32 {
+        h.send(ack(h, una, &[(una + 1000, una + k * 1000)]));
+        rtx.extend(h.out());
+    }
+    assert_eq!(rtx.iter().filter(|x| x.seq == una).count(), 1, "{rtx:?}");
+    // The rest of the flight is SACKed; recovery sends new data as the pipe drains.
+    let mut sent = Vec::new();
+    for k in 5..=10u32 {
+        h.send(ack(h, una, &[(una + 1000, una + k * 1000)]));
+        sent.extend(h.out());
+    }
+    let new: Vec<u32> = sent
+        .iter()
+        .filter(|x| x.seq >= una + 10_000)
+        .map(|x| x.seq)
+        .collect();
+    assert!(!new.is_empty(), "{sent:?}");
+    assert!(sent.iter().all(|x| x.seq != una), "{sent:?}");
+    // The retransmission of segment 1 is lost; the first new segment arrives.
+    h.advance(RTT);
+    h.send(ack(h, una, &[(una + 1000, new[0] + 1000)]));
+    (s, una)
+}
+
+#[test]
+fn lost_retransmission_is_repaired_without_a_timeout() {
+    let mut h = Harness::new(config(true, true));
+    let (s, una) = lose_a_retransmission(&mut h);
+    // RACK: a segment sent after the retransmission was delivered, and during recovery
+    // without reordering the window is zero: the segment is resent at once.
+    let got = h.out();
+    assert_eq!(got.first().map(|x| x.seq), Some(una), "{got:?}");
+    assert!(h.tcp.stats().rack_losses >= 1);
+    h.send(ack(&h, una + 11_000, &[]));
+    let info = h.tcp.info(s).unwrap();
+    assert_eq!(info.timeouts, 0);
+    assert_eq!(info.fast_recoveries, 1);
+}
+
+#[test]
+fn without_rack_a_lost_retransmission_waits_for_the_timeout() {
+    let mut h = Harness::new(config(true, false));
+    let (s, una) = lose_a_retransmission(&mut h);
+    let got = h.out();
+    assert!(got.iter().all(|x| x.seq != una), "{got:?}");
+    let (rtx, waited) = next_output(&mut h, Duration::from_secs(1));
+    assert_eq!(rtx.first().map(|x| x.seq), Some(una), "{rtx:?}");
+    // The RTO (≥ 200 ms) runs from the retransmission, one RTT before this point.
+    assert!(waited >= Duration::from_millis(190), "{waited:?}");
+    assert_eq!(h.tcp.info(s).unwrap().timeouts, 1);
+}
