@@ -244,7 +244,7 @@ fn data(
     if fin {
         flags |= TcpFlags::FIN;
     }
-    if n > 0 && offset + n == s.tx.len() {
+    if n > 0 && (offset + n == s.tx.len() || last_of_burst(s, n as u32)) {
         flags |= TcpFlags::PSH;
     }
     let saved = s.rcv_adv;
@@ -284,6 +284,19 @@ fn data(
         tlp::arm(s, now);
     }
     Output::Sent
+}
+
+/// Whether a segment of `n` bytes is the last the windows let out now (RFC 9293
+/// §3.9.1: PSH when the sender stops short). Linux receivers defer the ACK of a
+/// full-sized segment until the reader drains the buffer, and then send it at once only
+/// if PSH was seen (`ICSK_ACK_PUSHED`); without it the tail of a window-limited flight
+/// waits for the delayed-ACK timer (40 ms), which under loss stalls the sender every
+/// few round trips.
+fn last_of_burst(s: &Socket, n: u32) -> bool {
+    let mss = u32::from(s.data_mss());
+    let wnd_room = (s.snd_una + s.snd_wnd).distance_from(s.snd_nxt);
+    let room = wnd_room.min(recovery::send_allowance(s));
+    room.saturating_sub(n) < mss
 }
 
 /// A tail loss probe (RFC 8985 §7.3): one segment of new data if there is any and the
