@@ -6,8 +6,10 @@
 //!   waits and kill-on-drop guards.
 //! - [`cpu`]: CPU time of this process, of children, and of the machine (softirq included).
 //! - [`preflight`]: the tools and privileges the testbed needs, named when missing.
-//! - `scenarios` (feature `scenarios`): measurements of ulnet's data path against the
-//!   raw channel and the kernel.
+//! - feature `experiments` (what `ulnet bench` runs): [`harness`] (plan, recording
+//!   context, alternation, CPU windows, pinning, progress), the seed experiments in
+//!   `experiments`, raw [`results`], their [`summary`] statistics and the `report`
+//!   (Markdown, HTML, CSV, JSON, SVG and PNG plots).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -15,8 +17,16 @@ pub mod cpu;
 pub mod error;
 pub mod exec;
 pub mod preflight;
-#[cfg(feature = "scenarios")]
-pub mod scenarios;
+#[cfg(feature = "experiments")]
+pub mod experiments;
+#[cfg(feature = "experiments")]
+pub mod harness;
+#[cfg(feature = "experiments")]
+pub mod report;
+pub mod results;
+#[cfg(feature = "experiments")]
+pub mod run;
+pub mod summary;
 pub mod testbed;
 
 pub use cpu::{CpuDelta, CpuSample, CpuTimes, SystemTimes};

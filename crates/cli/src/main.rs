@@ -16,8 +16,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the end-to-end demonstration (until `ulnet bench` exists, the main job).
-    Demo(cmd::demo::Args),
+    /// Run the seed experiments, ulnet against the kernel side by side, and write a report.
+    Bench(cmd::bench::Args),
     /// Ping from ulnet's stack over a bypass channel, like ping(8).
     Ping(cmd::ping::Args),
     /// Run packetdrill scripts against ulnet's TCP engine in virtual time.
@@ -35,7 +35,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Demo(args) => cmd::demo::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
         Command::Ping(args) => cmd::ping::run(args),
         Command::Pktest(args) => cmd::pktest::run(args),
         Command::Serve(args) => cmd::serve::run(args),

@@ -1,6 +1,6 @@
 //! One module per subcommand.
 
-pub mod demo;
+pub mod bench;
 pub mod ping;
 pub mod pktest;
 pub mod serve;

@@ -14,7 +14,7 @@ use ulnet::channel::Channel as _;
 use ulnet::wire::checksum;
 use ulnet::wire::IpProtocol;
 
-use super::{io_err, pin, LOAD_CPU, RECEIVER_CPU};
+use crate::harness::{io_err, pin, LOAD_CPU, SUT_CPU};
 use crate::cpu::thread_cpu_time;
 
 /// Frames the flood queues per doorbell.
@@ -24,7 +24,7 @@ const TRANSFER_LIMIT: Duration = Duration::from_secs(120);
 
 /// What a load thread did.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Done {
+pub(crate) struct Done {
     /// Datagrams or bytes.
     pub count: u64,
     /// From the first send to the end (for TCP: until the peer's FIN).
@@ -74,7 +74,7 @@ where
 
 /// Where a UDP flood goes, at the Ethernet level.
 #[derive(Debug, Clone)]
-pub(super) struct Flood {
+pub(crate) struct Flood {
     /// Namespace and interface the generator transmits on.
     pub ns: String,
     /// The generator's interface.
@@ -137,7 +137,7 @@ fn udp_frame(f: &Flood) -> Vec<u8> {
 /// 1 Mpps of transmit here, several times a kernel UDP socket, so the receiver rather
 /// than the generator is what saturates). Whatever comes back to the generator's address
 /// (the echoes) is steered to the same socket and dropped there, unread by the kernel.
-pub(super) fn xdp_flood(f: Flood, duration: Duration) -> io::Result<JoinHandle<io::Result<Done>>> {
+pub(crate) fn xdp_flood(f: Flood, duration: Duration) -> io::Result<JoinHandle<io::Result<Done>>> {
     let mut o = XdpOptions::new(&f.ifname);
     o.netns = Some(f.ns.clone());
     o.addresses = vec![IpAddr::V4(f.ips.0)];
@@ -183,7 +183,7 @@ pub(super) fn xdp_flood(f: Flood, duration: Duration) -> io::Result<JoinHandle<i
 
 /// Connects to `to`, sends `bytes` of the pattern, shuts down its sending side and
 /// waits for the receiver to close.
-pub(super) fn tcp_send(
+pub(crate) fn tcp_send(
     ns: &str,
     to: SocketAddr,
     bytes: u64,
@@ -221,7 +221,7 @@ pub(super) fn tcp_send(
 
 /// What the kernel receiver got.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Received {
+pub(crate) struct Received {
     /// Bytes and timing, as the receiving thread saw them.
     pub done: Done,
     /// Every byte was the pattern at its offset.
@@ -230,10 +230,10 @@ pub(super) struct Received {
 
 /// A kernel TCP receiver on `at` for one connection: reads everything (checking the
 /// pattern, as ulnet's discard service does) and closes at EOF.
-pub(super) fn tcp_sink(ns: &str, at: SocketAddr) -> io::Result<JoinHandle<io::Result<Received>>> {
+pub(crate) fn tcp_sink(ns: &str, at: SocketAddr) -> io::Result<JoinHandle<io::Result<Received>>> {
     in_ns(
         ns,
-        RECEIVER_CPU,
+        SUT_CPU,
         move || TcpListener::bind(at),
         move |l| {
             let (mut s, _) = l.accept()?;

@@ -1,0 +1,50 @@
+//! The seed experiments, one module each, and the registry `ulnet bench` runs from.
+//!
+//! An experiment builds its own testbed, declares its systems, cases and views on a
+//! [`Ctx`], and records raw rounds (alternating the systems with [`Ctx::alternate`]).
+//! It also knows its seed's own figure and how to say, from the summaries, whether the
+//! seed's claim holds here ([`Experiment::verdict`]).
+
+mod load;
+
+use std::time::Duration;
+
+use crate::harness::{Ctx, Plan};
+use crate::results::ExperimentResult;
+use crate::summary::Summary;
+
+/// One experiment of `ulnet bench`.
+pub trait Experiment: Sync {
+    /// The name on the command line (`hurd-tcp`).
+    fn name(&self) -> &'static str;
+    /// The seed document it re-runs (`000`), or `-` for one of ulnet's own.
+    fn seed(&self) -> &'static str;
+    /// One line for `ulnet bench list` and the report's heading.
+    fn title(&self) -> &'static str;
+    /// Roughly how long it takes with `plan`.
+    fn estimate(&self, plan: &Plan) -> Duration;
+    /// Programs it needs on the machine (checked before the run starts).
+    fn tools(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Runs it, recording into `ctx`.
+    ///
+    /// # Errors
+    /// A failure that stops the whole experiment (no testbed, say); a failure of one
+    /// measurement is recorded in `ctx` instead and the rest goes on.
+    fn run(&self, ctx: &mut Ctx<'_>) -> std::io::Result<()>;
+    /// The seed's own figure, as Markdown (a table or a quotation), shown beside ours.
+    fn seed_figure(&self) -> &'static str;
+    /// Whether the seed's claim holds here, one sentence each, computed from `s`.
+    fn verdict(&self, r: &ExperimentResult, s: &Summary) -> Vec<String>;
+}
+
+/// Every experiment, in the order a full run takes them.
+pub fn all() -> Vec<&'static dyn Experiment> {
+    vec![]
+}
+
+/// The experiment called `name`.
+pub fn find(name: &str) -> Option<&'static dyn Experiment> {
+    all().into_iter().find(|e| e.name() == name)
+}
