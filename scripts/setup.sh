@@ -14,7 +14,9 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 # Debian packages the project needs, each with a command that proves it is usable.
 # iproute2/ethtool/nftables/procps build and configure testbeds; iputils-ping, iperf3,
 # socat, netcat-openbsd and curl are the kernel peers in interop tests and baselines;
-# tshark/tcpdump check what ulnet puts on the wire; gcc/pkg-config link Rust crates.
+# tshark/tcpdump check what ulnet puts on the wire; gcc/pkg-config link Rust crates;
+# sockperf cross-checks the bench's latency figures, taskset pins its peers, and
+# fonts-dejavu-core is the font the bench's plots are drawn with.
 PACKAGES=(
     "iproute2:ip"
     "iputils-ping:ping"
@@ -31,6 +33,9 @@ PACKAGES=(
     "gcc:gcc"
     "pkg-config:pkg-config"
     "linux-perf:perf"
+    "sockperf:sockperf"
+    "util-linux:taskset"
+    "fonts-dejavu-core:"
     "ca-certificates:"
 )
 

@@ -104,9 +104,6 @@ part=$(mktemp -t ulnet-test-part.XXXXXX)
 trap 'rm -f "$log" "$part"' EXIT
 step fmt cargo fmt --all --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
-# The measurement scenarios sit behind a feature (so ulnet's own tests, which use the
-# testbed, do not build ulnet twice); lint them too.
-step clippy-scenarios cargo clippy -p ulnet-bench --features scenarios --all-targets -- -D warnings
 step test run_tests "$@"
 if [[ $RUNNER == nextest ]]; then
     # nextest does not run doctests.

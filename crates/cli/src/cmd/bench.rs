@@ -69,7 +69,11 @@ fn rewrite_report(dir: &str) -> anyhow::Result<()> {
     let results: Results = serde_json::from_str(&text).context("parsing results.json")?;
     let files = report::write(&results, &dir)?;
     print!("{}", report::terminal(&results));
-    println!("\nwrote {} files; report: {}", files.len(), dir.join("report.html").display());
+    println!(
+        "\nwrote {} files; report: {}",
+        files.len(),
+        dir.join("report.html").display()
+    );
     Ok(())
 }
 
@@ -131,9 +135,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if rounds == 0 {
         bail!("--rounds must be at least 1");
     }
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("bench-results").join(sysinfo::timestamp_dir())
-    });
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bench-results").join(sysinfo::timestamp_dir()));
     let plan = Plan {
         profile,
         rounds,
@@ -173,7 +178,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|r| r.name.as_str())
         .collect();
     if !failed.is_empty() {
-        bail!("measurements failed in: {} (see the report)", failed.join(", "));
+        bail!(
+            "measurements failed in: {} (see the report)",
+            failed.join(", ")
+        );
     }
     Ok(())
 }
