@@ -1,0 +1,139 @@
+//! `ulnet bench` in its smoke profile (seconds per experiment, one round): every
+//! experiment runs end to end through the real binary, records a round for every system
+//! it declares, and writes a complete report. Figures are not judged here (speed is read
+//! from the bench itself, never asserted by a test); only that the harness works.
+//! Needs root (namespaces, AF_XDP), as the kernel-interop tests do.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ulnet_bench::results::{Results, View};
+
+const ULNET: &str = env!("CARGO_BIN_EXE_ulnet");
+
+/// Every experiment `ulnet bench list` must name, with its seed.
+const EXPERIMENTS: [(&str, &str); 6] = [
+    ("hurd-tcp", "000"),
+    ("hurd-udp", "000"),
+    ("doorbell", "001"),
+    ("netchannel-cpu", "004"),
+    ("latency", "-"),
+    ("raw", "-"),
+];
+
+fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ulnet-bench-smoke-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Runs one experiment in the smoke profile and checks its results and report.
+fn smoke(name: &str) {
+    let out = out_dir(name);
+    let o = Command::new(ULNET)
+        .args(["bench", name, "--smoke", "--rounds", "1", "--out"])
+        .arg(&out)
+        .output()
+        .expect("ulnet runs");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "ulnet bench {name} --smoke failed ({}):\n{stdout}\n{stderr}",
+        o.status
+    );
+    check(&out, name, &stdout);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+fn check(out: &Path, name: &str, stdout: &str) {
+    let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
+    let results: Results = serde_json::from_str(&text).expect("results.json parses");
+    assert_eq!(results.experiments.len(), 1);
+    let r = &results.experiments[0];
+    assert_eq!(r.name, name);
+    assert!(r.errors.is_empty(), "errors: {:?}", r.errors);
+    assert!(!r.systems.is_empty() && !r.cases.is_empty() && !r.views.is_empty());
+    for s in &r.systems {
+        assert!(
+            r.measurements.iter().any(|m| m.system == s.id),
+            "system {} declared but never measured",
+            s.id
+        );
+    }
+    for m in &r.measurements {
+        assert!(r.case(&m.case).is_some(), "round of unknown case {}", m.case);
+        assert!(r.system(&m.system).is_some(), "round of unknown system {}", m.system);
+        assert!(!m.metrics.is_empty());
+        assert!(m.metrics.values().all(|v| v.is_finite()), "{m:?}");
+    }
+    assert!(!results.meta.kernel.is_empty() && !results.meta.commit.is_empty());
+    let plots = r.views.iter().filter(|v| matches!(v, View::Plot(_))).count();
+    let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
+    assert_eq!(html.matches("<svg").count(), plots, "every plot inline in the HTML");
+    for f in ["report.md", "results.csv"] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+    let pngs = std::fs::read_dir(out.join("plots"))
+        .expect("plots/")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "png")))
+        .count();
+    assert_eq!(pngs, plots);
+    // The terminal shows the tables with the verdict.
+    assert!(stdout.contains(&format!("=== {name} (seed {}", r.seed)), "{stdout}");
+    assert!(stdout.contains("=> "), "no verdict printed:\n{stdout}");
+}
+
+#[test]
+fn list_names_every_experiment_with_its_seed() {
+    let o = Command::new(ULNET).args(["bench", "list"]).output().unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for (name, seed) in EXPERIMENTS {
+        assert!(
+            text.lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.first() == Some(&name) && f.get(1) == Some(&seed)
+            }),
+            "{name} (seed {seed}) not listed:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_experiment_is_a_clear_error() {
+    let o = Command::new(ULNET).args(["bench", "no-such"]).output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no experiment `no-such`") && err.contains("hurd-tcp"), "{err}");
+}
+
+#[test]
+fn smoke_hurd_tcp() {
+    smoke("hurd-tcp");
+}
+
+#[test]
+fn smoke_hurd_udp() {
+    smoke("hurd-udp");
+}
+
+#[test]
+fn smoke_doorbell() {
+    smoke("doorbell");
+}
+
+#[test]
+fn smoke_netchannel_cpu() {
+    smoke("netchannel-cpu");
+}
+
+#[test]
+fn smoke_latency() {
+    smoke("latency");
+}
+
+#[test]
+fn smoke_raw() {
+    smoke("raw");
+}
