@@ -317,15 +317,21 @@ fn synchronized(
         return;
     }
 
-    // RFC 7323 §4.3 R3: remember the timestamp to echo.
-    if s.ts_on && !rst {
-        if let Some(ts) = seg.options.timestamp {
-            if seg.seq.diff(s.last_ack_sent) <= 0 && !ts_before(ts.tsval, s.ts_recent) {
-                s.ts_recent = ts.tsval;
-                s.ts_recent_age = now;
-            }
-        }
-    }
+    // RFC 7323 §4.3 R3: the timestamp to echo from now on, if this segment may set it.
+    // It is taken only once the segment has passed every check below, the ACK's among
+    // them (RFC 5961 §5, RFC 7323 §4.3 and Linux's FLAG_UPDATE_TS_RECENT): a blind
+    // segment with an unacceptable ACK and a huge TSval would otherwise move TS.Recent
+    // ahead of the peer's clock, and PAWS would drop every later valid segment.
+    let new_ts_recent = seg
+        .options
+        .timestamp
+        .filter(|ts| {
+            s.ts_on
+                && !rst
+                && seg.seq.diff(s.last_ack_sent) <= 0
+                && !ts_before(ts.tsval, s.ts_recent)
+        })
+        .map(|ts| ts.tsval);
 
     // Second: RST (RFC 5961 §3.2: only an exact match resets; in-window gets a challenge).
     if rst {
@@ -390,6 +396,10 @@ fn synchronized(
 
     if !ack(s, now, seg, cx, reply) {
         return;
+    }
+    if let Some(tsval) = new_ts_recent {
+        s.ts_recent = tsval;
+        s.ts_recent_age = now;
     }
     if s.state == State::Closed {
         return;

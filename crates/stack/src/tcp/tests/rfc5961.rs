@@ -266,3 +266,27 @@ fn timestamps_echo_ts_recent() {
     h.tcp.send(s, b"def").unwrap();
     assert_eq!(h.out1().options.timestamp.unwrap().tsecr, 60);
 }
+
+/// Issue 12, defect 1 (RFC 5961 §5, RFC 7323 §4.3): a blind segment with an unacceptable
+/// ACK and a TSval far ahead gets a challenge ACK and cannot move TS.Recent; the real peer,
+/// whose clock is far behind the attacker's value, is still accepted afterwards.
+#[test]
+fn unacceptable_ack_leaves_ts_recent_alone() {
+    let mut h = Harness::new(ts_config());
+    let (s, iss) = h.passive_open(1000, h.peer().ts(1000, 0));
+    let nxt = iss + 1;
+    h.send(h.peer().seq(1001).ack(nxt + 100_000).ts(2_000_000_000, 0));
+    let c = h.out1();
+    assert_eq!(c.ack, 1001);
+    assert_eq!(
+        c.options.timestamp.unwrap().tsecr,
+        1000,
+        "challenge ACK echoes the real peer"
+    );
+    assert_eq!(h.tcp.stats().dropped_bad_ack, 1);
+    h.send(h.peer().seq(1001).ack(nxt).data(b"real").ts(1010, 0));
+    let _ = h.advance(Duration::from_millis(50));
+    assert_eq!(h.read_all(s), b"real");
+    assert_eq!(h.tcp.stats().dropped_paws, 0);
+    assert_eq!(h.tcp.state(s).unwrap(), State::Established);
+}
