@@ -261,3 +261,111 @@ pub(crate) fn tcp_sink(ns: &str, at: SocketAddr) -> io::Result<JoinHandle<io::Re
         },
     )
 }
+
+/// Like [`tcp_send`], but on a thread pinned to `cpu`: the system under test's core when
+/// the kernel's own sender is what is measured (a kernel socket sending from namespace A).
+pub(crate) fn tcp_send_on(
+    ns: &str,
+    to: SocketAddr,
+    bytes: u64,
+    cpu: usize,
+) -> io::Result<JoinHandle<io::Result<Done>>> {
+    in_ns(
+        ns,
+        cpu,
+        move || {
+            let s = TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
+            s.set_read_timeout(Some(TRANSFER_LIMIT))?;
+            s.set_write_timeout(Some(TRANSFER_LIMIT))?;
+            Ok(s)
+        },
+        move |mut s| {
+            let cpu0 = thread_cpu_time();
+            let start = Instant::now();
+            let mut off = 0u64;
+            while off < bytes {
+                let n = (bytes - off).min(pattern::MAX_CHUNK as u64) as usize;
+                s.write_all(pattern::slice(off, n))?;
+                off += n as u64;
+            }
+            s.shutdown(Shutdown::Write)?;
+            let mut buf = [0u8; 64];
+            while s.read(&mut buf)? > 0 {}
+            Ok(Done {
+                count: off,
+                elapsed: start.elapsed(),
+                cpu: thread_cpu_time() - cpu0,
+            })
+        },
+    )
+}
+
+/// Like [`tcp_sink`], but on a thread pinned to `cpu` (the load core when the kernel
+/// receiver is the peer, not the system under test), with the accept bounded (10 s) and
+/// the reads bounded by an idle timeout (20 s), calling `observe(&mut state, n)` after
+/// every read of `n` bytes (e.g. to timestamp the arrival); hands `state` back at the end.
+pub(crate) fn tcp_sink_with<S, F>(
+    ns: &str,
+    at: SocketAddr,
+    cpu: usize,
+    mut state: S,
+    observe: F,
+) -> io::Result<JoinHandle<io::Result<(Received, S)>>>
+where
+    S: Send + 'static,
+    F: Fn(&mut S, usize) + Send + 'static,
+{
+    in_ns(
+        ns,
+        cpu,
+        move || {
+            let l = TcpListener::bind(at)?;
+            l.set_nonblocking(true)?;
+            Ok(l)
+        },
+        move |l| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut s = loop {
+                match l.accept() {
+                    Ok((s, _)) => break s,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if Instant::now() >= deadline {
+                            return Err(io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                "no connection to the kernel receiver within 10 s",
+                            ));
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            s.set_nonblocking(false)?;
+            s.set_read_timeout(Some(Duration::from_secs(20)))?;
+            let mut buf = vec![0u8; 64 * 1024];
+            let cpu0 = thread_cpu_time();
+            let start = Instant::now();
+            let (mut off, mut ok) = (0u64, true);
+            loop {
+                let n = s.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                observe(&mut state, n);
+                ok &= pattern::matches(off, &buf[..n]);
+                off += n as u64;
+            }
+            Ok((
+                Received {
+                    done: Done {
+                        count: off,
+                        elapsed: start.elapsed(),
+                        cpu: thread_cpu_time() - cpu0,
+                    },
+                    pattern_ok: ok,
+                },
+                state,
+            ))
+        },
+    )
+}
