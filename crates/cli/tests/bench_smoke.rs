@@ -62,31 +62,56 @@ fn check(out: &Path, name: &str, stdout: &str) {
         );
     }
     for m in &r.measurements {
-        assert!(r.case(&m.case).is_some(), "round of unknown case {}", m.case);
-        assert!(r.system(&m.system).is_some(), "round of unknown system {}", m.system);
+        assert!(
+            r.case(&m.case).is_some(),
+            "round of unknown case {}",
+            m.case
+        );
+        assert!(
+            r.system(&m.system).is_some(),
+            "round of unknown system {}",
+            m.system
+        );
         assert!(!m.metrics.is_empty());
         assert!(m.metrics.values().all(|v| v.is_finite()), "{m:?}");
     }
     assert!(!results.meta.kernel.is_empty() && !results.meta.commit.is_empty());
-    let plots = r.views.iter().filter(|v| matches!(v, View::Plot(_))).count();
+    let plots = r
+        .views
+        .iter()
+        .filter(|v| matches!(v, View::Plot(_)))
+        .count();
     let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
-    assert_eq!(html.matches("<svg").count(), plots, "every plot inline in the HTML");
+    assert_eq!(
+        html.matches("<svg").count(),
+        plots,
+        "every plot inline in the HTML"
+    );
     for f in ["report.md", "results.csv"] {
         assert!(out.join(f).exists(), "{f} missing");
     }
     let pngs = std::fs::read_dir(out.join("plots"))
         .expect("plots/")
-        .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "png")))
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "png"))
+        })
         .count();
     assert_eq!(pngs, plots);
     // The terminal shows the tables with the verdict.
-    assert!(stdout.contains(&format!("=== {name} (seed {}", r.seed)), "{stdout}");
+    assert!(
+        stdout.contains(&format!("=== {name} (seed {}", r.seed)),
+        "{stdout}"
+    );
     assert!(stdout.contains("=> "), "no verdict printed:\n{stdout}");
 }
 
 #[test]
 fn list_names_every_experiment_with_its_seed() {
-    let o = Command::new(ULNET).args(["bench", "list"]).output().unwrap();
+    let o = Command::new(ULNET)
+        .args(["bench", "list"])
+        .output()
+        .unwrap();
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
     for (name, seed) in EXPERIMENTS {
@@ -102,10 +127,16 @@ fn list_names_every_experiment_with_its_seed() {
 
 #[test]
 fn an_unknown_experiment_is_a_clear_error() {
-    let o = Command::new(ULNET).args(["bench", "no-such"]).output().unwrap();
+    let o = Command::new(ULNET)
+        .args(["bench", "no-such"])
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("no experiment `no-such`") && err.contains("hurd-tcp"), "{err}");
+    assert!(
+        err.contains("no experiment `no-such`") && err.contains("hurd-tcp"),
+        "{err}"
+    );
 }
 
 #[test]
