@@ -58,7 +58,8 @@ pub(super) struct RxCounter {
 
 impl RxCounter {
     fn open(ns: &str, ifname: &str) -> io::Result<RxCounter> {
-        let file = netns::run_in(ns, || File::open("/proc/thread-self/net/dev")).map_err(io_err)??;
+        let file =
+            netns::run_in(ns, || File::open("/proc/thread-self/net/dev")).map_err(io_err)??;
         let mut c = RxCounter {
             file,
             ifname: ifname.to_owned(),
@@ -185,7 +186,11 @@ impl<C: Channel> Starter for RingStarter<'_, C> {
     fn start(&mut self) -> io::Result<()> {
         let frame = self.frame;
         loop {
-            match self.ch.tx().send(frame.len(), &mut |b| b.copy_from_slice(frame)) {
+            match self
+                .ch
+                .tx()
+                .send(frame.len(), &mut |b| b.copy_from_slice(frame))
+            {
                 Ok(()) => break,
                 Err(TxError::Full) => {
                     // The ring drains only as fast as the kernel takes it: ring again.
@@ -355,7 +360,11 @@ impl Env {
                     "{} ({} XDP, {})",
                     caps.mode,
                     if ch.is_native() { "native" } else { "generic" },
-                    if ch.is_zero_copy() { "zero-copy" } else { "copy" }
+                    if ch.is_zero_copy() {
+                        "zero-copy"
+                    } else {
+                        "copy"
+                    }
                 ));
                 let frame = self.frame.clone();
                 let mut s = RingStarter {
@@ -402,7 +411,9 @@ fn packet_socket(ns: &str, udp: &UdpSocket) -> io::Result<(OwnedFd, SocketAddrAn
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(io::Error::other("no frame seen on side A to take the link address from"))
+        Err(io::Error::other(
+            "no frame seen on side A to take the link address from",
+        ))
     })
     .map_err(io_err)?
 }
@@ -414,8 +425,13 @@ fn open_tap(ns: &str) -> io::Result<(TapChannel, [u8; 6])> {
     let key = format!("net.ipv6.conf.{TAP_NAME}.disable_ipv6=1");
     exec::run_in(ns, "sysctl", ["-q", "-w", &key]).map_err(io_err)?;
     exec::run_in(ns, "sysctl", ["-q", "-w", "net.ipv4.ip_forward=1"]).map_err(io_err)?;
-    exec::run("ip", ["-n", ns, "addr", "add", TAP_KERNEL_IP, "dev", TAP_NAME]).map_err(io_err)?;
-    let out = exec::run("ip", ["-n", ns, "-br", "link", "show", "dev", TAP_NAME]).map_err(io_err)?;
+    exec::run(
+        "ip",
+        ["-n", ns, "addr", "add", TAP_KERNEL_IP, "dev", TAP_NAME],
+    )
+    .map_err(io_err)?;
+    let out =
+        exec::run("ip", ["-n", ns, "-br", "link", "show", "dev", TAP_NAME]).map_err(io_err)?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mac = text
         .split_whitespace()
@@ -450,12 +466,16 @@ fn open_xdp(ns: &str, ifname: &str) -> io::Result<XdpChannel> {
 fn syscall_round(ops: u64, warm: u64) -> io::Result<Metrics> {
     let mut acc = 0i64;
     for _ in 0..warm {
-        acc = acc.wrapping_add(rustix::process::getppid().map_or(0, |p| i64::from(p.as_raw_nonzero().get())));
+        acc = acc.wrapping_add(
+            rustix::process::getppid().map_or(0, |p| i64::from(p.as_raw_nonzero().get())),
+        );
     }
     let w = Window::start()?;
     let t0 = Instant::now();
     for _ in 0..ops {
-        acc = acc.wrapping_add(rustix::process::getppid().map_or(0, |p| i64::from(p.as_raw_nonzero().get())));
+        acc = acc.wrapping_add(
+            rustix::process::getppid().map_or(0, |p| i64::from(p.as_raw_nonzero().get())),
+        );
     }
     let t = t0.elapsed();
     let cpu = w.finish(Duration::ZERO)?;
@@ -502,7 +522,10 @@ fn veth_round(
     let kicks = s.kicks() - kicks0;
     let mut m = cpu.metrics(None, Some(ops));
     m.insert("ops".into(), ops as f64);
-    m.insert("ns_per_start".into(), t_start.as_nanos() as f64 / ops as f64);
+    m.insert(
+        "ns_per_start".into(),
+        t_start.as_nanos() as f64 / ops as f64,
+    );
     m.insert(
         "ns_per_complete".into(),
         t_complete.as_nanos() as f64 / ops as f64,
@@ -548,7 +571,11 @@ fn consume(shm: &Shm, total: u64, warm: u64) -> io::Result<Seen> {
     let mask = SHM_SLOTS as u64 - 1;
     let deadline = Instant::now() + START_LIMIT + COMPLETE_LIMIT;
     let (mut tail, mut bad, mut spins) = (0u64, 0u64, 0u64);
-    let mut cpu_warm = if warm == 0 { Some(thread_cpu_time()) } else { None };
+    let mut cpu_warm = if warm == 0 {
+        Some(thread_cpu_time())
+    } else {
+        None
+    };
     while tail < total {
         let head = shm.head.0.load(Ordering::Acquire);
         if head == tail {
@@ -627,7 +654,8 @@ fn shm_round(ops: u64, warm: u64) -> io::Result<Metrics> {
         let t0 = Instant::now();
         produce(warm..total)?;
         let t_start = t0.elapsed();
-        while shm.tail.0.load(Ordering::Acquire) < total && t0.elapsed() < t_start + COMPLETE_LIMIT {
+        while shm.tail.0.load(Ordering::Acquire) < total && t0.elapsed() < t_start + COMPLETE_LIMIT
+        {
             std::hint::spin_loop();
         }
         let t_complete = t0.elapsed();
@@ -648,7 +676,10 @@ fn shm_round(ops: u64, warm: u64) -> io::Result<Metrics> {
     let arrived = seen.count.saturating_sub(warm);
     let mut m = cpu.metrics(None, Some(ops));
     m.insert("ops".into(), ops as f64);
-    m.insert("ns_per_start".into(), t_start.as_nanos() as f64 / ops as f64);
+    m.insert(
+        "ns_per_start".into(),
+        t_start.as_nanos() as f64 / ops as f64,
+    );
     m.insert(
         "ns_per_complete".into(),
         t_complete.as_nanos() as f64 / ops as f64,
