@@ -36,6 +36,7 @@
 //! number of starts.
 
 mod methods;
+mod shm;
 
 use std::cell::RefCell;
 use std::time::Duration;
