@@ -5,6 +5,7 @@
 //! It also knows its seed's own figure and how to say, from the summaries, whether the
 //! seed's claim holds here ([`Experiment::verdict`]).
 
+mod doorbell;
 mod hurd_tcp;
 mod load;
 
@@ -42,7 +43,7 @@ pub trait Experiment: Sync {
 
 /// Every experiment, in the order a full run takes them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&hurd_tcp::HurdTcp]
+    vec![&hurd_tcp::HurdTcp, &doorbell::Doorbell]
 }
 
 /// The experiment called `name`.
