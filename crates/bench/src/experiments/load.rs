@@ -368,6 +368,8 @@ where
             ))
         },
     )
+}
+
 /// One Ethernet/IPv4/UDP frame as `f` describes it, checksums filled in (what
 /// [`xdp_flood`] sends), for experiments that transmit frames of their own.
 pub(crate) fn flood_frame(f: &Flood) -> Vec<u8> {
