@@ -5,6 +5,7 @@
 //! It also knows its seed's own figure and how to say, from the summaries, whether the
 //! seed's claim holds here ([`Experiment::verdict`]).
 
+mod hurd_udp;
 mod load;
 
 use std::time::Duration;
@@ -41,7 +42,7 @@ pub trait Experiment: Sync {
 
 /// Every experiment, in the order a full run takes them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![]
+    vec![&hurd_udp::HurdUdp]
 }
 
 /// The experiment called `name`.
