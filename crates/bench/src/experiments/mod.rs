@@ -7,6 +7,7 @@
 
 mod hurd_udp;
 mod load;
+mod raw;
 
 use std::time::Duration;
 
@@ -42,7 +43,7 @@ pub trait Experiment: Sync {
 
 /// Every experiment, in the order a full run takes them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&hurd_udp::HurdUdp]
+    vec![&hurd_udp::HurdUdp, &raw::Raw]
 }
 
 /// The experiment called `name`.
