@@ -163,7 +163,13 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
         "steps_kpps",
         steps(ctx.plan)
             .iter()
-            .map(|k| if *k == 0 { "full".into() } else { k.to_string() })
+            .map(|k| {
+                if *k == 0 {
+                    "full".into()
+                } else {
+                    k.to_string()
+                }
+            })
             .collect::<Vec<_>>()
             .join(", "),
     );
@@ -260,13 +266,8 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     // The unpaced step's x value: the generator's full rate, measured now for a moment
     // (into ulnet's address with nothing listening yet: the kernel drops each frame).
     ctx.status("measuring the generator's full rate");
-    let calib = load::xdp_flood_paced(
-        flood_ulnet.clone(),
-        0,
-        Duration::from_millis(300),
-        u64::MAX,
-    )
-    .and_then(|g| join(g, "generator"))?;
+    let calib = load::xdp_flood_paced(flood_ulnet.clone(), 0, Duration::from_millis(300), u64::MAX)
+        .and_then(|g| join(g, "generator"))?;
     let full_pps = calib.count as f64 / calib.elapsed.as_secs_f64().max(1e-9);
     ctx.param("generator_full_rate_pps", format!("{full_pps:.0}"));
     for k in steps(ctx.plan) {
@@ -276,7 +277,10 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
             format!("load-{k}")
         };
         let label = if k == 0 {
-            format!("offered: generator's full rate (~{:.0} kpps)", full_pps / 1e3)
+            format!(
+                "offered: generator's full rate (~{:.0} kpps)",
+                full_pps / 1e3
+            )
         } else {
             format!("offered: {k} kpps")
         };
@@ -284,7 +288,11 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
         ctx.case(
             &id,
             &label,
-            &[("rate_pps", x), ("window_s", step_s), ("unpaced", f64::from(k == 0))],
+            &[
+                ("rate_pps", x),
+                ("window_s", step_s),
+                ("unpaced", f64::from(k == 0)),
+            ],
         );
         cases.push((id, k * 1000, step_s));
     }
@@ -393,8 +401,7 @@ pub(super) fn v4(ip: IpAddr) -> io::Result<Ipv4Addr> {
 
 /// Joins a measurement thread, turning a panic into an error.
 pub(super) fn join<T>(h: JoinHandle<io::Result<T>>, what: &str) -> io::Result<T> {
-    h.join()
-        .map_err(|_| io_err(format!("{what} panicked")))?
+    h.join().map_err(|_| io_err(format!("{what} panicked")))?
 }
 
 /// A veth end's kernel counters.
@@ -553,7 +560,8 @@ fn measure_kernel(
     let before = link(&a.ns, &a.ifname)?;
     let snmp0 = udp_snmp(&a.ns)?;
     let w = Window::start()?;
-    let gen = load::xdp_flood_paced(flood, rate, window, max_count).and_then(|g| join(g, "generator"));
+    let gen =
+        load::xdp_flood_paced(flood, rate, window, max_count).and_then(|g| join(g, "generator"));
     std::thread::sleep(GRACE);
     stop.store(true, Ordering::Relaxed);
     let (n, _bytes, _cpu) = join(rx, "kernel receiver")?;
@@ -621,7 +629,8 @@ fn measure_ulnet(
     });
     let before = link(&a.ns, &a.ifname)?;
     let w = Window::start()?;
-    let gen = load::xdp_flood_paced(flood, rate, window, max_count).and_then(|g| join(g, "generator"));
+    let gen =
+        load::xdp_flood_paced(flood, rate, window, max_count).and_then(|g| join(g, "generator"));
     std::thread::sleep(GRACE);
     stop.store(true, Ordering::Relaxed);
     let (n, sock) = join(app, "application")?;

@@ -128,7 +128,10 @@ impl Experiment for Raw {
                 .map(|(p, id)| format!("{id} {:.0} kpps", p / 1e3))
                 .collect::<Vec<_>>()
                 .join(", ");
-            out.push(format!("{}: {} carries the most ({list}).", c.label, best[0].1));
+            out.push(format!(
+                "{}: {} carries the most ({list}).",
+                c.label, best[0].1
+            ));
         }
         out
     }
@@ -140,8 +143,14 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     let w = Duration::from_secs_f64(secs);
     let spare = v4(a.spare_ip(0))?;
     ctx.param("window_s", secs);
-    ctx.param("rx_generator", "AF_XDP flood from B's veth end, unpaced, pinned to the load core");
-    ctx.param("tx_count", "frames that arrived: the receiving kernel's rx_packets (B's veth; the TAP device for tap)");
+    ctx.param(
+        "rx_generator",
+        "AF_XDP flood from B's veth end, unpaced, pinned to the load core",
+    );
+    ctx.param(
+        "tx_count",
+        "frames that arrived: the receiving kernel's rx_packets (B's veth; the TAP device for tap)",
+    );
     let mtu = a.mtu.to_string();
     ctx.system(
         "kernel-udp",
@@ -161,8 +170,14 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
         SystemKind::Channel,
         false,
         &[
-            ("rx", format!("XdpChannel on A's veth, steering {spare}; rx_batch(64) busy-poll, drop")),
-            ("tx", "XdpChannel on A's veth; send + flush per 64 frames".into()),
+            (
+                "rx",
+                format!("XdpChannel on A's veth, steering {spare}; rx_batch(64) busy-poll, drop"),
+            ),
+            (
+                "tx",
+                "XdpChannel on A's veth; send + flush per 64 frames".into(),
+            ),
             ("mtu", mtu.clone()),
         ],
     );
@@ -191,7 +206,10 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     ctx.note("AF_PACKET receive: the kernel also carries every frame through its own receive path (and drops it: the destination is not its address), on the sending core on veth.");
 
     for (case, rx, size) in CASES {
-        let label = format!("{} {size} B frames", if rx { "receive" } else { "transmit" });
+        let label = format!(
+            "{} {size} B frames",
+            if rx { "receive" } else { "transmit" }
+        );
         ctx.case(case, &label, &[("frame_bytes", size as f64)]);
         let payload = size - 42;
         let flood = |ns: &Side, ifname_side: &Side, dst_ip: IpAddr| -> io::Result<Flood> {
@@ -224,7 +242,15 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
 
     let metrics = |rx: bool| {
         let mut v = vec![
-            Metric::more("pps", if rx { "received (pps)" } else { "arrived (pps)" }, 0),
+            Metric::more(
+                "pps",
+                if rx {
+                    "received (pps)"
+                } else {
+                    "arrived (pps)"
+                },
+                0,
+            ),
             Metric::more("gbps", "Gb/s (frame bytes)", 2),
         ];
         if rx {
@@ -233,7 +259,11 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
             v.push(Metric::plain("sent_pps", "sent (pps)", 0));
         }
         v.push(Metric::less("sut_ns_per_pkt", "SUT CPU (ns/frame)", 0));
-        v.push(Metric::less("machine_ns_per_pkt", "machine CPU (ns/frame)", 0));
+        v.push(Metric::less(
+            "machine_ns_per_pkt",
+            "machine CPU (ns/frame)",
+            0,
+        ));
         v
     };
     ctx.view(View::Table(TableView {
@@ -323,12 +353,11 @@ fn measure_rx(
         _ => return Err(io_err(format!("no rx for {sys}"))),
     };
     let win = Window::start()?;
-    let gen = load::xdp_flood_paced(flood.clone(), 0, w, u64::MAX).and_then(|g| join(g, "generator"));
+    let gen =
+        load::xdp_flood_paced(flood.clone(), 0, w, u64::MAX).and_then(|g| join(g, "generator"));
     std::thread::sleep(GRACE);
     stop.store(true, Ordering::Relaxed);
-    let (n, bytes) = rx
-        .join()
-        .map_err(|_| io_err("receiver panicked"))??;
+    let (n, bytes) = rx.join().map_err(|_| io_err("receiver panicked"))??;
     let gen = gen?;
     let cpu = win.finish(gen.cpu)?;
     let secs = gen.elapsed.as_secs_f64();
@@ -393,13 +422,14 @@ fn measure_tx(sys: &str, a: &Side, b: &Side, to_b: &Flood, w: Duration) -> io::R
         _ => None,
     };
     let sock = if ch.is_none() {
-        Some(udp_sender(a, SocketAddr::new(b.ip, PORT))?)
+        Some(udp_sender(a)?)
     } else {
         None
     };
     let before = link(&count_ns, &count_if)?;
     let win = Window::start()?;
     let start = Instant::now();
+    let to = SocketAddr::new(b.ip, PORT);
     let sent = match (&mut ch, &sock) {
         (Some(ch), _) => tx_loop(&mut **ch, &frame, w)?,
         (None, Some(s)) => {
@@ -407,7 +437,7 @@ fn measure_tx(sys: &str, a: &Side, b: &Side, to_b: &Flood, w: Duration) -> io::R
             let mut n = 0u64;
             while start.elapsed() < w {
                 for _ in 0..64 {
-                    s.send(payload)?;
+                    s.send_to(payload, to)?;
                     n += 1;
                 }
             }
@@ -437,16 +467,15 @@ fn measure_tx(sys: &str, a: &Side, b: &Side, to_b: &Flood, w: Duration) -> io::R
     Ok(m)
 }
 
-/// A kernel UDP socket in `a`'s namespace, connected to `to` (the socket keeps the
-/// namespace it was made in; the thread leaves it again at once).
-fn udp_sender(a: &Side, to: SocketAddr) -> io::Result<std::net::UdpSocket> {
+/// A kernel UDP socket in `a`'s namespace (the socket keeps the namespace it was made
+/// in; the thread leaves it again at once). Unconnected, so the peer's ICMP port
+/// unreachable replies do not turn into errors on later sends.
+fn udp_sender(a: &Side) -> io::Result<std::net::UdpSocket> {
     let ns = a.ns.clone();
     let local = SocketAddr::new(a.ip, 0);
     std::thread::spawn(move || -> io::Result<std::net::UdpSocket> {
         let _g = ulnet::channel::sys::netns::enter(&ns).map_err(io_err)?;
-        let s = std::net::UdpSocket::bind(local)?;
-        s.connect(to)?;
-        Ok(s)
+        std::net::UdpSocket::bind(local)
     })
     .join()
     .map_err(|_| io_err("socket thread panicked"))?
