@@ -727,7 +727,7 @@ impl Channel for Counted {
         // Publish now and then (every idle poll, or every 64th busy one): a lock per
         // call would be cheap, but the counters need not be fresher than that.
         self.calls = self.calls.wrapping_add(1);
-        if n == 0 || self.calls % 64 == 0 {
+        if n == 0 || self.calls.is_multiple_of(64) {
             *self.stats.lock().unwrap_or_else(PoisonError::into_inner) = self.inner.stats();
         }
         Ok(n)
