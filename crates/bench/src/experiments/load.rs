@@ -375,3 +375,114 @@ where
 pub(crate) fn flood_frame(f: &Flood) -> Vec<u8> {
     udp_frame(f)
 }
+/// Frames per doorbell of a paced flood at `rate_pps` (0: unpaced): about 50 µs of
+/// frames per batch, so the offered load is smooth on the scale of the receiver's
+/// rings, never more than [`FLOOD_BATCH`] and at least one.
+pub(crate) fn paced_batch(rate_pps: u64) -> usize {
+    if rate_pps == 0 {
+        FLOOD_BATCH
+    } else {
+        ((rate_pps / 20_000) as usize).clamp(1, FLOOD_BATCH)
+    }
+}
+
+/// How many frames a flood at `rate_pps` should have sent `elapsed` after its start
+/// (`u64::MAX` when unpaced).
+pub(crate) fn paced_due(rate_pps: u64, elapsed: Duration) -> u64 {
+    if rate_pps == 0 {
+        u64::MAX
+    } else {
+        (rate_pps as f64 * elapsed.as_secs_f64()) as u64
+    }
+}
+
+/// Like [`xdp_flood`], paced to `rate_pps` frames per second (0: as fast as it can),
+/// for at most `duration` and at most `max_count` frames. Pacing is per batch against
+/// the clock: a batch goes out when the frames due by now exceed those sent, so a late
+/// batch is made up at once and the average holds even when the thread is preempted.
+/// Frames the transmit ring refuses are not counted (the count is what was offered).
+pub(crate) fn xdp_flood_paced(
+    f: Flood,
+    rate_pps: u64,
+    duration: Duration,
+    max_count: u64,
+) -> io::Result<JoinHandle<io::Result<Done>>> {
+    let mut o = XdpOptions::new(&f.ifname);
+    o.netns = Some(f.ns.clone());
+    o.addresses = vec![IpAddr::V4(f.ips.0)];
+    let mut tries = 0;
+    let mut ch = loop {
+        match XdpChannel::open(&o) {
+            Err(e) if e.source.raw_os_error() == Some(libc_ebusy()) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            r => break r.map_err(io_err)?,
+        }
+    };
+    let frame = udp_frame(&f);
+    let batch = paced_batch(rate_pps);
+    Ok(std::thread::spawn(move || {
+        pin(LOAD_CPU)?;
+        let cpu0 = thread_cpu_time();
+        let start = Instant::now();
+        let mut count = 0u64;
+        loop {
+            let elapsed = start.elapsed();
+            if elapsed >= duration || count >= max_count {
+                break;
+            }
+            let due = paced_due(rate_pps, elapsed).min(max_count);
+            if count >= due {
+                // Ahead of schedule: wait for the next batch's time. Sleep only for long
+                // gaps (a sleep overshoots by tens of µs in a VM); yield otherwise.
+                let next = (count + batch as u64) as f64 / rate_pps.max(1) as f64;
+                let gap = next - elapsed.as_secs_f64();
+                if gap > 0.002 {
+                    std::thread::sleep(Duration::from_secs_f64(gap - 0.001));
+                } else {
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            let n = ((due - count) as usize).min(batch);
+            for _ in 0..n {
+                if ch
+                    .tx()
+                    .send(frame.len(), &mut |b| b.copy_from_slice(&frame))
+                    .is_err()
+                {
+                    break;
+                }
+                count += 1;
+            }
+            ch.tx().flush().map_err(io_err)?;
+            ch.rx_batch(FLOOD_BATCH, &mut |_, _| {}).map_err(io_err)?;
+        }
+        // Let the ring drain into the wire before the socket closes.
+        for _ in 0..8 {
+            ch.tx().flush().map_err(io_err)?;
+        }
+        Ok(Done {
+            count,
+            elapsed: start.elapsed(),
+            cpu: thread_cpu_time() - cpu0,
+        })
+    }))
+}
+
+#[cfg(test)]
+mod paced_tests {
+    use super::*;
+
+    #[test]
+    fn pacing_math() {
+        assert_eq!(paced_batch(0), FLOOD_BATCH);
+        assert_eq!(paced_batch(10_000), 1);
+        assert_eq!(paced_batch(200_000), 10);
+        assert_eq!(paced_batch(10_000_000), FLOOD_BATCH);
+        assert_eq!(paced_due(0, Duration::from_secs(1)), u64::MAX);
+        assert_eq!(paced_due(33_333, Duration::from_secs(30)), 999_990);
+        assert_eq!(paced_due(100_000, Duration::from_millis(250)), 25_000);
+    }
+}

@@ -7,7 +7,9 @@
 
 mod doorbell;
 mod hurd_tcp;
+mod hurd_udp;
 mod load;
+mod raw;
 
 use std::time::Duration;
 
@@ -43,7 +45,12 @@ pub trait Experiment: Sync {
 
 /// Every experiment, in the order a full run takes them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&hurd_tcp::HurdTcp, &doorbell::Doorbell]
+    vec![
+        &hurd_tcp::HurdTcp,
+        &hurd_udp::HurdUdp,
+        &doorbell::Doorbell,
+        &raw::Raw,
+    ]
 }
 
 /// The experiment called `name`.
