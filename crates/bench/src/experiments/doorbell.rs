@@ -75,7 +75,7 @@ pub struct Doorbell;
 fn sizes(plan: &Plan) -> [u64; 2] {
     [
         1_000,
-        plan.profile.pick(20_000, 150_000, 300_000, 1_000_000),
+        plan.profile.pick(20_000, 150_000, 1_000_000, 1_000_000),
     ]
 }
 
