@@ -6,6 +6,7 @@
 //! seed's claim holds here ([`Experiment::verdict`]).
 
 mod load;
+mod netchannel_cpu;
 
 use std::time::Duration;
 
@@ -41,7 +42,7 @@ pub trait Experiment: Sync {
 
 /// Every experiment, in the order a full run takes them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![]
+    vec![&netchannel_cpu::NetchannelCpu]
 }
 
 /// The experiment called `name`.
