@@ -16,11 +16,11 @@
 pub mod cpu;
 pub mod error;
 pub mod exec;
-pub mod preflight;
 #[cfg(feature = "experiments")]
 pub mod experiments;
 #[cfg(feature = "experiments")]
 pub mod harness;
+pub mod preflight;
 #[cfg(feature = "experiments")]
 pub mod report;
 pub mod results;

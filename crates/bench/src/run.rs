@@ -26,7 +26,10 @@ pub fn preflight(exps: &[&'static dyn Experiment]) -> io::Result<()> {
     if let Err(e) = preflight::require_net_admin() {
         missing.push(e.to_string());
     }
-    let mut tools: Vec<&str> = exps.iter().flat_map(|e| e.tools().iter().copied()).collect();
+    let mut tools: Vec<&str> = exps
+        .iter()
+        .flat_map(|e| e.tools().iter().copied())
+        .collect();
     tools.sort_unstable();
     tools.dedup();
     for t in tools {

@@ -14,8 +14,8 @@ use ulnet::channel::Channel as _;
 use ulnet::wire::checksum;
 use ulnet::wire::IpProtocol;
 
-use crate::harness::{io_err, pin, LOAD_CPU, SUT_CPU};
 use crate::cpu::thread_cpu_time;
+use crate::harness::{io_err, pin, LOAD_CPU, SUT_CPU};
 
 /// Frames the flood queues per doorbell.
 const FLOOD_BATCH: usize = 64;

@@ -5,6 +5,7 @@
 //! It also knows its seed's own figure and how to say, from the summaries, whether the
 //! seed's claim holds here ([`Experiment::verdict`]).
 
+mod latency;
 mod load;
 mod netchannel_cpu;
 
@@ -42,7 +43,7 @@ pub trait Experiment: Sync {
 
 /// Every experiment, in the order a full run takes them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&netchannel_cpu::NetchannelCpu]
+    vec![&netchannel_cpu::NetchannelCpu, &latency::Latency]
 }
 
 /// The experiment called `name`.

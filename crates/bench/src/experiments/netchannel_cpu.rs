@@ -170,7 +170,9 @@ impl Experiment for NetchannelCpu {
             }
         }
         if sut_ratios.is_empty() {
-            out.push("No 128-byte case has both kernel and ulnet (sleep) figures: no verdict.".into());
+            out.push(
+                "No 128-byte case has both kernel and ulnet (sleep) figures: no verdict.".into(),
+            );
             return out;
         }
         let holds = |v: &[f64]| v.iter().all(|r| *r >= 2.0);
@@ -205,14 +207,26 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration) {
     };
     let mut k = common("epoll_wait between 1 ms slices and for readiness");
     k.push(("api", "non-blocking socket, epoll + send/recv".into()));
-    ctx.system(KERNEL, "kernel, epoll (offloads off)", SystemKind::Kernel, false, &k);
+    ctx.system(
+        KERNEL,
+        "kernel, epoll (offloads off)",
+        SystemKind::Kernel,
+        false,
+        &k,
+    );
     let mut u = common("sleep (poll(2) when idle); app thread sleeps between slices");
     u.push((
         "api",
         "ulnet::net::TcpStream, blocking write/read (public socket API)".into(),
     ));
     u.push(("channel", "xdp".into()));
-    ctx.system(ULNET_SLEEP, "ulnet, AF_XDP, sleeping", SystemKind::Ulnet, false, &u);
+    ctx.system(
+        ULNET_SLEEP,
+        "ulnet, AF_XDP, sleeping",
+        SystemKind::Ulnet,
+        false,
+        &u,
+    );
     let mut b = common("busy-poll (runtime thread spins on the SUT core)");
     b.push((
         "api",
@@ -281,7 +295,9 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed, ncases: usize, window: Duration) -> i
     ctx.note("ulnet-busy spins its runtime thread on the SUT core by design (sut_cores near 1): it is in the table for completeness; the verdict compares ulnet-sleep with the kernel.");
     ctx.note("On veth the sender's core does the receiver's kernel work, so the per-process SUT figure moves kernel work between SUT and peer; machine_busy_cores counts both ends.");
     if ncases < CASES.len() {
-        ctx.note("This profile runs only the 128-byte cases (the seed's); default and full add 4 KiB.");
+        ctx.note(
+            "This profile runs only the 128-byte cases (the seed's); default and full add 4 KiB.",
+        );
     }
     ctx.note("Windows are shorter than the issue's 5 s in default (1.8 s) so the whole experiment fits its 90 s budget; full uses 5 s.");
     let mut port = BASE_PORT;
@@ -312,7 +328,11 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed, ncases: usize, window: Duration) -> i
             }?;
             if let Some(r) = m.get("achieved_mbps") {
                 if (r - 100.0).abs() > 3.0 {
-                    slow.push(format!("{} / {sys} / round {}: {r:.1} Mb/s", c.id, round + 1));
+                    slow.push(format!(
+                        "{} / {sys} / round {}: {r:.1} Mb/s",
+                        c.id,
+                        round + 1
+                    ));
                 }
             }
             Ok(m)
@@ -767,7 +787,10 @@ mod tests {
         // 100 Mb/s = 12.5 MB/s: 12 500 bytes per ms, rounded up to whole writes.
         assert_eq!(due_bytes(Duration::ZERO, RATE_BPS, 128), 0);
         assert_eq!(due_bytes(Duration::from_millis(1), RATE_BPS, 128), 98 * 128);
-        assert_eq!(due_bytes(Duration::from_secs(1), RATE_BPS, 4096), 3052 * 4096);
+        assert_eq!(
+            due_bytes(Duration::from_secs(1), RATE_BPS, 4096),
+            3052 * 4096
+        );
         assert_eq!(
             next_slice(Duration::from_micros(2500), SLICE),
             Duration::from_millis(3)

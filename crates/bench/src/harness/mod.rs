@@ -112,7 +112,13 @@ pub struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// A context for experiment `name` of seed `seed`.
-    pub fn new(plan: &'a Plan, progress: &'a Progress, name: &str, seed: &str, title: &str) -> Self {
+    pub fn new(
+        plan: &'a Plan,
+        progress: &'a Progress,
+        name: &str,
+        seed: &str,
+        title: &str,
+    ) -> Self {
         Ctx {
             plan,
             progress,
@@ -193,7 +199,8 @@ impl<'a> Ctx<'a> {
 
     /// Shows what is being measured now.
     pub fn status(&self, msg: impl Into<String>) {
-        self.progress.status(&format!("{}: {}", self.result.name, msg.into()));
+        self.progress
+            .status(&format!("{}: {}", self.result.name, msg.into()));
     }
 
     /// Records one round and prints a line for it.
@@ -202,7 +209,9 @@ impl<'a> Ctx<'a> {
             "{:<15} {:<28} {:<26} round {}  {}",
             self.result.name,
             self.result.case(case).map_or(case, |c| c.label.as_str()),
-            self.result.system(system).map_or(system, |s| s.label.as_str()),
+            self.result
+                .system(system)
+                .map_or(system, |s| s.label.as_str()),
             round + 1,
             headline(&metrics)
         );

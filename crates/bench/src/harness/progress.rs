@@ -39,7 +39,8 @@ impl Progress {
         );
         overall.set_prefix("ulnet bench");
         let current = mp.add(ProgressBar::new_spinner());
-        current.set_style(ProgressStyle::with_template("  {spinner} {msg}").expect("valid template"));
+        current
+            .set_style(ProgressStyle::with_template("  {spinner} {msg}").expect("valid template"));
         if visible {
             current.enable_steady_tick(Duration::from_millis(200));
         }

@@ -98,9 +98,9 @@ pub fn meta() -> Meta {
             _ => "not invariant".into(),
         },
     );
-    if let Ok(cs) = std::fs::read_to_string(
-        "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-    ) {
+    if let Ok(cs) =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+    {
         extra.insert("clocksource".into(), cs.trim().to_owned());
     }
     if let Some(mhz) = cpuinfo("cpu MHz") {

@@ -24,7 +24,10 @@ fn seed_html(md: &str) -> String {
         let t = line.trim();
         if t.starts_with('|') {
             let cells: Vec<&str> = t.trim_matches('|').split('|').map(str::trim).collect();
-            if cells.iter().all(|c| c.chars().all(|ch| ch == '-' || ch == ':')) {
+            if cells
+                .iter()
+                .all(|c| c.chars().all(|ch| ch == '-' || ch == ':'))
+            {
                 continue;
             }
             if !in_table {
@@ -56,7 +59,8 @@ fn seed_html(md: &str) -> String {
     out
 }
 
-const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+const STYLE: &str =
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:0.9em}
 th,td{border:1px solid #bbb;padding:3px 8px;text-align:right}
 th{background:#eee}td:first-child,th:first-child{text-align:left}
@@ -73,7 +77,10 @@ pub fn render(results: &Results, plots: &[Drawn]) -> String {
     );
     for (k, v) in [
         ("started", format!("{} ({:.0} s)", m.started, m.elapsed_s)),
-        ("profile", format!("{}, {} rounds per system", m.profile, m.rounds)),
+        (
+            "profile",
+            format!("{}, {} rounds per system", m.profile, m.rounds),
+        ),
         ("commit", m.commit.clone()),
         ("kernel", m.kernel.clone()),
         ("CPU", format!("{} ({} cores)", m.cpu_model, m.cores)),

@@ -204,10 +204,7 @@ impl PlotData {
                     label,
                     colour: COLOURS[i % COLOURS.len()],
                     points: points(id, &p.y.key),
-                    points2: p
-                        .y2
-                        .as_ref()
-                        .map_or_else(Vec::new, |m| points(id, &m.key)),
+                    points2: p.y2.as_ref().map_or_else(Vec::new, |m| points(id, &m.key)),
                 }
             })
             .filter(|s| !s.points.is_empty() || !s.points2.is_empty())
