@@ -284,6 +284,7 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     ctx.param("sockperf_seconds", sp_secs);
     ctx.note("The server (system under test) runs on CPU 1 in namespace A, the client on CPU 0 in namespace B; ulnet's client-side stack is built with its runtime thread pinned to CPU 0.");
     ctx.note("ulnet-busy: on 2 cores, two busy-polling runtime threads and the two application threads (blocked in ulnet's socket calls) share the cores, so each wake-up of an application thread competes with a spinning loop; measured anyway.");
+    ctx.note("Spinning and busy-poll figures need their cores to themselves: any other runnable task on either core (other work on the machine) time-slices the spinners and puts scheduler ticks (ms) into the RTT; machine_busy_cores shows how loaded the machine was in each round.");
     ctx.note("Every measurement is bounded by time or round trips (the issue's default ~3 s / 50,000 is cut to 1.5 s / 50,000 so the experiment fits its 90 s budget).");
     if sp_secs == 0 {
         ctx.note("sockperf is skipped in this profile (its client needs ≥ 1 s plus 0.4 s warm-up); default and full run it.");
