@@ -15,7 +15,7 @@ use ulnet::wire::checksum;
 use ulnet::wire::IpProtocol;
 
 use crate::cpu::thread_cpu_time;
-use crate::harness::{io_err, pin, LOAD_CPU, SUT_CPU};
+use crate::harness::{io_err, pin, LOAD_CPU};
 
 /// Frames the flood queues per doorbell.
 const FLOOD_BATCH: usize = 64;
@@ -133,54 +133,6 @@ fn udp_frame(f: &Flood) -> Vec<u8> {
     b
 }
 
-/// Floods `f` for `duration` from an AF_XDP socket on the generator's interface (about
-/// 1 Mpps of transmit here, several times a kernel UDP socket, so the receiver rather
-/// than the generator is what saturates). Whatever comes back to the generator's address
-/// (the echoes) is steered to the same socket and dropped there, unread by the kernel.
-pub(crate) fn xdp_flood(f: Flood, duration: Duration) -> io::Result<JoinHandle<io::Result<Done>>> {
-    let mut o = XdpOptions::new(&f.ifname);
-    o.netns = Some(f.ns.clone());
-    o.addresses = vec![IpAddr::V4(f.ips.0)];
-    // The previous round's socket on this queue may still be releasing (see
-    // `open_runtime`).
-    let mut tries = 0;
-    let mut ch = loop {
-        match XdpChannel::open(&o) {
-            Err(e) if e.source.raw_os_error() == Some(libc_ebusy()) && tries < 50 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(40));
-            }
-            r => break r.map_err(io_err)?,
-        }
-    };
-    let frame = udp_frame(&f);
-    Ok(std::thread::spawn(move || {
-        pin(LOAD_CPU)?;
-        let cpu0 = thread_cpu_time();
-        let start = Instant::now();
-        let mut count = 0u64;
-        while start.elapsed() < duration {
-            for _ in 0..FLOOD_BATCH {
-                let tx = ch.tx();
-                if tx
-                    .send(frame.len(), &mut |b| b.copy_from_slice(&frame))
-                    .is_err()
-                {
-                    break;
-                }
-                count += 1;
-            }
-            ch.tx().flush().map_err(io_err)?;
-            ch.rx_batch(FLOOD_BATCH, &mut |_, _| {}).map_err(io_err)?;
-        }
-        Ok(Done {
-            count,
-            elapsed: start.elapsed(),
-            cpu: thread_cpu_time() - cpu0,
-        })
-    }))
-}
-
 /// Connects to `to`, sends `bytes` of the pattern, shuts down its sending side and
 /// waits for the receiver to close.
 pub(crate) fn tcp_send(
@@ -228,40 +180,6 @@ pub(crate) struct Received {
     pub pattern_ok: bool,
 }
 
-/// A kernel TCP receiver on `at` for one connection: reads everything (checking the
-/// pattern, as ulnet's discard service does) and closes at EOF.
-pub(crate) fn tcp_sink(ns: &str, at: SocketAddr) -> io::Result<JoinHandle<io::Result<Received>>> {
-    in_ns(
-        ns,
-        SUT_CPU,
-        move || TcpListener::bind(at),
-        move |l| {
-            let (mut s, _) = l.accept()?;
-            s.set_read_timeout(Some(TRANSFER_LIMIT))?;
-            let mut buf = vec![0u8; 64 * 1024];
-            let cpu0 = thread_cpu_time();
-            let start = Instant::now();
-            let (mut off, mut ok) = (0u64, true);
-            loop {
-                let n = s.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                ok &= pattern::matches(off, &buf[..n]);
-                off += n as u64;
-            }
-            Ok(Received {
-                done: Done {
-                    count: off,
-                    elapsed: start.elapsed(),
-                    cpu: thread_cpu_time() - cpu0,
-                },
-                pattern_ok: ok,
-            })
-        },
-    )
-}
-
 /// Like [`tcp_send`], but on a thread pinned to `cpu`: the system under test's core when
 /// the kernel's own sender is what is measured (a kernel socket sending from namespace A).
 pub(crate) fn tcp_send_on(
@@ -300,8 +218,9 @@ pub(crate) fn tcp_send_on(
     )
 }
 
-/// Like [`tcp_sink`], but on a thread pinned to `cpu` (the load core when the kernel
-/// receiver is the peer, not the system under test), with the accept bounded (10 s) and
+/// A kernel TCP receiver on `at` for one connection, on a thread pinned to `cpu` (the
+/// load core when the kernel receiver is the peer, not the system under test): reads
+/// everything, checking the pattern, and closes at EOF; with the accept bounded (10 s) and
 /// the reads bounded by an idle timeout (20 s), calling `observe(&mut state, n)` after
 /// every read of `n` bytes (e.g. to timestamp the arrival); hands `state` back at the end.
 pub(crate) fn tcp_sink_with<S, F>(
@@ -371,7 +290,7 @@ where
 }
 
 /// One Ethernet/IPv4/UDP frame as `f` describes it, checksums filled in (what
-/// [`xdp_flood`] sends), for experiments that transmit frames of their own.
+/// [`xdp_flood_paced`] sends), for experiments that transmit frames of their own.
 pub(crate) fn flood_frame(f: &Flood) -> Vec<u8> {
     udp_frame(f)
 }
@@ -396,7 +315,8 @@ pub(crate) fn paced_due(rate_pps: u64, elapsed: Duration) -> u64 {
     }
 }
 
-/// Like [`xdp_flood`], paced to `rate_pps` frames per second (0: as fast as it can),
+/// Floods `f` for `duration` from an AF_XDP socket on the generator's interface, paced
+/// to `rate_pps` frames per second (0: as fast as it can),
 /// for at most `duration` and at most `max_count` frames. Pacing is per batch against
 /// the clock: a batch goes out when the frames due by now exceed those sent, so a late
 /// batch is made up at once and the average holds even when the thread is preempted.

@@ -8,7 +8,9 @@
 mod doorbell;
 mod hurd_tcp;
 mod hurd_udp;
+mod latency;
 mod load;
+mod netchannel_cpu;
 mod raw;
 
 use std::time::Duration;
@@ -49,6 +51,8 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &hurd_tcp::HurdTcp,
         &hurd_udp::HurdUdp,
         &doorbell::Doorbell,
+        &netchannel_cpu::NetchannelCpu,
+        &latency::Latency,
         &raw::Raw,
     ]
 }
