@@ -153,8 +153,8 @@ impl Experiment for NetchannelCpu {
     }
     fn verdict(&self, _r: &ExperimentResult, s: &Summary) -> Vec<String> {
         let mut out = Vec::new();
-        let mut sut_ratios = Vec::new();
-        let mut mach_ratios = Vec::new();
+        // (case, SUT ratio, machine ratio) of the 128-byte cases measured.
+        let mut small = Vec::new();
         for c in &CASES {
             let sut = s.ratio(c.id, KERNEL, ULNET_SLEEP, "sut_cores");
             let mach = s.ratio(c.id, KERNEL, ULNET_SLEEP, "machine_busy_cores");
@@ -164,12 +164,11 @@ impl Experiment for NetchannelCpu {
                     c.label
                 ));
                 if c.size == 128 {
-                    sut_ratios.push(a);
-                    mach_ratios.push(b);
+                    small.push((c, a, b));
                 }
             }
         }
-        if sut_ratios.is_empty() {
+        if small.is_empty() {
             out.push(
                 "No 128-byte case has both kernel and ulnet (sleep) figures: no verdict.".into(),
             );
@@ -184,11 +183,9 @@ impl Experiment for NetchannelCpu {
                 "does not hold (not cheaper)"
             }
         };
-        let per_case: Vec<String> = sut_ratios
+        let per_case: Vec<String> = small
             .iter()
-            .zip(&mach_ratios)
-            .zip(CASES.iter().filter(|c| c.size == 128))
-            .map(|((a, b), c)| {
+            .map(|(c, a, b)| {
                 format!(
                     "{}: {} for the SUT ({a:.2}x), {} machine-wide ({b:.2}x)",
                     c.id,

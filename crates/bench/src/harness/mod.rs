@@ -380,14 +380,43 @@ impl CpuUse {
     }
 }
 
+/// The CPUs the machine has online (not the calling thread's affinity, which pinning
+/// narrows: `available_parallelism` reports the latter, so after one pin it would hide
+/// every other CPU).
+pub fn online_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-1` or `0,2-3`; `None` if malformed.
+fn parse_cpu_list(s: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in s.split(',') {
+        n += match part.split_once('-') {
+            Some((a, b)) => {
+                b.parse::<usize>()
+                    .ok()?
+                    .checked_sub(a.parse::<usize>().ok()?)?
+                    + 1
+            }
+            None => {
+                part.parse::<usize>().ok()?;
+                1
+            }
+        };
+    }
+    (n > 0).then_some(n)
+}
+
 /// Pins the calling thread to `cpu` if the machine has it (a one-CPU machine runs
 /// unpinned). Threads it spawns afterwards inherit the mask.
 ///
 /// # Errors
 /// sched_setaffinity failed.
 pub fn pin(cpu: usize) -> io::Result<()> {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpu >= cpus {
+    if cpu >= online_cpus() {
         return Ok(());
     }
     let mut set = rustix::thread::CpuSet::new();
@@ -417,7 +446,7 @@ pub fn pin_load() -> io::Result<()> {
 /// # Errors
 /// As [`pin`].
 pub fn unpin() -> io::Result<()> {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = online_cpus();
     let mut set = rustix::thread::CpuSet::new();
     for c in 0..cpus.min(rustix::thread::CpuSet::MAX_CPU) {
         set.set(c);
@@ -428,7 +457,7 @@ pub fn unpin() -> io::Result<()> {
 
 /// The pinning, in words, for the report.
 pub fn pinning_text() -> String {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = online_cpus();
     if cpus < 2 {
         "one CPU: generator and system under test share it (unpinned)".into()
     } else {
@@ -441,4 +470,37 @@ pub fn pinning_text() -> String {
 /// Turns any error into an `io::Error` with its message.
 pub fn io_err(e: impl fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-1"), Some(2));
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("0,2-3"), Some(3));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    /// The regression: after pinning to one CPU, pinning to another must still work
+    /// (it silently did nothing when the CPU count came from the thread's own mask).
+    #[test]
+    fn pinning_moves_between_cpus() {
+        if online_cpus() < 2 {
+            return;
+        }
+        std::thread::spawn(|| {
+            pin(LOAD_CPU).unwrap();
+            pin(SUT_CPU).unwrap();
+            let set = rustix::thread::sched_getaffinity(None).unwrap();
+            assert!(set.is_set(SUT_CPU) && !set.is_set(LOAD_CPU));
+            unpin().unwrap();
+            let set = rustix::thread::sched_getaffinity(None).unwrap();
+            assert!(set.is_set(SUT_CPU) && set.is_set(LOAD_CPU));
+        })
+        .join()
+        .unwrap();
+    }
 }

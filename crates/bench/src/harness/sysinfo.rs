@@ -112,7 +112,7 @@ pub fn meta() -> Meta {
         commit: commit(),
         kernel: kernel(),
         cpu_model: cpuinfo("model name").unwrap_or_else(|| "unknown".into()),
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        cores: super::online_cpus() as u32,
         pinning: super::pinning_text(),
         extra,
         ..Meta::default()
