@@ -93,6 +93,35 @@ impl CpuTimes {
     }
 }
 
+/// Every process's CPU time (user + system, its threads dead or alive), by pid, from
+/// each `/proc/<pid>/stat`. Unlike `/proc/stat`, whose split by state is sampled at each
+/// timer tick on a kernel with tick-based accounting (`CONFIG_TICK_CPU_ACCOUNTING`, as
+/// here), these totals are scaled to the scheduler's precise run time, so work that wakes
+/// and sleeps in step with the tick is not missed. Processes that vanish while it reads
+/// are skipped.
+///
+/// # Errors
+/// [`Error::Io`] if `/proc` cannot be listed.
+pub fn all_processes() -> Result<std::collections::BTreeMap<u32, Duration>> {
+    let hz = clock_ticks();
+    let mut out = std::collections::BTreeMap::new();
+    let dir = std::fs::read_dir("/proc").map_err(|e| Error::Io {
+        path: "/proc".into(),
+        source: e,
+    })?;
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            if let Some(t) = parse_pid_stat(&text, hz) {
+                out.insert(pid, t.total());
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// utime and stime are fields 14 and 15 of proc(5)'s stat line. The command name (field 2)
 /// is parenthesised and may itself contain spaces and parentheses, so count from the last
 /// `)`.

@@ -313,6 +313,7 @@ fn short(v: f64) -> String {
 #[derive(Debug)]
 pub struct Window {
     start: CpuSample,
+    tasks: BTreeMap<u32, Duration>,
 }
 
 /// What a [`Window`] measured.
@@ -322,6 +323,10 @@ pub struct CpuUse {
     pub delta: CpuDelta,
     /// CPU seconds of the system under test (process minus load threads).
     pub sut_s: f64,
+    /// CPU seconds of every process on the machine, from their precise run times (see
+    /// [`crate::cpu::all_processes`]); the `/proc/stat` figures in `delta` are sampled at
+    /// the timer tick and miss work that runs between ticks.
+    pub tasks_s: f64,
 }
 
 impl Window {
@@ -330,8 +335,10 @@ impl Window {
     /// # Errors
     /// /proc could not be read.
     pub fn start() -> io::Result<Window> {
+        let tasks = crate::cpu::all_processes().map_err(io::Error::other)?;
         Ok(Window {
             start: CpuSample::now().map_err(io::Error::other)?,
+            tasks,
         })
     }
 
@@ -342,8 +349,19 @@ impl Window {
     /// /proc could not be read.
     pub fn finish(self, load_cpu: Duration) -> io::Result<CpuUse> {
         let delta = self.start.elapsed().map_err(io::Error::other)?;
+        let end = crate::cpu::all_processes().map_err(io::Error::other)?;
+        // A process that started inside the window counts whole; one that ended inside it
+        // is lost (its time went to its parent's reaped-children total).
+        let tasks: Duration = end
+            .iter()
+            .map(|(pid, t)| t.saturating_sub(self.tasks.get(pid).copied().unwrap_or_default()))
+            .sum();
         let sut_s = (delta.process_cpu.as_secs_f64() - load_cpu.as_secs_f64()).max(0.0);
-        Ok(CpuUse { delta, sut_s })
+        Ok(CpuUse {
+            delta,
+            sut_s,
+            tasks_s: tasks.as_secs_f64(),
+        })
     }
 }
 
@@ -351,7 +369,8 @@ impl CpuUse {
     /// The standard CPU metrics of a window, per GB of `bytes` and per packet of
     /// `packets` where given: `wall_s`, `machine_{user,sys,softirq,busy}_s`,
     /// `machine_busy_cores`, `sut_s`, `sut_cores`, `machine_s_per_gb`, `sut_s_per_gb`,
-    /// `machine_ns_per_pkt`, `sut_ns_per_pkt`.
+    /// `machine_ns_per_pkt`, `sut_ns_per_pkt`, and the precise machine-wide task time
+    /// `tasks_s`, `tasks_cores`, `tasks_s_per_gb`, `tasks_ns_per_pkt`.
     pub fn metrics(&self, bytes: Option<u64>, packets: Option<u64>) -> Metrics {
         let d = &self.delta;
         let wall = d.wall.as_secs_f64();
@@ -363,18 +382,22 @@ impl CpuUse {
         m.insert("machine_softirq_s".into(), d.system.softirq.as_secs_f64());
         m.insert("machine_busy_s".into(), busy);
         m.insert("sut_s".into(), self.sut_s);
+        m.insert("tasks_s".into(), self.tasks_s);
         if wall > 0.0 {
             m.insert("machine_busy_cores".into(), busy / wall);
             m.insert("sut_cores".into(), self.sut_s / wall);
+            m.insert("tasks_cores".into(), self.tasks_s / wall);
         }
         if let Some(b) = bytes.filter(|b| *b > 0) {
             let gb = b as f64 / 1e9;
             m.insert("machine_s_per_gb".into(), busy / gb);
             m.insert("sut_s_per_gb".into(), self.sut_s / gb);
+            m.insert("tasks_s_per_gb".into(), self.tasks_s / gb);
         }
         if let Some(p) = packets.filter(|p| *p > 0) {
             m.insert("machine_ns_per_pkt".into(), busy * 1e9 / p as f64);
             m.insert("sut_ns_per_pkt".into(), self.sut_s * 1e9 / p as f64);
+            m.insert("tasks_ns_per_pkt".into(), self.tasks_s * 1e9 / p as f64);
         }
         m
     }
