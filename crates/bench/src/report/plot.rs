@@ -233,6 +233,22 @@ impl PlotData {
     }
 }
 
+/// An axis label: large values with a k/M suffix, small ones with a few digits.
+fn axis_number(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", v / 1e3)
+    } else if a >= 100.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
 fn e2s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
@@ -290,6 +306,7 @@ fn draw_lines<DB: DrawingBackend>(
         .x_desc(p.x_label.as_str())
         .y_desc(p.y.label.as_str())
         .x_label_formatter(&xfmt)
+        .y_label_formatter(&|v| axis_number(*v))
         .draw()
         .map_err(e2s)?;
     if let Some(y2) = &p.y2 {
@@ -347,7 +364,8 @@ fn draw_bars<DB: DrawingBackend>(
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..n, 0f64..d.y_max(false))
+        // Headroom above the tallest bar for the legend.
+        .build_cartesian_2d(0f64..n, 0f64..d.y_max(false) * 1.3)
         .map_err(e2s)?;
     chart
         .configure_mesh()
@@ -355,6 +373,7 @@ fn draw_bars<DB: DrawingBackend>(
         .x_labels(0)
         .x_desc(p.x_label.as_str())
         .y_desc(p.y.label.as_str())
+        .y_label_formatter(&|v| axis_number(*v))
         .draw()
         .map_err(e2s)?;
     let width = 0.8 / k;
