@@ -86,9 +86,10 @@ const ULNET_XDP: &str = "ulnet-xdp";
 const ULNET_PACKET: &str = "ulnet-packet";
 const ULNET_TAP: &str = "ulnet-tap";
 const ULNET_ENGINE: &str = "ulnet-xdp-engine";
+const IPERF3: &str = "iperf3-kernel";
 
 /// Every system, in alternation order (kernel, ulnet, kernel, ulnet, ...).
-const SYSTEMS: [Sys; 6] = [
+const SYSTEMS: [Sys; 7] = [
     Sys {
         id: KERNEL_NOOFF,
         label: "kernel, offloads off",
@@ -123,6 +124,13 @@ const SYSTEMS: [Sys; 6] = [
         kind: SystemKind::Ulnet,
         engine_only: false,
         backend: Some(Backend::Tap),
+    },
+    Sys {
+        id: IPERF3,
+        label: "iperf3, kernel both ends, offloads off (cross-check)",
+        kind: SystemKind::Kernel,
+        engine_only: false,
+        backend: None,
     },
     Sys {
         id: ULNET_ENGINE,
@@ -185,6 +193,7 @@ fn cases(plan: &Plan) -> Vec<CaseSpec> {
             ULNET_PACKET,
             ULNET_TAP,
             ULNET_ENGINE,
+            IPERF3,
         ]
     };
     let tx_1500: &[&str] = if smoke {
@@ -613,6 +622,104 @@ fn kernel_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
     finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
 }
 
+/// The cross-check by a tool no one here wrote: `iperf3 -c` in B (load core) sends
+/// `bytes` to `iperf3 -s` in A (SUT core), kernel both ends, 100 ms report intervals.
+/// Its own figures are recorded: the receiver's average, the fullest 100 ms interval as
+/// the peak, and its server's CPU (as the system under test's); the machine's CPU from
+/// the window as for every row. iperf3 checks no bytes.
+fn iperf3_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
+    let (a, b) = (tb.a(), tb.b());
+    let (ip, port) = (a.ip.to_string(), port.to_string());
+    let _server = a
+        .spawn(
+            "taskset",
+            ["-c", "1", "iperf3", "-s", "-1", "-B", &ip, "-p", &port],
+        )
+        .map_err(io_err)?;
+    let w = Window::start()?;
+    let mut tries = 0;
+    let out = loop {
+        let o = b
+            .output(
+                "taskset",
+                [
+                    "-c",
+                    "0",
+                    "iperf3",
+                    "-c",
+                    &ip,
+                    "-p",
+                    &port,
+                    "-n",
+                    &bytes.to_string(),
+                    "-i",
+                    "0.1",
+                    "-J",
+                ],
+            )
+            .map_err(io_err)?;
+        // The server may not be listening yet: iperf3 exits at once with an error.
+        if o.status.success() || tries >= 20 {
+            break o;
+        }
+        tries += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let cpu = w.finish(Duration::ZERO)?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "iperf3 client failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .find(|l| l.contains("\"error\""))
+                .unwrap_or("(no error in its output)")
+        )));
+    }
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(io_err)?;
+    let f = iperf3_figures(&j).ok_or_else(|| io_err("iperf3's JSON lacks its end summary"))?;
+    let mut m = cpu.metrics(Some(f.bytes), None);
+    let secs = f.bytes as f64 * 8.0 / f.bps;
+    m.insert("goodput_gbps".into(), f.bps / 1e9);
+    m.insert("avg_mbytes_s".into(), f.bps / 8.0 / 1e6);
+    m.insert("peak_gbps".into(), f.peak_bps / 1e9);
+    m.insert("peak_mbytes_s".into(), f.peak_bps / 8.0 / 1e6);
+    m.insert("transfer_s".into(), secs);
+    // iperf3's own CPU figure for its server, the receiving system under test.
+    let sut_s = f.server_cpu_pct / 100.0 * secs;
+    m.insert("sut_s".into(), sut_s);
+    m.insert("sut_s_per_gb".into(), sut_s / (f.bytes as f64 / 1e9));
+    Ok(m)
+}
+
+/// What iperf3 -J reports of a transfer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Iperf3 {
+    /// Bytes the receiver got.
+    bytes: u64,
+    /// The receiver's average, bits per second.
+    bps: f64,
+    /// The fullest report interval, bits per second.
+    peak_bps: f64,
+    /// The server's (receiver's) CPU, percent of one core over the test.
+    server_cpu_pct: f64,
+}
+
+fn iperf3_figures(j: &serde_json::Value) -> Option<Iperf3> {
+    let end = &j["end"];
+    let recv = &end["sum_received"];
+    let peak_bps = j["intervals"]
+        .as_array()?
+        .iter()
+        .filter_map(|i| i["sum"]["bits_per_second"].as_f64())
+        .fold(0.0, f64::max);
+    Some(Iperf3 {
+        bytes: recv["bytes"].as_u64()?,
+        bps: recv["bits_per_second"].as_f64()?,
+        peak_bps,
+        server_cpu_pct: end["cpu_utilization_percent"]["remote_total"].as_f64()?,
+    })
+}
+
 /// The kernel's socket in A sends (the system under test) to the peer in B.
 fn kernel_tx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
     let at = SocketAddr::new(tb.b().ip, port);
@@ -809,6 +916,14 @@ fn declare_systems(ctx: &mut Ctx<'_>, used: &[&'static str], cc: &str) {
                     "off at both veth ends".into(),
                 ),
             ],
+            IPERF3 => vec![
+                (
+                    "API",
+                    "iperf3 3.x: `iperf3 -s -1` in A (taskset -c 1), `iperf3 -c -n BYTES -i 0.1 -J` in B (taskset -c 0); its own figures: receiver average, fullest 100 ms interval, server CPU".into(),
+                ),
+                ("offloads", "off at both veth ends, as the kernel offloads-off row".into()),
+                ("purpose", "an independent check of the kernel offloads-off row's rate, by a tool no one here wrote".into()),
+            ],
             _ => ulnet_setup(s.backend.expect("ulnet rows have a backend")),
         };
         ctx.system(s.id, s.label, s.kind, s.engine_only, &setup);
@@ -841,6 +956,9 @@ fn run_mtu(ctx: &mut Ctx<'_>, mtu: u32, specs: &[CaseSpec], port: &mut u16) -> i
             let s = sys(id);
             let kernel_default = id == KERNEL_DEFAULT;
             set_offloads(&tb, kernel_default)?;
+            if id == IPERF3 {
+                return iperf3_rx(&tb, port, spec.bytes);
+            }
             if s.kind == SystemKind::Kernel {
                 learnt.borrow_mut().insert(
                     (s.id, format!("offloads read back, MTU {mtu}")),
@@ -905,6 +1023,7 @@ impl Experiment for HurdTcp {
                 // 1.4-3.5 Gb/s, ulnet 0.7-1.3 Gb/s): pessimistic, so the estimate holds.
                 let (gbps, fixed) = match *id {
                     KERNEL_NOOFF | KERNEL_DEFAULT => (2.0, 0.15),
+                    IPERF3 => (2.0, 0.6),
                     ULNET_TAP | ULNET_PACKET => (0.8, 0.5),
                     ULNET_ENGINE => (0.6, 0.5),
                     _ => (1.0, 0.5),
@@ -916,7 +1035,7 @@ impl Experiment for HurdTcp {
     }
 
     fn tools(&self) -> &'static [&'static str] {
-        &["ip", "ethtool", "sysctl"]
+        &["ip", "ethtool", "sysctl", "iperf3", "taskset"]
     }
 
     fn run(&self, ctx: &mut Ctx<'_>) -> io::Result<()> {
@@ -1146,6 +1265,26 @@ mod tests {
             RateWindows::new(Duration::from_millis(100)).rates().avg_bps,
             0.0
         );
+    }
+
+    #[test]
+    fn iperf3_json_is_read() {
+        let j: serde_json::Value = serde_json::from_str(
+            r#"{"intervals":[{"sum":{"bits_per_second":4e9}},{"sum":{"bits_per_second":6e9}}],
+                "end":{"sum_received":{"bytes":100000000,"bits_per_second":5e9},
+                       "cpu_utilization_percent":{"host_total":80.0,"remote_total":55.5}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            iperf3_figures(&j),
+            Some(Iperf3 {
+                bytes: 100_000_000,
+                bps: 5e9,
+                peak_bps: 6e9,
+                server_cpu_pct: 55.5
+            })
+        );
+        assert_eq!(iperf3_figures(&serde_json::json!({})), None);
     }
 
     #[test]
