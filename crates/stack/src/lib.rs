@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod iface;
+pub mod ports;
 pub mod socket;
 pub mod storage;
 pub mod tcp;

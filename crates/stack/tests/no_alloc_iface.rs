@@ -100,14 +100,19 @@ fn steady_udp_echo_allocates_nothing() {
     let mut now = Instant::from_secs(1);
     let mut round =
         |now: Instant, a: &mut Interface, b: &mut Interface, ab: &mut Link, ba: &mut Link| {
-            a.sockets_mut().udp_mut(ha).send_to(&msg, sa(2, 7)).unwrap();
+            a.sockets_mut()
+                .udp_mut(ha)
+                .unwrap()
+                .send_to(&msg, sa(2, 7))
+                .unwrap();
             a.egress(now, ab);
             // Enough passes for ARP both ways during warm-up.
             for _ in 0..3 {
                 deliver(now, ab, b, ba);
-                while let Ok((n, meta)) = b.sockets_mut().udp_mut(hb).recv_from(&mut buf) {
+                while let Ok((n, meta)) = b.sockets_mut().udp_mut(hb).unwrap().recv_from(&mut buf) {
                     b.sockets_mut()
                         .udp_mut(hb)
+                        .unwrap()
                         .send_to(&buf[..n], meta.peer)
                         .unwrap();
                 }
@@ -116,7 +121,7 @@ fn steady_udp_echo_allocates_nothing() {
                 a.egress(now, ab);
             }
             let mut echoed = 0;
-            while let Ok((n, _)) = a.sockets_mut().udp_mut(ha).recv_from(&mut buf) {
+            while let Ok((n, _)) = a.sockets_mut().udp_mut(ha).unwrap().recv_from(&mut buf) {
                 assert_eq!(n, 1000);
                 echoed += 1;
             }

@@ -63,6 +63,7 @@ fn resolves_expires_and_resolves_again() {
         sim.iface(0)
             .sockets_mut()
             .udp_mut(tx)
+            .unwrap()
             .send_to(b"ping", sa(2, 2000))
             .unwrap();
         sim.run_for(Duration::from_millis(10));
@@ -70,6 +71,7 @@ fn resolves_expires_and_resolves_again() {
             sim.iface(1)
                 .sockets_mut()
                 .udp_mut(rx)
+                .unwrap()
                 .recv_from(&mut buf)
                 .unwrap()
                 .0,
@@ -102,6 +104,7 @@ fn pending_queue_is_bounded_and_dropped_on_failure() {
         sim.iface(0)
             .sockets_mut()
             .udp_mut(tx)
+            .unwrap()
             .send_to(&[k; 100], sa(99, 9))
             .unwrap();
         sent += 1;
@@ -140,6 +143,7 @@ fn queued_packets_leave_in_order_once_answered() {
         sim.iface(0)
             .sockets_mut()
             .udp_mut(tx)
+            .unwrap()
             .send_to(&[k; 10], sa(2, 9))
             .unwrap();
     }
@@ -202,6 +206,7 @@ fn static_entries_skip_arp() {
     sim.iface(0)
         .sockets_mut()
         .udp_mut(tx)
+        .unwrap()
         .send_to(b"x", sa(2, 9))
         .unwrap();
     sim.run_for(Duration::from_secs(100));

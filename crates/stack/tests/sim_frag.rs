@@ -33,7 +33,13 @@ fn data(len: usize) -> Vec<u8> {
 fn recv_all(sim: &mut Sim, h: UdpHandle) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 65536];
-    while let Ok((n, _)) = sim.iface(0).sockets_mut().udp_mut(h).recv_from(&mut buf) {
+    while let Ok((n, _)) = sim
+        .iface(0)
+        .sockets_mut()
+        .udp_mut(h)
+        .unwrap()
+        .recv_from(&mut buf)
+    {
         out.push(buf[..n].to_vec());
     }
     out

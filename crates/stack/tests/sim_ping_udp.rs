@@ -54,6 +54,7 @@ fn ping_and_udp_over_lossy_wire() {
             sim.iface(i)
                 .sockets_mut()
                 .icmp_mut(h)
+                .unwrap()
                 .send_echo(peer, seq, &pattern(seq as u8, 56))
                 .unwrap();
         }
@@ -61,24 +62,37 @@ fn ping_and_udp_over_lossy_wire() {
         sim.iface(0)
             .sockets_mut()
             .udp_mut(client)
+            .unwrap()
             .send_to(&msg, sa(2, 7))
             .unwrap();
         let end = sim.now() + Duration::from_millis(200);
         sim.run_until(end, |sim| {
             // The echo server answers what it got.
             let iface = sim.iface(1);
-            while let Ok((n, meta)) = iface.sockets_mut().udp_mut(echo).recv_from(&mut buf) {
+            while let Ok((n, meta)) = iface
+                .sockets_mut()
+                .udp_mut(echo)
+                .unwrap()
+                .recv_from(&mut buf)
+            {
                 let data = buf[..n].to_vec();
                 iface
                     .sockets_mut()
                     .udp_mut(echo)
+                    .unwrap()
                     .send_to(&data, meta.peer)
                     .unwrap();
             }
             false
         });
         for (i, &h) in pings.iter().enumerate() {
-            while let Ok(r) = sim.iface(i).sockets_mut().icmp_mut(h).recv_reply(&mut buf) {
+            while let Ok(r) = sim
+                .iface(i)
+                .sockets_mut()
+                .icmp_mut(h)
+                .unwrap()
+                .recv_reply(&mut buf)
+            {
                 assert_eq!(&buf[..r.len], &pattern(r.seq_no as u8, 56)[..]);
                 assert!(
                     r.rtt.is_some_and(|d| d >= Duration::from_millis(2)),
@@ -91,6 +105,7 @@ fn ping_and_udp_over_lossy_wire() {
             .iface(0)
             .sockets_mut()
             .udp_mut(client)
+            .unwrap()
             .recv_from(&mut buf)
         {
             assert_eq!(meta.peer, sa(2, 7));
@@ -136,11 +151,18 @@ fn send_big(seed: u64, link: LinkConfig, count: usize, len: usize) -> (usize, Si
         sim.iface(0)
             .sockets_mut()
             .udp_mut(tx)
+            .unwrap()
             .send_to(&data, sa(2, 9000))
             .unwrap();
         let end = sim.now() + Duration::from_millis(100);
         sim.run_until(end, |_| false);
-        while let Ok((n, meta)) = sim.iface(1).sockets_mut().udp_mut(rx).recv_from(&mut buf) {
+        while let Ok((n, meta)) = sim
+            .iface(1)
+            .sockets_mut()
+            .udp_mut(rx)
+            .unwrap()
+            .recv_from(&mut buf)
+        {
             assert_eq!(meta.peer, sa(1, 9001));
             assert_eq!(&buf[..n], &data[..], "datagram {k} corrupted");
             good += 1;

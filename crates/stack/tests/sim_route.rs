@@ -53,6 +53,7 @@ fn send(sim: &mut Sim, h: UdpHandle, dst: Ipv4Addr) {
     sim.iface(0)
         .sockets_mut()
         .udp_mut(h)
+        .unwrap()
         .send_to(b"hello", to)
         .unwrap();
     sim.run_for(Duration::from_millis(10));
@@ -96,7 +97,7 @@ fn no_route_is_counted() {
         .unwrap();
     send(&mut sim, h, FAR);
     assert_eq!(sim.iface(0).stats().drops(DropReason::NoRoute), 1);
-    assert_eq!(sim.iface(0).sockets().udp(h).tx_queued(), 0);
+    assert_eq!(sim.iface(0).sockets().udp(h).unwrap().tx_queued(), 0);
 }
 
 #[test]
@@ -112,6 +113,7 @@ fn broadcast_needs_no_resolution() {
         .iface(2)
         .sockets_mut()
         .udp_mut(rx)
+        .unwrap()
         .recv_from(&mut [0; 16])
         .unwrap();
     assert_eq!((n, meta.local_addr), (5, IpAddr::V4(bcast)));

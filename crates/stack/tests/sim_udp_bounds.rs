@@ -34,6 +34,7 @@ fn receive_buffer_drops_what_does_not_fit() {
         sim.iface(0)
             .sockets_mut()
             .udp_mut(tx)
+            .unwrap()
             .send_to(&[k; 100], sa(2, 7))
             .unwrap();
     }
@@ -41,10 +42,11 @@ fn receive_buffer_drops_what_does_not_fit() {
     sim.iface(0)
         .sockets_mut()
         .udp_mut(tx)
+        .unwrap()
         .send_to(&[0xee; 1001], sa(2, 7))
         .unwrap();
     sim.run_for(Duration::from_millis(10));
-    let s = sim.iface(1).sockets().udp(rx);
+    let s = sim.iface(1).sockets().udp(rx).unwrap();
     assert_eq!(
         (s.rx_queued(), s.stats().rx_datagrams, s.stats().rx_dropped),
         (4, 4, 7)
@@ -56,6 +58,7 @@ fn receive_buffer_drops_what_does_not_fit() {
             .iface(1)
             .sockets_mut()
             .udp_mut(rx)
+            .unwrap()
             .recv_from(&mut buf)
             .unwrap();
         assert_eq!((n, buf[0], meta.peer), (100, k, sa(1, 7)));
@@ -98,6 +101,7 @@ fn closed_port_answers_unreachable_within_rate_limit() {
         sim.iface(0)
             .sockets_mut()
             .udp_mut(tx)
+            .unwrap()
             .send_to(b"anyone?", sa(2, 9))
             .unwrap();
     }
@@ -111,6 +115,7 @@ fn closed_port_answers_unreachable_within_rate_limit() {
     sim.iface(0)
         .sockets_mut()
         .udp_mut(tx)
+        .unwrap()
         .send_to(b"anyone?", sa(2, 9))
         .unwrap();
     sim.run_for(Duration::from_millis(10));

@@ -67,6 +67,7 @@ fn run_session(path: &Path) {
         sim.iface(0)
             .sockets_mut()
             .icmp_mut(ping)
+            .unwrap()
             .send_echo(common::ipa(2), seq, &data)
             .unwrap();
         sim.run_for(Duration::from_millis(20));
@@ -77,6 +78,7 @@ fn run_session(path: &Path) {
         .iface(0)
         .sockets_mut()
         .icmp_mut(ping)
+        .unwrap()
         .recv_reply(&mut buf)
         .is_ok()
     {
@@ -91,6 +93,7 @@ fn run_session(path: &Path) {
             sim.iface(from)
                 .sockets_mut()
                 .udp_mut(udp[from])
+                .unwrap()
                 .send_to(&data, sa(to, 7))
                 .unwrap();
         }
@@ -98,11 +101,12 @@ fn run_session(path: &Path) {
     sim.iface(0)
         .sockets_mut()
         .udp_mut(udp[0])
+        .unwrap()
         .send_to(b"closed?", sa(2, 9))
         .unwrap();
     sim.run_for(Duration::from_millis(20));
     for (i, &h) in udp.iter().enumerate() {
-        assert_eq!(sim.iface(i).sockets().udp(h).rx_queued(), 2);
+        assert_eq!(sim.iface(i).sockets().udp(h).unwrap().rx_queued(), 2);
     }
     assert_eq!(sim.iface(0).stats().icmp_errors_received, 1);
 

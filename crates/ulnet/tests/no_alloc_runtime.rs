@@ -72,7 +72,7 @@ struct UdpPinger {
 
 impl App for UdpPinger {
     fn poll(&mut self, _now: Instant, iface: &mut Interface, _events: &[Event]) {
-        let s = iface.sockets_mut().udp_mut(self.socket);
+        let s = iface.sockets_mut().udp_mut(self.socket).unwrap();
         while s.recv_from(&mut self.buf).is_ok() {
             self.replies += 1;
             self.outstanding = false;

@@ -107,21 +107,32 @@ impl Interface {
                 ident,
                 seq_no,
                 data,
-            } => match self.sockets.icmp_for(ident) {
-                Some(s) => {
-                    s.deliver(now, IpAddr::V4(d.header.src_addr), seq_no, data);
+            } => {
+                let src = IpAddr::V4(d.header.src_addr);
+                if self
+                    .sockets
+                    .deliver_icmp(now, ident, src, seq_no, data)
+                    .is_none()
+                {
+                    stats.drop(DropReason::IcmpNoSocket);
                 }
-                None => stats.drop(DropReason::IcmpNoSocket),
-            },
+            }
             Icmpv4Repr::DstUnreachable { .. } | Icmpv4Repr::TimeExceeded { .. } => {
                 stats.icmp_errors_received += 1;
             }
         }
     }
 
-    /// Sends what the echo sockets queued.
+    /// Sends what the echo sockets queued; a socket whose queue moved gets a writable
+    /// event.
     pub(super) fn egress_icmp(&mut self, now: Instant, tx: &mut dyn TxSink) {
-        for s in self.sockets.icmp_iter_mut() {
+        for i in 0..self.sockets.icmp_slot_count() {
+            let Some(s) = self.sockets.icmp_at_mut(i) else {
+                continue;
+            };
+            if s.tx_queued() == 0 {
+                continue;
+            }
             while let Some((dst, seq_no, len)) = s.peek_tx() {
                 let IpAddr::V4(dst) = dst else {
                     s.consume_tx(None);
@@ -152,6 +163,7 @@ impl Interface {
                 );
                 s.consume_tx(sent.is_ok().then_some(now));
             }
+            self.sockets.icmp_sent(i);
         }
     }
 }

@@ -44,6 +44,7 @@ pub use frag::{fragment_payload_len, Reassembled, Reassembler};
 pub use neighbor::{Lookup, NeighborCache, NeighborError, NeighborState};
 pub use route::{IpCidr, Route, RouteError, RouteTable};
 pub use stats::{DropReason, Stats};
+pub use tcp::ListenTcpError;
 
 use crate::socket::SocketSet;
 use crate::tcp::Tcp;
@@ -140,7 +141,7 @@ pub(crate) struct Core {
 /// let (wire, ea, eb) = Wire::pair(7, LinkConfig::new(), LinkConfig::new());
 /// let mut nodes = [(Interface::new(config(1))?, ea), (Interface::new(config(2))?, eb)];
 /// let ping = nodes[0].0.sockets_mut().add_icmp(IcmpSocket::new(1, 4, 1024))?;
-/// nodes[0].0.sockets_mut().icmp_mut(ping).send_echo([198, 18, 0, 2].into(), 1, b"hi")?;
+/// nodes[0].0.sockets_mut().icmp_mut(ping)?.send_echo([198, 18, 0, 2].into(), 1, b"hi")?;
 ///
 /// for _ in 0..1000 {
 ///     let now = Instant::from_micros(wire.now_micros());
@@ -149,7 +150,7 @@ pub(crate) struct Core {
 ///         iface.egress(now, &mut Sink(ep.tx()));
 ///         ep.tx().flush()?;
 ///     }
-///     if nodes[0].0.sockets().icmp(ping).can_recv() {
+///     if nodes[0].0.sockets().icmp(ping)?.can_recv() {
 ///         break;
 ///     }
 ///     // Jump to whatever happens next: a frame arriving or a stack timer.
@@ -162,7 +163,7 @@ pub(crate) struct Core {
 ///         None => break,
 ///     }
 /// }
-/// let reply = nodes[0].0.sockets_mut().icmp_mut(ping).recv_reply(&mut [0; 64])?;
+/// let reply = nodes[0].0.sockets_mut().icmp_mut(ping)?.recv_reply(&mut [0; 64])?;
 /// assert_eq!(reply.seq_no, 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -287,6 +288,12 @@ impl Interface {
         self.core.neighbors.add_static(ip, mac)?;
         self.core.pending_recheck = self.core.pending.count() > 0;
         Ok(())
+    }
+
+    /// Keys the socket set's demux maps and ephemeral port sequence (RFC 6056) with
+    /// `secret`: 16 random bytes the caller draws (the engine reads no OS randomness).
+    pub fn set_secret(&mut self, secret: [u8; 16]) {
+        self.sockets.set_secret(secret);
     }
 
     /// The sockets.

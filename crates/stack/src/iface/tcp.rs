@@ -6,16 +6,78 @@
 //! A segment whose next hop is unresolved is parked like any datagram (bounded) while
 //! ARP asks; if the queue is full it is dropped and TCP's retransmission recovers.
 
-use core::net::IpAddr;
+use core::fmt;
+use core::net::{IpAddr, SocketAddr};
 
 use ulnet_wire::{ChecksumMode, IpProtocol, TcpPacket, TcpRepr};
 
 use super::ipv4::{Delivery, HEADER_LEN as IPV4_HEADER_LEN};
 use super::{Core, DropReason, Interface, TxSink};
-use crate::tcp::Tcp;
+use crate::tcp::{ListenError, ListenerHandle, Tcp};
 use crate::time::Instant;
 
+/// Why [`Interface::listen_tcp`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ListenTcpError {
+    /// No TCP layer is attached.
+    NoTcp,
+    /// The TCP layer refused.
+    Listen(ListenError),
+    /// Port 0 was asked for and no ephemeral port is free.
+    NoPorts,
+}
+
+impl fmt::Display for ListenTcpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenTcpError::NoTcp => f.write_str("no TCP layer"),
+            ListenTcpError::Listen(e) => e.fmt(f),
+            ListenTcpError::NoPorts => f.write_str("no ephemeral port free"),
+        }
+    }
+}
+
+impl core::error::Error for ListenTcpError {}
+
 impl Interface {
+    /// Listens on `local` with `backlog`, returning the handle and the address listened
+    /// on. Port 0 takes an ephemeral port from the same RFC 6056 allocator as UDP's
+    /// `bind(:0)`, so the engine, not the socket API, chooses it.
+    ///
+    /// # Errors
+    /// [`ListenTcpError::NoTcp`] without TCP; [`ListenTcpError::NoPorts`] when every
+    /// port of the ephemeral range has a listener; what `Tcp::listen` refuses.
+    pub fn listen_tcp(
+        &mut self,
+        local: SocketAddr,
+        backlog: usize,
+    ) -> Result<(ListenerHandle, SocketAddr), ListenTcpError> {
+        let tcp = self.tcp.as_mut().ok_or(ListenTcpError::NoTcp)?;
+        if local.port() != 0 {
+            let l = tcp.listen(local, backlog).map_err(ListenTcpError::Listen)?;
+            return Ok((l, local));
+        }
+        // The allocator walks the whole range once; each try that finds a listener
+        // moves on, so this ends after at most `range_len` tries.
+        let mut tried = 0;
+        let range_len = self.sockets.ephemeral_range_len();
+        while tried < range_len {
+            tried += 1;
+            let port = self
+                .sockets
+                .ephemeral_port(local.ip(), |_| false)
+                .ok_or(ListenTcpError::NoPorts)?;
+            let a = SocketAddr::new(local.ip(), port);
+            match tcp.listen(a, backlog) {
+                Ok(l) => return Ok((l, a)),
+                Err(ListenError::AddressInUse) => continue,
+                Err(e) => return Err(ListenTcpError::Listen(e)),
+            }
+        }
+        Err(ListenTcpError::NoPorts)
+    }
+
     /// Attaches the TCP layer; segments to us go to it from now on, and
     /// [`egress`](Self::egress) runs its `dispatch`. Returns the previous one.
     pub fn set_tcp(&mut self, tcp: Tcp) -> Option<Tcp> {

@@ -332,6 +332,7 @@ fn static_entry_releases_parked_packets() {
         .unwrap();
     i.sockets_mut()
         .udp_mut(h)
+        .unwrap()
         .send_to(b"x", "198.18.0.2:9".parse().unwrap())
         .unwrap();
     i.egress(t, &mut sink);

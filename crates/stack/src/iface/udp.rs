@@ -25,18 +25,13 @@ impl Interface {
             return stats.drop(DropReason::UdpBadChecksum);
         }
         let local = SocketAddr::new(dst, packet.dst_port());
-        match self.sockets.udp_for(local) {
-            Some(socket) => {
-                let meta = UdpMetadata {
-                    peer: SocketAddr::new(src, packet.src_port()),
-                    local_addr: dst,
-                };
-                if socket.deliver(meta, packet.payload()) {
-                    stats.udp_delivered += 1;
-                } else {
-                    stats.drop(DropReason::UdpSocketFull);
-                }
-            }
+        let meta = UdpMetadata {
+            peer: SocketAddr::new(src, packet.src_port()),
+            local_addr: dst,
+        };
+        match self.sockets.deliver_udp(local, meta, packet.payload()) {
+            Some(true) => stats.udp_delivered += 1,
+            Some(false) => stats.drop(DropReason::UdpSocketFull),
             None => {
                 stats.drop(DropReason::UdpNoSocket);
                 self.core
@@ -47,14 +42,21 @@ impl Interface {
 
     /// Sends what the UDP sockets queued. A datagram that cannot go now (no route,
     /// transmit ring full) is dropped and counted: UDP promises no delivery, and
-    /// keeping it would stall the socket.
+    /// keeping it would stall the socket. A socket whose queue moved gets a writable
+    /// event.
     pub(super) fn egress_udp(&mut self, now: Instant, tx: &mut dyn TxSink) {
         let mtu = self.core.config.mtu;
         let tx_mode = self.core.config.checksum.tx;
-        for s in self.sockets.udp_iter_mut() {
+        for i in 0..self.sockets.udp_slot_count() {
+            let Some(s) = self.sockets.udp_at_mut(i) else {
+                continue;
+            };
             let Some(local) = s.local_endpoint() else {
                 continue;
             };
+            if s.tx_queued() == 0 {
+                continue;
+            }
             while let Some((dst, len)) = s.peek_tx() {
                 let IpAddr::V4(dst_ip) = dst.ip() else {
                     s.consume_tx();
@@ -100,6 +102,7 @@ impl Interface {
                     self.core.stats.udp_sent += 1;
                 }
             }
+            self.sockets.udp_sent(i);
         }
     }
 }

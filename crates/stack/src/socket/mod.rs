@@ -2,19 +2,25 @@
 //! sockets for ping ([`icmp`]) and the [`SocketSet`] the interface delivers to and
 //! sends from. TCP sockets live in [`crate::tcp`].
 //!
+//! One model for every socket kind: a generation-checked handle (a stale one is an
+//! error, never a panic or another socket), O(1) demultiplexing through a keyed map,
+//! readiness [`Event`]s the runtime drains once per iteration (as it drains TCP's), and
+//! ephemeral ports chosen by the engine ([`crate::ports`], RFC 6056).
+//!
 //! Every socket buffer is bounded in datagrams and bytes and allocated when the socket
 //! is created: a full buffer drops (receive) or refuses (send), never grows.
 
 mod buffer;
 pub mod icmp;
 mod set;
+mod slots;
 pub mod udp;
 
 use core::fmt;
 
 pub use buffer::PacketBuffer;
 pub use icmp::{EchoReply, IcmpSocket};
-pub use set::{AddError, IcmpHandle, SocketSet, UdpHandle};
+pub use set::{AddError, Event, IcmpHandle, InvalidHandle, SocketSet, UdpHandle};
 pub use udp::{UdpConfig, UdpMetadata, UdpSocket};
 
 /// Why a datagram could not be queued for sending.

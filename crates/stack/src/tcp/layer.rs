@@ -31,12 +31,12 @@ use super::isn::IsnGenerator;
 use super::listen::Listener;
 use super::options::ts_clock;
 use super::output::{self, Output};
-use super::ports::EphemeralPorts;
 use super::socket::{Cx, Origin, Socket};
 use super::state::State;
 use super::stats::TcpStats;
 use super::table::{ConnTable, FourTuple, KeyedState};
 use super::timewait::{TimeWaitInit, TimeWaitTable, TwVerdict};
+use crate::ports::EphemeralPorts;
 
 /// A connection, as the application names it. Small and `Copy`; stale handles are
 /// detected.

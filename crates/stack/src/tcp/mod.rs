@@ -36,7 +36,6 @@
 
 pub mod congestion;
 pub mod isn;
-pub mod ports;
 pub mod reassembly;
 pub mod rtt;
 pub mod sack;

@@ -105,7 +105,10 @@ impl Discard {
 
 impl App for Discard {
     fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
-        let s = iface.sockets_mut().udp_mut(self.udp);
+        let s = iface
+            .sockets_mut()
+            .udp_mut(self.udp)
+            .expect("the app never removes its socket");
         while let Ok((n, _)) = s.recv_from(&mut self.buf) {
             self.stats.udp_datagrams += 1;
             self.stats.udp_bytes += n as u64;
@@ -205,7 +208,10 @@ impl Chargen {
 
 impl App for Chargen {
     fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
-        let s = iface.sockets_mut().udp_mut(self.udp);
+        let s = iface
+            .sockets_mut()
+            .udp_mut(self.udp)
+            .expect("the app never removes its socket");
         while let Ok((_, meta)) = s.recv_from(&mut self.buf) {
             if s.send_to(pattern::slice(0, 512), meta.peer).is_ok() {
                 self.stats.udp_datagrams += 1;

@@ -117,7 +117,10 @@ impl Echo {
 impl App for Echo {
     fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
         if let Some(h) = self.udp {
-            let s = iface.sockets_mut().udp_mut(h);
+            let s = iface
+                .sockets_mut()
+                .udp_mut(h)
+                .expect("the app never removes its socket");
             while let Ok((n, meta)) = s.recv_from(&mut self.buf) {
                 match s.send_to(&self.buf[..n], meta.peer) {
                     Ok(()) => self.stats.echoed += 1,

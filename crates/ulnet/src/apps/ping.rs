@@ -153,7 +153,10 @@ impl Ping {
 
 impl App for Ping {
     fn poll(&mut self, now: Instant, iface: &mut Interface, _events: &[Event]) {
-        let s = iface.sockets_mut().icmp_mut(self.socket);
+        let s = iface
+            .sockets_mut()
+            .icmp_mut(self.socket)
+            .expect("the app never removes its socket");
         while let Ok(r) = s.recv_reply(&mut self.buf) {
             self.received += 1;
             if let Some(rtt) = r.rtt {

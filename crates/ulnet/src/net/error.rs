@@ -3,7 +3,8 @@
 
 use std::io::{Error, ErrorKind};
 
-use ulnet_stack::socket::{AddError, SendError as UdpSendError};
+use ulnet_stack::iface::ListenTcpError;
+use ulnet_stack::socket::{AddError, InvalidHandle, SendError as UdpSendError};
 use ulnet_stack::tcp::{ConnError, ConnectError, ListenError, RecvError, SendError, SocketError};
 
 /// An `io::Error` of `kind` carrying `msg`.
@@ -49,6 +50,15 @@ pub(crate) fn listen(e: ListenError) -> Error {
     err(kind, e)
 }
 
+pub(crate) fn listen_tcp(e: ListenTcpError) -> Error {
+    match e {
+        ListenTcpError::Listen(e) => listen(e),
+        ListenTcpError::NoPorts => err(ErrorKind::AddrNotAvailable, e),
+        ListenTcpError::NoTcp => err(ErrorKind::Unsupported, e),
+        _ => err(ErrorKind::Other, e),
+    }
+}
+
 pub(crate) fn send(e: SendError) -> Error {
     let kind = match e {
         SendError::Closed => ErrorKind::BrokenPipe,
@@ -86,6 +96,11 @@ pub(crate) fn udp_add(e: AddError) -> Error {
         _ => ErrorKind::OutOfMemory,
     };
     err(kind, e)
+}
+
+/// A socket's engine handle went stale: the socket is gone from the engine.
+pub(crate) fn udp_handle(e: InvalidHandle) -> Error {
+    err(ErrorKind::NotConnected, e)
 }
 
 pub(crate) fn udp_send(e: UdpSendError) -> Error {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use ulnet_stack::iface::Interface;
 
 use super::error::err;
-use super::reactor::{Key, Registry};
+use super::reactor::Key;
 use super::stack::Stack;
 
 /// Names a registered socket in the events a [`Poller`] returns.
@@ -119,13 +119,7 @@ pub struct Poller {
 }
 
 /// Readiness of `key` now, filtered by `interest`; `None` when nothing of interest.
-fn readiness(
-    iface: &mut Interface,
-    reg: &Registry,
-    key: Key,
-    token: Token,
-    i: Interest,
-) -> Option<Event> {
+fn readiness(iface: &mut Interface, key: Key, token: Token, i: Interest) -> Option<Event> {
     let mut ev = Event {
         token,
         readable: false,
@@ -145,11 +139,8 @@ fn readiness(
         // on its events (accept until `WouldBlock`).
         Key::Listener(_) => ev.readable = true,
         Key::Udp(h) => {
-            // A dropped socket's entry goes with it, under the same lock.
-            if !reg.contains(key) {
-                return None;
-            }
-            let s = iface.sockets().udp(h);
+            // A dropped socket's handle is stale: nothing to report.
+            let s = iface.sockets().udp(h).ok()?;
             ev.readable = s.can_recv();
             ev.writable = s.can_send(1);
         }
@@ -188,27 +179,10 @@ impl Poller {
         self.stack
             .registry()
             .add_poll(key, &self.shared, token, interest);
-        self.arm_udp(key, interest);
-        if readiness(&mut g, self.stack.registry(), key, token, interest).is_some()
-            || matches!(key, Key::Listener(_))
-        {
+        if readiness(&mut g, key, token, interest).is_some() || matches!(key, Key::Listener(_)) {
             self.shared.push(token, key, interest);
         }
         Ok(())
-    }
-
-    /// UDP has no engine events: ask the reactor to watch for the next rise.
-    fn arm_udp(&self, key: Key, i: Interest) {
-        if let Key::Udp(_) = key {
-            let mut bits = 0;
-            if i.readable {
-                bits |= super::reactor::UDP_READABLE;
-            }
-            if i.writable {
-                bits |= super::reactor::UDP_WRITABLE;
-            }
-            self.stack.registry().await_udp(key, bits, 1);
-        }
     }
 
     /// Stops watching `source`.
@@ -286,8 +260,7 @@ impl Poller {
             {
                 let mut g = self.stack.handle().lock();
                 for (token, key, i) in batch.drain(..) {
-                    events.extend(readiness(&mut g, self.stack.registry(), key, token, i));
-                    self.arm_udp(key, i);
+                    events.extend(readiness(&mut g, key, token, i));
                 }
             }
             if !events.is_empty() {

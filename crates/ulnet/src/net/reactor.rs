@@ -1,11 +1,11 @@
 //! The bridge from the runtime loop to waiting threads, tasks and pollers.
 //!
 //! The [`Registry`] holds one [`Entry`] per socket object of the API. The [`Reactor`]
-//! runs inside the loop as an [`App`]: for every TCP readiness event of a registered
-//! socket it bumps the entry's [`Notify`] cell (blocked threads), wakes its stored
-//! wakers (tokio tasks) and queues its token on every [`Poller`](super::Poller) that
-//! registered it. UDP has no events in the engine, so UDP entries that someone waits on
-//! are checked once per iteration and fire on a rising edge of the awaited readiness.
+//! runs inside the loop as an [`App`]: for every readiness event of a registered socket
+//! (TCP's, and the socket set's for UDP) it bumps the entry's [`Notify`] cell (blocked
+//! threads), wakes its stored wakers (tokio tasks) and queues its token on every
+//! [`Poller`](super::Poller) that registered it. Sockets without an event are not
+//! looked at: the cost of an iteration does not grow with the number of waiters.
 //!
 //! Lost wake-ups are impossible because both sides hold the interface lock: a waiter
 //! checks its condition and reads the cell's sequence number under it, and the reactor
@@ -17,7 +17,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::Waker;
 
 use ulnet_stack::iface::Interface;
-use ulnet_stack::socket::UdpHandle;
+use ulnet_stack::socket::{Event as SocketEvent, UdpHandle};
 use ulnet_stack::tcp::{Event, ListenerHandle, SocketHandle};
 use ulnet_stack::time::Instant;
 
@@ -82,10 +82,6 @@ impl Notify {
     }
 }
 
-/// UDP readiness bits the reactor watches.
-pub(crate) const UDP_READABLE: u8 = 1;
-pub(crate) const UDP_WRITABLE: u8 = 2;
-
 #[derive(Debug)]
 struct PollReg {
     poller: Weak<PollShared>,
@@ -99,10 +95,6 @@ struct Entry {
     read_waker: Option<Waker>,
     write_waker: Option<Waker>,
     polls: Vec<PollReg>,
-    /// UDP: readiness bits awaited (a waiter cleared them; fire when they rise).
-    udp_awaited: u8,
-    /// UDP: datagram length a writer waits room for.
-    udp_need: usize,
 }
 
 impl Entry {
@@ -126,8 +118,6 @@ pub(crate) struct Registry {
     entries: Mutex<HashMap<Key, Entry>>,
     /// The runtime loop has ended: every wait returns.
     closed: AtomicBool,
-    /// A UDP writer waits for its buffer to drain: keep the loop iterating.
-    udp_write_wait: AtomicBool,
 }
 
 /// Which direction a task waits for.
@@ -142,11 +132,6 @@ impl Registry {
     /// The notify cell of `key`, creating the entry.
     pub(crate) fn notify(&self, key: Key) -> Arc<Notify> {
         Arc::clone(&lock(&self.entries).entry(key).or_default().notify)
-    }
-
-    /// Whether `key` has an entry.
-    pub(crate) fn contains(&self, key: Key) -> bool {
-        lock(&self.entries).contains_key(&key)
     }
 
     /// Forgets `key` (its socket is gone); its waiters are woken.
@@ -170,18 +155,6 @@ impl Registry {
         match slot {
             Some(w) if w.will_wake(waker) => {}
             _ => *slot = Some(waker.clone()),
-        }
-    }
-
-    /// A UDP waiter is about to sleep on `bits` (`need`: datagram length for writes):
-    /// the next rise of those bits fires the entry.
-    pub(crate) fn await_udp(&self, key: Key, bits: u8, need: usize) {
-        let mut m = lock(&self.entries);
-        let e = m.entry(key).or_default();
-        e.udp_awaited |= bits;
-        if bits & UDP_WRITABLE != 0 {
-            e.udp_need = e.udp_need.max(need);
-            self.udp_write_wait.store(true, Ordering::Relaxed);
         }
     }
 
@@ -225,48 +198,30 @@ impl Registry {
         wakers.into_iter().for_each(Waker::wake);
     }
 
-    /// Fires the entries this iteration's events and UDP edges concern.
-    fn dispatch(&self, iface: &mut Interface, events: &[Event]) {
+    /// Fires the entries this iteration's events concern.
+    fn dispatch(&self, events: &[Event], socket_events: &[SocketEvent]) {
+        if events.is_empty() && socket_events.is_empty() {
+            return;
+        }
         let mut wakers = Vec::new();
         {
             let mut m = lock(&self.entries);
             if m.is_empty() {
                 return;
             }
-            for ev in events {
-                let key = match *ev {
-                    Event::Socket(h) => Key::Tcp(h),
-                    Event::Listener(l) => Key::Listener(l),
-                };
+            let tcp = events.iter().map(|ev| match *ev {
+                Event::Socket(h) => Some(Key::Tcp(h)),
+                Event::Listener(l) => Some(Key::Listener(l)),
+            });
+            let sockets = socket_events.iter().map(|ev| match *ev {
+                SocketEvent::Udp(h) => Some(Key::Udp(h)),
+                // The socket API has no ICMP sockets (ping runs as an app).
+                SocketEvent::Icmp(_) => None,
+            });
+            for key in tcp.chain(sockets).flatten() {
                 if let Some(e) = m.get_mut(&key) {
                     e.fire(key, &mut wakers);
                 }
-            }
-            if self.udp_write_wait.load(Ordering::Relaxed) || m.values().any(|e| e.udp_awaited != 0)
-            {
-                let mut write_wait = false;
-                for (k, e) in m.iter_mut() {
-                    let Key::Udp(h) = *k else { continue };
-                    if e.udp_awaited == 0 {
-                        continue;
-                    }
-                    let s = iface.sockets().udp(h);
-                    let mut now = 0;
-                    if s.can_recv() {
-                        now |= UDP_READABLE;
-                    }
-                    if s.can_send(e.udp_need.max(1)) {
-                        now |= UDP_WRITABLE;
-                    }
-                    if now & e.udp_awaited != 0 {
-                        e.udp_awaited = 0;
-                        e.udp_need = 0;
-                        e.fire(*k, &mut wakers);
-                    } else if e.udp_awaited & UDP_WRITABLE != 0 {
-                        write_wait = true;
-                    }
-                }
-                self.udp_write_wait.store(write_wait, Ordering::Relaxed);
             }
         }
         wakers.into_iter().for_each(Waker::wake);
@@ -278,29 +233,30 @@ impl Registry {
 pub(crate) struct Reactor {
     pub(crate) registry: Arc<Registry>,
     pub(crate) apps: Vec<Box<dyn App + Send>>,
-    pub(crate) last_now: Instant,
+    /// This iteration's UDP and ICMP events, until `poll` dispatches them with TCP's
+    /// (reused: no allocation once it has grown).
+    pub(crate) socket_events: Vec<SocketEvent>,
 }
 
 impl App for Reactor {
+    fn socket_events(&mut self, iface: &mut Interface, events: &[SocketEvent]) {
+        self.socket_events.clear();
+        self.socket_events.extend_from_slice(events);
+        for a in &mut self.apps {
+            a.socket_events(iface, events);
+        }
+    }
+
     fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
-        self.last_now = now;
-        self.registry.dispatch(iface, events);
+        self.registry.dispatch(events, &self.socket_events);
+        self.socket_events.clear();
         for a in &mut self.apps {
             a.poll(now, iface, events);
         }
     }
 
     fn poll_at(&self) -> Option<Instant> {
-        let own = self
-            .registry
-            .udp_write_wait
-            .load(Ordering::Relaxed)
-            .then_some(self.last_now);
-        self.apps
-            .iter()
-            .filter_map(|a| a.poll_at())
-            .chain(own)
-            .min()
+        self.apps.iter().filter_map(|a| a.poll_at()).min()
     }
 }
 

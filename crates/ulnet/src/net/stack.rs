@@ -19,7 +19,6 @@
 use std::io;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::thread::JoinHandle;
@@ -350,7 +349,6 @@ pub(crate) struct StackInner {
     registry: Arc<Registry>,
     local_ip: IpAddr,
     close_linger: Duration,
-    next_port: AtomicU32,
     thread: Mutex<Option<JoinHandle<io::Result<()>>>>,
 }
 
@@ -434,7 +432,7 @@ impl Stack {
         let mut reactor = Reactor {
             registry: Arc::clone(&registry),
             apps,
-            last_now: rt.now(),
+            socket_events: Vec::with_capacity(128),
         };
         let reg = Arc::clone(&registry);
         let thread = std::thread::Builder::new()
@@ -444,15 +442,12 @@ impl Stack {
                 reg.close();
                 r
             })?;
-        let mut seed = [0u8; 4];
-        let _ = rustix::rand::getrandom(&mut seed, rustix::rand::GetRandomFlags::empty());
         Ok(Stack {
             inner: Arc::new(StackInner {
                 handle,
                 registry,
                 local_ip,
                 close_linger,
-                next_port: AtomicU32::new(u32::from_ne_bytes(seed)),
                 thread: Mutex::new(Some(thread)),
             }),
         })
@@ -507,16 +502,9 @@ impl Stack {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// A port to try for a listener bound to port 0 (the engine's ephemeral range,
-    /// RFC 6056, starting at a random point).
-    pub(crate) fn next_port(&self) -> u16 {
-        let n = self.inner.next_port.fetch_add(1, Ordering::Relaxed);
-        49152 + (n % 16384) as u16
-    }
-
     /// Runs `op` on the locked interface until it is ready: `Poll::Pending` waits for
     /// the socket's next readiness event (`notify`), up to `timeout`. `before_wait` runs
-    /// under the lock just before sleeping (UDP arms its edge there).
+    /// under the lock just before sleeping.
     ///
     /// # Errors
     /// What `op` returns; `WouldBlock` when `nonblocking` and not ready, or when the

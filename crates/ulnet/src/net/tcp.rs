@@ -594,20 +594,9 @@ impl TcpListener {
     pub fn bind(stack: &Stack, addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         let addr = one_addr(addr)?;
         stack.with(|iface| {
-            let t = tcp(iface)?;
-            let (l, local) = if addr.port() != 0 {
-                (t.listen(addr, BACKLOG).map_err(error::listen)?, addr)
-            } else {
-                let mut found = None;
-                for _ in 0..16384 {
-                    let a = SocketAddr::new(addr.ip(), stack.next_port());
-                    if let Ok(l) = t.listen(a, BACKLOG) {
-                        found = Some((l, a));
-                        break;
-                    }
-                }
-                found.ok_or_else(|| err(io::ErrorKind::AddrNotAvailable, "no free port"))?
-            };
+            tcp(iface)?;
+            // Port 0: the engine picks an ephemeral port (RFC 6056).
+            let (l, local) = iface.listen_tcp(addr, BACKLOG).map_err(error::listen_tcp)?;
             let notify = stack.registry().notify(Key::Listener(l));
             Ok(TcpListener {
                 inner: Arc::new(ListenerInner {

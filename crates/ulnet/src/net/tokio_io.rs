@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::error::stopped;
-use super::reactor::{Dir, Key, UDP_READABLE, UDP_WRITABLE};
+use super::reactor::{Dir, Key};
 use super::stack::Stack;
 use super::{TcpListener, TcpStream, UdpSocket};
 use ulnet_stack::iface::Interface;
@@ -176,7 +176,7 @@ impl UdpSocket {
                 Dir::Write,
                 cx,
                 |iface| self.try_send_to(iface, buf, addr),
-                &|| self.arm(UDP_WRITABLE, buf.len()),
+                &|| {},
             )
         })
         .await
@@ -193,7 +193,7 @@ impl UdpSocket {
                 Dir::Read,
                 cx,
                 |iface| self.try_recv_from(iface, buf),
-                &|| self.arm(UDP_READABLE, 0),
+                &|| {},
             )
         })
         .await

@@ -16,7 +16,7 @@ use ulnet_stack::socket::{SendError, UdpConfig, UdpHandle, UdpSocket as EngineUd
 
 use super::error::{self, err};
 use super::poll::Source;
-use super::reactor::{Key, Notify, UDP_READABLE, UDP_WRITABLE};
+use super::reactor::{Key, Notify};
 use super::stack::Stack;
 
 #[derive(Debug)]
@@ -38,7 +38,7 @@ impl Drop for Inner {
         let handle = self.stack.handle();
         let deadline = std::time::Instant::now() + Duration::from_secs(1);
         let mut g = handle.lock();
-        while g.sockets().udp(h).tx_queued() > 0 && self.stack.is_running() {
+        while g.sockets().udp(h).is_ok_and(|s| s.tx_queued() > 0) && self.stack.is_running() {
             let now = std::time::Instant::now();
             if now >= deadline {
                 break;
@@ -50,7 +50,7 @@ impl Drop for Inner {
         // Under one lock: the reactor must never see the entry without the socket.
         self.stack.with(|iface| {
             self.stack.registry().remove(Key::Udp(h));
-            iface.sockets_mut().remove_udp(h);
+            let _ = iface.sockets_mut().remove_udp(h);
         });
     }
 }
@@ -106,7 +106,13 @@ impl UdpSocket {
             .map_err(|e| err(io::ErrorKind::InvalidInput, e))?;
         stack.with(|iface| {
             let h = iface.sockets_mut().add_udp(s).map_err(error::udp_add)?;
-            let local = iface.sockets().udp(h).local_endpoint().unwrap_or(addr);
+            // The engine chose the port when `addr` has port 0 (RFC 6056).
+            let local = iface
+                .sockets()
+                .udp(h)
+                .ok()
+                .and_then(|s| s.local_endpoint())
+                .unwrap_or(addr);
             Ok(UdpSocket {
                 inner: Arc::new(Inner {
                     stack: stack.clone(),
@@ -225,7 +231,11 @@ impl UdpSocket {
         buf: &[u8],
         dst: SocketAddr,
     ) -> Poll<io::Result<usize>> {
-        match iface.sockets_mut().udp_mut(self.inner.h).send_to(buf, dst) {
+        let s = match iface.sockets_mut().udp_mut(self.inner.h) {
+            Ok(s) => s,
+            Err(e) => return Poll::Ready(Err(error::udp_handle(e))),
+        };
+        match s.send_to(buf, dst) {
             Ok(()) => Poll::Ready(Ok(buf.len())),
             Err(SendError::BufferFull) => Poll::Pending,
             Err(e) => Poll::Ready(Err(error::udp_send(e))),
@@ -240,7 +250,10 @@ impl UdpSocket {
         buf: &mut [u8],
     ) -> Poll<io::Result<(usize, SocketAddr)>> {
         let peer = get(&self.inner.peer);
-        let s = iface.sockets_mut().udp_mut(self.inner.h);
+        let s = match iface.sockets_mut().udp_mut(self.inner.h) {
+            Ok(s) => s,
+            Err(e) => return Poll::Ready(Err(error::udp_handle(e))),
+        };
         loop {
             match s.recv_from(buf) {
                 Ok((n, meta)) => {
@@ -252,13 +265,6 @@ impl UdpSocket {
                 Err(_) => return Poll::Pending,
             }
         }
-    }
-
-    pub(crate) fn arm(&self, bits: u8, need: usize) {
-        self.inner
-            .stack
-            .registry()
-            .await_udp(Key::Udp(self.inner.h), bits, need);
     }
 
     /// Sends one datagram to `addr`; returns its length.
@@ -279,7 +285,7 @@ impl UdpSocket {
             get(&i.write_timeout),
             io::ErrorKind::WouldBlock,
             |iface| self.try_send_to(iface, buf, dst),
-            &|| self.arm(UDP_WRITABLE, buf.len()),
+            &|| {},
         )
     }
 
@@ -306,7 +312,7 @@ impl UdpSocket {
             get(&i.read_timeout),
             io::ErrorKind::WouldBlock,
             |iface| self.try_recv_from(iface, buf),
-            &|| self.arm(UDP_READABLE, 0),
+            &|| {},
         )
     }
 
@@ -323,7 +329,7 @@ impl UdpSocket {
         let h = self.inner.h;
         self.inner
             .stack
-            .with(|iface| iface.sockets().udp(h).stats().rx_dropped)
+            .with(|iface| iface.sockets().udp(h).map_or(0, |s| s.stats().rx_dropped))
     }
 
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]

@@ -260,6 +260,8 @@ pub fn build_interface(
         ic = ic.gateway(gw);
     }
     let mut iface = Interface::new(ic).map_err(invalid)?;
+    // Demux placement and ephemeral ports (RFC 6056) of UDP sockets and listeners.
+    iface.set_secret(random_key()?);
     for (ip, mac) in &cfg.neighbors {
         iface.add_static_neighbor(*ip, *mac).map_err(invalid)?;
     }
@@ -271,7 +273,7 @@ pub fn build_interface(
     Ok(iface)
 }
 
-/// 16 random bytes for the TCP secrets (RFC 6528).
+/// 16 random bytes for the engine's secrets (RFC 6528, RFC 6056).
 fn random_key() -> io::Result<[u8; 16]> {
     let mut key = [0u8; 16];
     rustix::rand::getrandom(&mut key, rustix::rand::GetRandomFlags::empty())?;

@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use ulnet_channel::{Channel, Tx};
 use ulnet_stack::iface::{Interface, TxSink};
+use ulnet_stack::socket::Event as SocketEvent;
 use ulnet_stack::tcp::Event;
 use ulnet_stack::time::Instant;
 
@@ -63,10 +64,16 @@ pub enum WaitMode {
 /// Application logic run inside the loop, between ingress and egress, on the loop's
 /// thread (the cheapest place for a server: no locks handed over, no wake-ups).
 ///
-/// The loop drains the TCP layer's readiness events once per iteration and shows them
-/// to every app, so several apps can share one stack (each ignores handles it does not
-/// own). An app must not call `Tcp::poll_event` itself.
+/// The loop drains the TCP layer's readiness events, and the socket set's UDP and ICMP
+/// ones, once per iteration and shows them to every app, so several apps can share one
+/// stack (each ignores handles it does not own). An app must not call
+/// `Tcp::poll_event` or `SocketSet::poll_event` itself.
 pub trait App {
+    /// The UDP and ICMP readiness events of this iteration (a datagram or reply
+    /// arrived, room was freed), shown just before [`poll`](Self::poll). Apps that
+    /// read their sockets in `poll` anyway can ignore them (the default).
+    fn socket_events(&mut self, _iface: &mut Interface, _events: &[SocketEvent]) {}
+
     /// Reacts to what the received batch changed (`events`, UDP datagrams, ICMP replies)
     /// and queues sends; called once per iteration with the iteration's `now`.
     fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]);
@@ -90,6 +97,10 @@ impl App for () {
 
 /// Two apps on one stack, polled in order; done when both are.
 impl<A: App, B: App> App for (A, B) {
+    fn socket_events(&mut self, iface: &mut Interface, events: &[SocketEvent]) {
+        self.0.socket_events(iface, events);
+        self.1.socket_events(iface, events);
+    }
     fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
         self.0.poll(now, iface, events);
         self.1.poll(now, iface, events);
@@ -107,6 +118,11 @@ impl<A: App, B: App> App for (A, B) {
 
 /// Any number of apps on one stack; done when all are.
 impl App for Vec<Box<dyn App + Send>> {
+    fn socket_events(&mut self, iface: &mut Interface, events: &[SocketEvent]) {
+        for a in self.iter_mut() {
+            a.socket_events(iface, events);
+        }
+    }
     fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
         for a in self.iter_mut() {
             a.poll(now, iface, events);
@@ -120,12 +136,16 @@ impl App for Vec<Box<dyn App + Send>> {
     }
 }
 
-/// Moves the TCP layer's pending readiness events into `out`.
-fn drain_events(iface: &mut Interface, out: &mut Vec<Event>) {
+/// Moves the TCP layer's and the socket set's pending readiness events into `out` and
+/// `sockets`.
+fn drain_events(iface: &mut Interface, out: &mut Vec<Event>, sockets: &mut Vec<SocketEvent>) {
     if let Some(tcp) = iface.tcp_mut() {
         while let Some(e) = tcp.poll_event() {
             out.push(e);
         }
+    }
+    while let Some(e) = iface.sockets_mut().poll_event() {
+        sockets.push(e);
     }
 }
 
@@ -275,6 +295,8 @@ pub struct Runtime<C> {
     last_now: Instant,
     /// TCP events for the app (reused: no allocation once it has grown).
     events: Vec<Event>,
+    /// UDP and ICMP events for the app (at most one per socket; reused likewise).
+    socket_events: Vec<SocketEvent>,
     stats: RuntimeStats,
 }
 
@@ -318,6 +340,7 @@ impl<C: Channel> Runtime<C> {
             last_active: now,
             last_now: now,
             events: Vec::with_capacity(256),
+            socket_events: Vec::with_capacity(128),
             stats: RuntimeStats::default(),
         })
     }
@@ -393,10 +416,12 @@ impl<C: Channel> Runtime<C> {
                 );
             })?;
             progressed = received > 0;
-            drain_events(iface, &mut self.events);
-            progressed |= !self.events.is_empty();
+            drain_events(iface, &mut self.events, &mut self.socket_events);
+            progressed |= !self.events.is_empty() || !self.socket_events.is_empty();
+            app.socket_events(iface, &self.socket_events);
             app.poll(now, iface, &self.events);
             self.events.clear();
+            self.socket_events.clear();
             // Only waiters care, and walking the timers on every spin of an idle loop
             // is not free.
             if !progressed && self.shared.waiters.load(Ordering::Relaxed) > 0 {
@@ -410,8 +435,9 @@ impl<C: Channel> Runtime<C> {
                 },
             );
             // Timers may have changed sockets (an RTO gave up): the app hears it next
-            // iteration, and the loop does not sleep before that.
-            drain_events(iface, &mut self.events);
+            // iteration, and the loop does not sleep before that. Egress freed room in
+            // UDP and ICMP sockets likewise (writable events).
+            drain_events(iface, &mut self.events, &mut self.socket_events);
         }
         if sent > 0 || self.flush_debt {
             self.channel.tx().flush()?;
@@ -474,7 +500,7 @@ impl<C: Channel> Runtime<C> {
                 (a, b) => a.or(b),
             }
         };
-        if !self.events.is_empty() {
+        if !self.events.is_empty() || !self.socket_events.is_empty() {
             return Ok(());
         }
         let now = self.clock.now();

@@ -1,4 +1,5 @@
-//! Ephemeral port selection (RFC 6056).
+//! Ephemeral port selection (RFC 6056), for every protocol: TCP's `connect`, and the
+//! socket set's UDP `bind(:0)` and TCP listeners on port 0 (through the interface).
 //!
 //! Read first: RFC 6056 §3.3.4 (Algorithm 4, "Double-Hash Port Selection").
 //!
@@ -10,11 +11,29 @@
 //! avoids reusing a 4-tuple still in TIME-WAIT at the peer. Memory is fixed: a table of
 //! [`TABLE_LEN`] counters.
 
-use super::isn::hash_ip;
 use core::hash::Hasher;
 use core::net::{IpAddr, SocketAddr};
 use core::ops::RangeInclusive;
 use siphasher::sip::SipHasher24;
+
+/// The IANA dynamic port range (RFC 6335 §6; RFC 6056 §3.2 allows any range above
+/// 1023): where the socket set's ephemeral ports come from unless configured otherwise.
+pub const DEFAULT_RANGE: RangeInclusive<u16> = 49152..=65535;
+
+/// Feeds an address into a hash with its family, so that a v4 address and a v6 address
+/// with the same bytes never collide (the same encoding as the TCP ISN generator's).
+fn hash_ip(h: &mut SipHasher24, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(a) => {
+            h.write_u8(4);
+            h.write(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            h.write_u8(6);
+            h.write(&a.octets());
+        }
+    }
+}
 
 /// Number of counters in the perturbation table (RFC 6056 §3.3.4 suggests a few hundred
 /// to a few thousand; 256 keeps the allocator within a cache-friendly 512 bytes).
