@@ -28,7 +28,6 @@
 //! while the socket object that owns it is alive (so it can never be stale).
 
 mod error;
-pub mod pipe;
 mod poll;
 mod reactor;
 mod stack;

@@ -287,7 +287,7 @@ impl StackBuilder {
     }
 
     /// Runs over `channel` instead of opening a backend: e.g. one end of a
-    /// [`pipe`](super::pipe::pair) or a simulated wire. The MAC defaults to one derived
+    /// [`pipe`](crate::channel::pipe::pair) or a simulated wire. The MAC defaults to one derived
     /// from the address.
     #[must_use]
     pub fn channel<C: Channel + Send + 'static>(mut self, channel: C) -> Self {
