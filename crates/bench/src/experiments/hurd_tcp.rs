@@ -529,7 +529,7 @@ fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStack> {
             if forwarding {
                 let _ = a.run("sysctl", ["-q", "-w", "net.ipv4.ip_forward=0"]);
             }
-            return Err(e);
+            return Err(e.into());
         }
     };
     Ok(UlnetStack {

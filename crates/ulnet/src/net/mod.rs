@@ -37,7 +37,7 @@ mod tokio_io;
 mod udp;
 
 pub use poll::{Event, Interest, Poller, Source, Token};
-pub use stack::{Stack, StackBuilder};
+pub use stack::{BuildError, CidrError, Stack, StackBuilder};
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
