@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The TCP issue's simulation checks at full size, on the release binary (the CI tests in
-# crates/ulnet/tests/sim_tcp.rs run the same scenarios smaller):
+# crates/apps/tests/sim_tcp.rs run the same scenarios smaller):
 #
 #   1. impaired matrix: 5% loss, 5% reordering, 1% duplication, 0.1% corruption both ways,
 #      1 ms one-way delay, SEEDS seeds x {newreno, cubic} x {SACK on, off}, BYTES each;

@@ -3,8 +3,9 @@
 //!
 //! Owns: the [`Channel`] trait and its backends — [`sim`] (a virtual wire with seeded
 //! impairments, for tests), [`tap`], [`packet`] (AF_PACKET TPACKET_V3) and [`xdp`]
-//! (AF_XDP with a flow-steering XDP program) — and the [`pcap`] adapter any channel can
-//! be wrapped in. In: frames from the device; out: frames to the device.
+//! (AF_XDP with a flow-steering XDP program), [`pipe`] (an in-memory link between two
+//! stacks on different threads) — and the [`pcap`] adapter any channel can be wrapped
+//! in. In: frames from the device; out: frames to the device.
 //!
 //! Invariants: a received frame is borrowed from the ring only for the duration of the
 //! callback that sees it and returns to the ring afterwards (no per-packet allocation);
@@ -14,6 +15,8 @@
 #![deny(missing_docs)]
 
 pub mod pcap;
+#[cfg(target_os = "linux")]
+pub mod pipe;
 pub mod sim;
 pub mod sys;
 

@@ -7,7 +7,8 @@ use std::net::{Shutdown, SocketAddr};
 use std::thread;
 use std::time::Duration;
 
-use ulnet::net::{pipe, Interest, Poller, Stack, TcpListener, TcpStream, Token, UdpSocket};
+use ulnet::channel::pipe;
+use ulnet::net::{Interest, Poller, Stack, TcpListener, TcpStream, Token, UdpSocket};
 
 fn stacks() -> (Stack, Stack) {
     let (a, b) = pipe::pair().unwrap();

@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use ulnet::net::{pipe, Stack, TcpListener, TcpStream, UdpSocket};
+use ulnet::channel::pipe;
+use ulnet::net::{Stack, TcpListener, TcpStream, UdpSocket};
 
 fn stacks() -> (Stack, Stack) {
     let (a, b) = pipe::pair().unwrap();

@@ -12,9 +12,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ulnet::apps::bulk::BulkClient;
-use ulnet::apps::discard::Discard;
-use ulnet::apps::echo::Echo;
 use ulnet::channel::sim::{Endpoint, LinkConfig, Wire};
 use ulnet::runtime::{App, Clock, Runtime, WaitMode};
 use ulnet::stack::iface::{Interface, InterfaceConfig, IpCidr};
@@ -22,6 +19,9 @@ use ulnet::stack::socket::{UdpConfig, UdpHandle, UdpSocket};
 use ulnet::stack::tcp::{Event, Tcp, TcpConfig};
 use ulnet::stack::time::{Duration, Instant};
 use ulnet::wire::EthernetAddress;
+use ulnet_apps::bulk::BulkClient;
+use ulnet_apps::discard::Discard;
+use ulnet_apps::echo::Echo;
 
 struct Counting;
 

@@ -35,8 +35,6 @@ use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ulnet::apps::discard::Discard;
-use ulnet::apps::pattern;
 use ulnet::channel::packet::{PacketChannel, PacketConfig};
 use ulnet::channel::tap::{TapChannel, TapConfig};
 use ulnet::channel::xdp::{XdpChannel, XdpOptions};
@@ -45,6 +43,8 @@ use ulnet::net::{Stack, TcpListener, TcpStream};
 use ulnet::runtime::{self, App, Backend, NetConfig, WaitMode};
 use ulnet::stack::iface::{Interface, IpCidr};
 use ulnet::stack::tcp::Event;
+use ulnet_apps::discard::Discard;
+use ulnet_apps::pattern;
 
 use super::{load, Experiment};
 use crate::harness::{io_err, Ctx, Metrics, Plan, Window, LOAD_CPU, SUT_CPU};
@@ -538,7 +538,7 @@ fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStack> {
             if forwarding {
                 let _ = a.run("sysctl", ["-q", "-w", "net.ipv4.ip_forward=0"]);
             }
-            return Err(e);
+            return Err(e.into());
         }
     };
     Ok(UlnetStack {

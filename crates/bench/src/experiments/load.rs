@@ -8,11 +8,11 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ulnet::apps::pattern;
 use ulnet::channel::xdp::{XdpChannel, XdpOptions};
 use ulnet::channel::Channel as _;
 use ulnet::wire::checksum;
 use ulnet::wire::IpProtocol;
+use ulnet_apps::pattern;
 
 use crate::cpu::thread_cpu_time;
 use crate::harness::{io_err, pin, LOAD_CPU};

@@ -3,9 +3,9 @@
 use std::net::IpAddr;
 
 use anyhow::Context as _;
-use ulnet::apps::ping::{Ping, PingConfig, PingEvent};
 use ulnet::runtime;
 use ulnet::stack::time::Duration;
+use ulnet_apps::ping::{Ping, PingConfig, PingEvent};
 
 use super::serve::{stop_on_signals, NetArgs};
 

@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use ulnet::apps::discard::{Chargen, Discard};
-use ulnet::apps::echo::Echo;
-use ulnet::apps::http::{Http, HttpConfig};
 use ulnet::runtime::{self, AnyChannel, App, Backend, Handle, NetConfig, Runtime, WaitMode};
 use ulnet::stack::iface::{Interface, IpCidr};
 use ulnet::stack::tcp::Event;
 use ulnet::stack::time::Instant;
+use ulnet_apps::discard::{Chargen, Discard};
+use ulnet_apps::echo::Echo;
+use ulnet_apps::http::{Http, HttpConfig};
 
 /// How to reach the network: the options shared by `serve` and `ping`.
 #[derive(Debug, Clone, clap::Args)]

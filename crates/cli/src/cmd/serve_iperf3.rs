@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ulnet::apps::iperf3::{Iperf3Server, DEFAULT_PORT};
 use ulnet::net::Stack;
 use ulnet::runtime;
+use ulnet_apps::iperf3::{Iperf3Server, DEFAULT_PORT};
 
 use super::serve::Args;
 

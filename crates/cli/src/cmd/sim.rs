@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use ulnet::sim::{
+use ulnet_apps::sim::{
     parse_bytes, parse_duration, parse_pair, parse_probability, parse_rate, run_tcp, Congestion,
     Impairments, TcpSimOptions,
 };

@@ -28,7 +28,6 @@
 //! while the socket object that owns it is alive (so it can never be stale).
 
 mod error;
-pub mod pipe;
 mod poll;
 mod reactor;
 mod stack;
@@ -38,7 +37,7 @@ mod tokio_io;
 mod udp;
 
 pub use poll::{Event, Interest, Poller, Source, Token};
-pub use stack::{Stack, StackBuilder};
+pub use stack::{BuildError, CidrError, Stack, StackBuilder};
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 

@@ -17,7 +17,8 @@
 //! (FINs sent and acknowledged), then it stops and its thread is joined.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{AddrParseError, IpAddr};
+use std::num::ParseIntError;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use ulnet_channel::xdp::XdpOptions;
 use ulnet_channel::Channel;
-use ulnet_stack::iface::{Interface, IpCidr, Route};
+use ulnet_stack::iface::{Interface, IpCidr, Route, RouteError};
 use ulnet_stack::tcp::{Algorithm, TcpConfig};
 use ulnet_wire::EthernetAddress;
 
@@ -43,12 +44,155 @@ enum Link {
     Custom(OpenCustom),
 }
 
+/// Why [`StackBuilder::build`] did not start a stack.
+///
+/// Setters that parse ([`address`](StackBuilder::address),
+/// [`from_env`](StackBuilder::from_env)) keep the first failure and `build` returns
+/// it, so a chain of setters needs no error handling of its own. Converts into an
+/// `io::Error` (kind [`InvalidInput`](io::ErrorKind::InvalidInput) for configuration
+/// errors) for functions that return `io::Result`.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No address was given ([`StackBuilder::address`]).
+    MissingAddress,
+    /// No interface was given for a kernel backend ([`StackBuilder::interface`]).
+    MissingInterface,
+    /// An address with prefix did not parse.
+    Cidr {
+        /// The text given.
+        input: String,
+        /// What is wrong with it.
+        error: CidrError,
+    },
+    /// An unknown backend name (`ULNET_BACKEND`).
+    Backend {
+        /// The text given.
+        input: String,
+    },
+    /// A gateway address did not parse (`ULNET_GATEWAY`).
+    Gateway {
+        /// The text given.
+        input: String,
+        /// The parser's error.
+        error: AddrParseError,
+    },
+    /// An environment variable of [`StackBuilder::from_env`] held a malformed value.
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// What is wrong with its value.
+        error: Box<BuildError>,
+    },
+    /// The routing table refused a route.
+    Route {
+        /// The route's destination.
+        dst: IpCidr,
+        /// The table's reason.
+        error: RouteError,
+    },
+    /// Opening the channel or the pcap file, building the interface or starting the
+    /// loop failed (the message names the system call and the fix).
+    Io(io::Error),
+}
+
+/// What is wrong with an address-with-prefix text such as `"198.18.0.5/24"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CidrError {
+    /// No `/prefix` part.
+    NoPrefix,
+    /// The address part did not parse.
+    Address(AddrParseError),
+    /// The prefix part is not a number.
+    Prefix(ParseIntError),
+    /// The prefix is longer than the address.
+    PrefixTooLong,
+}
+
+impl BuildError {
+    /// The `io::ErrorKind` this error converts to: the I/O error's own kind, else
+    /// `InvalidInput`.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            BuildError::Io(e) => e.kind(),
+            _ => io::ErrorKind::InvalidInput,
+        }
+    }
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::MissingAddress => {
+                f.write_str("the stack needs an address (StackBuilder::address)")
+            }
+            BuildError::MissingInterface => {
+                f.write_str("the stack needs an interface (StackBuilder::interface)")
+            }
+            BuildError::Cidr { input, error } => match error {
+                CidrError::NoPrefix => write!(
+                    f,
+                    "address {input:?} needs a prefix length, e.g. 198.18.0.5/24"
+                ),
+                CidrError::Address(e) => write!(f, "address {input:?}: {e}"),
+                CidrError::Prefix(e) => write!(f, "prefix of {input:?}: {e}"),
+                CidrError::PrefixTooLong => write!(f, "prefix length of {input:?} too long"),
+            },
+            BuildError::Backend { input } => {
+                write!(f, "unknown backend {input:?} (xdp, packet or tap)")
+            }
+            BuildError::Gateway { input, error } => write!(f, "gateway {input:?}: {error}"),
+            BuildError::Env { var, error } => write!(f, "{var}: {error}"),
+            BuildError::Route { dst, error } => write!(f, "route {dst:?}: {error}"),
+            BuildError::Io(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Cidr {
+                error: CidrError::Address(e),
+                ..
+            }
+            | BuildError::Gateway { error: e, .. } => Some(e),
+            BuildError::Cidr {
+                error: CidrError::Prefix(e),
+                ..
+            } => Some(e),
+            BuildError::Env { error, .. } => Some(&**error),
+            BuildError::Route { error, .. } => Some(error),
+            BuildError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for BuildError {
+    fn from(e: io::Error) -> Self {
+        BuildError::Io(e)
+    }
+}
+
+impl From<BuildError> for io::Error {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::Io(e) => e,
+            e => io::Error::new(io::ErrorKind::InvalidInput, e),
+        }
+    }
+}
+
 /// Configures and starts a [`Stack`]. Every setting has a default except the address
 /// (and the interface, for the kernel backends).
 pub struct StackBuilder {
     cfg: NetConfig,
-    address: Option<Result<IpCidr, String>>,
+    address: Option<IpCidr>,
     ifname: Option<String>,
+    /// The first setter failure; [`build`](Self::build) returns it.
+    error: Option<BuildError>,
     routes: Vec<Route>,
     apps: Vec<Box<dyn App + Send>>,
     close_linger: Duration,
@@ -62,6 +206,7 @@ impl std::fmt::Debug for StackBuilder {
             .field("ifname", &self.ifname)
             .field("netns", &self.cfg.netns)
             .field("address", &self.address)
+            .field("error", &self.error)
             .field("routes", &self.routes)
             .field("wait", &self.cfg.wait)
             .field("apps", &self.apps.len())
@@ -69,13 +214,15 @@ impl std::fmt::Debug for StackBuilder {
     }
 }
 
-fn parse_cidr(s: &str) -> Result<IpCidr, String> {
-    let (ip, len) = s
-        .split_once('/')
-        .ok_or_else(|| format!("address {s:?} needs a prefix length, e.g. 198.18.0.5/24"))?;
-    let ip: IpAddr = ip.parse().map_err(|e| format!("address {s:?}: {e}"))?;
-    let len: u8 = len.parse().map_err(|e| format!("prefix of {s:?}: {e}"))?;
-    IpCidr::new(ip, len).ok_or_else(|| format!("prefix length of {s:?} too long"))
+fn parse_cidr(s: &str) -> Result<IpCidr, BuildError> {
+    let fail = |error| BuildError::Cidr {
+        input: s.to_owned(),
+        error,
+    };
+    let (ip, len) = s.split_once('/').ok_or_else(|| fail(CidrError::NoPrefix))?;
+    let ip: IpAddr = ip.parse().map_err(|e| fail(CidrError::Address(e)))?;
+    let len: u8 = len.parse().map_err(|e| fail(CidrError::Prefix(e)))?;
+    IpCidr::new(ip, len).ok_or_else(|| fail(CidrError::PrefixTooLong))
 }
 
 impl Default for StackBuilder {
@@ -85,6 +232,7 @@ impl Default for StackBuilder {
             cfg: NetConfig::new(Backend::Xdp, String::new(), placeholder),
             address: None,
             ifname: None,
+            error: None,
             routes: Vec::new(),
             apps: Vec::new(),
             close_linger: Duration::from_secs(1),
@@ -97,14 +245,15 @@ impl StackBuilder {
     /// Settings from the environment, for examples and tools: `ULNET_BACKEND`
     /// (xdp, packet, tap), `ULNET_IFACE`, `ULNET_NETNS`, `ULNET_ADDR` (with prefix),
     /// `ULNET_GATEWAY`, `ULNET_PCAP` and `ULNET_BUSY_POLL=1`. Unset variables leave the
-    /// builder as it is; malformed ones make [`build`](Self::build) fail.
+    /// builder as it is; malformed ones make [`build`](Self::build) fail
+    /// ([`BuildError::Env`]).
     #[must_use]
     pub fn from_env(mut self) -> Self {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         if let Some(b) = var("ULNET_BACKEND") {
             match b.parse() {
                 Ok(b) => self.cfg.backend = b,
-                Err(e) => self.address = Some(Err(format!("ULNET_BACKEND: {e}"))),
+                Err(_) => self.fail_env("ULNET_BACKEND", BuildError::Backend { input: b }),
             }
         }
         if let Some(i) = var("ULNET_IFACE") {
@@ -114,14 +263,17 @@ impl StackBuilder {
             self.cfg.netns = Some(n);
         }
         if let Some(a) = var("ULNET_ADDR") {
-            if !matches!(self.address, Some(Err(_))) {
-                self.address = Some(parse_cidr(&a));
+            match parse_cidr(&a) {
+                Ok(c) => self.address = Some(c),
+                Err(e) => self.fail_env("ULNET_ADDR", e),
             }
         }
         if let Some(g) = var("ULNET_GATEWAY") {
             match g.parse() {
                 Ok(g) => self.cfg.gateway = Some(g),
-                Err(e) => self.address = Some(Err(format!("ULNET_GATEWAY: {e}"))),
+                Err(error) => {
+                    self.fail_env("ULNET_GATEWAY", BuildError::Gateway { input: g, error })
+                }
             }
         }
         if let Some(p) = var("ULNET_PCAP") {
@@ -131,6 +283,18 @@ impl StackBuilder {
             self.cfg.wait = WaitMode::BusyPoll;
         }
         self
+    }
+
+    /// Keeps the first failure for [`build`](Self::build).
+    fn fail(&mut self, e: BuildError) {
+        self.error.get_or_insert(e);
+    }
+
+    fn fail_env(&mut self, var: &'static str, e: BuildError) {
+        self.fail(BuildError::Env {
+            var,
+            error: Box::new(e),
+        });
     }
 
     /// The channel backend (default: AF_XDP with the steering program).
@@ -155,17 +319,20 @@ impl StackBuilder {
     }
 
     /// The stack's address with its prefix, e.g. `"198.18.0.5/24"` (not the kernel's;
-    /// a malformed one makes [`build`](Self::build) fail).
+    /// a malformed one makes [`build`](Self::build) fail with [`BuildError::Cidr`]).
     #[must_use]
     pub fn address(mut self, cidr: &str) -> Self {
-        self.address = Some(parse_cidr(cidr));
+        match parse_cidr(cidr) {
+            Ok(c) => self.address = Some(c),
+            Err(e) => self.fail(e),
+        }
         self
     }
 
     /// The stack's address as an [`IpCidr`].
     #[must_use]
     pub fn address_cidr(mut self, cidr: IpCidr) -> Self {
-        self.address = Some(Ok(cidr));
+        self.address = Some(cidr);
         self
     }
 
@@ -286,7 +453,7 @@ impl StackBuilder {
     }
 
     /// Runs over `channel` instead of opening a backend: e.g. one end of a
-    /// [`pipe`](super::pipe::pair) or a simulated wire. The MAC defaults to one derived
+    /// [`pipe`](crate::channel::pipe::pair) or a simulated wire. The MAC defaults to one derived
     /// from the address.
     #[must_use]
     pub fn channel<C: Channel + Send + 'static>(mut self, channel: C) -> Self {
@@ -305,25 +472,18 @@ impl StackBuilder {
     /// Opens the channel, builds the interface and starts the loop's thread.
     ///
     /// # Errors
-    /// `InvalidInput` for a missing or malformed address, a missing interface name or a
-    /// route the table refuses; whatever opening the channel reports (the message
-    /// names the system call and the fix).
-    pub fn build(mut self) -> io::Result<Stack> {
-        let invalid = |m: String| err(io::ErrorKind::InvalidInput, m);
-        self.cfg.address = match self.address.take() {
-            Some(Ok(c)) => c,
-            Some(Err(e)) => return Err(invalid(e)),
-            None => {
-                return Err(invalid(
-                    "the stack needs an address (StackBuilder::address)".into(),
-                ))
-            }
-        };
+    /// The first setter failure; [`BuildError::MissingAddress`], or
+    /// [`BuildError::MissingInterface`] for a kernel backend; [`BuildError::Route`] for a
+    /// route the table refuses; [`BuildError::Io`] with whatever opening the channel
+    /// reports (the message names the system call and the fix).
+    pub fn build(mut self) -> Result<Stack, BuildError> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.cfg.address = self.address.take().ok_or(BuildError::MissingAddress)?;
         let rt = match self.link {
             Link::Backend => {
-                self.cfg.ifname = self.ifname.take().ok_or_else(|| {
-                    invalid("the stack needs an interface (StackBuilder::interface)".into())
-                })?;
+                self.cfg.ifname = self.ifname.take().ok_or(BuildError::MissingInterface)?;
                 runtime::open(&self.cfg)?
             }
             Link::Custom(open) => {
@@ -337,10 +497,10 @@ impl StackBuilder {
                 iface
                     .routes_mut()
                     .add(*r)
-                    .map_err(|e| invalid(format!("route {:?}: {e}", r.dst)))?;
+                    .map_err(|error| BuildError::Route { dst: r.dst, error })?;
             }
         }
-        Stack::start(rt, self.apps, self.close_linger)
+        Ok(Stack::start(rt, self.apps, self.close_linger)?)
     }
 }
 
@@ -570,6 +730,36 @@ mod tests {
         assert_eq!(
             parse_cidr("198.18.0.1/24").unwrap().address(),
             IpAddr::from([198, 18, 0, 1])
+        );
+    }
+
+    #[test]
+    fn builder_errors_are_typed_and_the_first_failure_wins() {
+        let e = Stack::builder()
+            .interface("x")
+            .address("198.18.0.1/40")
+            .address("nonsense/24")
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                BuildError::Cidr { input, error: CidrError::PrefixTooLong } if input == "198.18.0.1/40"
+            ),
+            "{e:?}"
+        );
+        let e = Stack::builder().interface("x").build().unwrap_err();
+        assert!(matches!(e, BuildError::MissingAddress), "{e:?}");
+        let io: io::Error = Stack::builder()
+            .address("198.18.0.1/24")
+            .build()
+            .unwrap_err()
+            .into();
+        assert_eq!(io.kind(), io::ErrorKind::InvalidInput);
+        let inner = io.get_ref().and_then(|e| e.downcast_ref::<BuildError>());
+        assert!(
+            matches!(inner, Some(BuildError::MissingInterface)),
+            "{io:?}"
         );
     }
 }

@@ -11,16 +11,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use ulnet::apps::bulk::{BulkClient, BulkResult};
-use ulnet::apps::discard::Discard;
-use ulnet::apps::echo::Echo;
-use ulnet::apps::http::{Http, HttpConfig};
-use ulnet::apps::pattern;
-use ulnet::apps::ping::{Ping, PingConfig};
 use ulnet::runtime::{AnyChannel, App, Runtime};
 use ulnet::stack::iface::Interface;
 use ulnet::stack::tcp::Event;
 use ulnet::stack::time::Instant;
+use ulnet_apps::bulk::{BulkClient, BulkResult};
+use ulnet_apps::discard::Discard;
+use ulnet_apps::echo::Echo;
+use ulnet_apps::http::{Http, HttpConfig};
+use ulnet_apps::pattern;
+use ulnet_apps::ping::{Ping, PingConfig};
 use ulnet_bench::Testbed;
 
 mod phases;

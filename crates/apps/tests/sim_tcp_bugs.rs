@@ -1,10 +1,10 @@
-//! Regression tests for TCP-layer problems found with `ulnet::sim` (findings 7 and 8 of
+//! Regression tests for TCP-layer problems found with `ulnet_apps::sim` (findings 7 and 8 of
 //! the TCP bug list, fixed in commit 36bf2a8). Each states what RFC behaviour it expects
 //! and what happened before the fix.
 
 use std::time::Duration;
 
-use ulnet::sim::{run_tcp, CwndSample, TcpSimOptions};
+use ulnet_apps::sim::{run_tcp, CwndSample, TcpSimOptions};
 
 /// Finding 7, before the fix: segments of a whole window delivered at one instant (no
 /// rate limit: the simulator hands the burst to B in one receive batch) were acknowledged

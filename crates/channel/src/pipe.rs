@@ -13,8 +13,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::{Capabilities, Channel, Stats, Tx, TxError};
 use rustix::event::EventfdFlags;
-use ulnet_channel::{Capabilities, Channel, Stats, Tx, TxError};
 
 /// Frames one direction holds before dropping.
 pub const QUEUE_FRAMES: usize = 8192;
@@ -72,7 +72,7 @@ impl Tx for PipeTx {
         Ok(())
     }
 
-    fn flush(&mut self) -> ulnet_channel::Result<()> {
+    fn flush(&mut self) -> crate::Result<()> {
         if self.batch.is_empty() {
             return Ok(());
         }
@@ -131,7 +131,7 @@ impl Channel for PipeChannel {
         &mut self,
         max_count: usize,
         f: &mut dyn FnMut(&[u8], &mut dyn Tx),
-    ) -> ulnet_channel::Result<usize> {
+    ) -> crate::Result<usize> {
         {
             let mut q = self
                 .rx
@@ -190,7 +190,7 @@ impl Channel for PipeChannel {
 
     /// Resets the eventfd, then makes it readable again if frames are waiting, so the
     /// loop's `poll(2)` neither misses a batch nor spins on an old signal.
-    fn prepare_wait(&mut self) -> ulnet_channel::Result<()> {
+    fn prepare_wait(&mut self) -> crate::Result<()> {
         let mut buf = [0u8; 8];
         let _ = rustix::io::read(&self.rx.efd, &mut buf);
         let waiting = !self

@@ -15,7 +15,7 @@ use ulnet_stack::time::Instant;
 use super::echo::{bind_udp, AppError};
 use super::pattern;
 use super::server::{Next, ServerStats, Session, TcpServer};
-use crate::runtime::App;
+use ulnet::runtime::App;
 
 /// Totals of a sink or source.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

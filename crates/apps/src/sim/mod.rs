@@ -3,7 +3,7 @@
 //! stack (Ethernet, ARP, IPv4, TCP) under configurable impairments.
 //!
 //! This is what `ulnet sim tcp` runs and what the TCP acceptance tests
-//! (`crates/ulnet/tests/sim_tcp*.rs`) and benchmarks reuse. In: [`TcpSimOptions`]. Out:
+//! (`crates/apps/tests/sim_tcp*.rs`) and benchmarks reuse. In: [`TcpSimOptions`]. Out:
 //! a [`TcpSimReport`] (serialisable): byte-exact delivery checked with SHA-256, final
 //! states, goodput, retransmissions, windows, wire counters. A run is a pure function
 //! of its options (the seed included) apart from `wall_s`.
@@ -14,7 +14,7 @@
 //! stacks' configuration and the wire's in-flight limit.
 //!
 //! ```
-//! use ulnet::sim::{run_tcp, TcpSimOptions};
+//! use ulnet_apps::sim::{run_tcp, TcpSimOptions};
 //!
 //! let mut opts = TcpSimOptions::default();
 //! opts.bytes = 64 * 1024;

@@ -1,4 +1,4 @@
-//! An iperf3 server over the [`net`](crate::net) socket API: an unmodified `iperf3 -c`
+//! An iperf3 server over the [`net`](ulnet::net) socket API: an unmodified `iperf3 -c`
 //! runs TCP and UDP tests against it, forward and reverse (`-R`), with parallel
 //! streams (`-P`), and gets results it can print (and `-J`son).
 //!
@@ -28,7 +28,7 @@ use serde::Deserialize;
 use ulnet_stack::socket::UdpConfig;
 use ulnet_stack::tcp::Algorithm;
 
-use crate::net::{Interest, Poller, Stack, TcpListener, TcpStream, Token, UdpSocket};
+use ulnet::net::{Interest, Poller, Stack, TcpListener, TcpStream, Token, UdpSocket};
 
 /// iperf3's well-known port.
 pub const DEFAULT_PORT: u16 = 5201;

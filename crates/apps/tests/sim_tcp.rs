@@ -1,5 +1,5 @@
 //! The TCP issue's acceptance checks, run through the whole stack (Ethernet, ARP, IPv4,
-//! TCP) on the simulated wire in virtual time with `ulnet::sim`:
+//! TCP) on the simulated wire in virtual time with `ulnet_apps::sim`:
 //!
 //! - an impaired matrix (5% loss, 5% reordering, 1% duplication, 0.1% corruption, both
 //!   ways) over 20 seeds × {NewReno, CUBIC} × {SACK on, off}: byte-exact, clean close;
@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use ulnet::sim::{run_tcp, Congestion, CwndSample, TcpSimOptions, TcpSimReport};
+use ulnet_apps::sim::{run_tcp, Congestion, CwndSample, TcpSimOptions, TcpSimReport};
 
 fn run(o: &TcpSimOptions) -> TcpSimReport {
     run_tcp(o).expect("simulation set-up")

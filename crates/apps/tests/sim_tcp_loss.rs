@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use ulnet::sim::{run_tcp, TcpSimOptions, TcpSimReport};
+use ulnet_apps::sim::{run_tcp, TcpSimOptions, TcpSimReport};
 
 fn run(seed: u64) -> TcpSimReport {
     let mut o = TcpSimOptions {

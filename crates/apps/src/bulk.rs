@@ -9,7 +9,7 @@ use ulnet_stack::tcp::{ConnectError, Event, RecvError, Shutdown, SocketHandle, S
 use ulnet_stack::time::{Duration, Instant};
 
 use super::pattern;
-use crate::runtime::App;
+use ulnet::runtime::App;
 
 /// How a [`BulkClient`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -9,7 +9,7 @@ use ulnet_stack::tcp::Event;
 use ulnet_stack::time::{Duration, Instant};
 
 use super::echo::AppError;
-use crate::runtime::App;
+use ulnet::runtime::App;
 
 /// What a [`Ping`] reports as it goes.
 #[derive(Debug, Clone, Copy, PartialEq)]

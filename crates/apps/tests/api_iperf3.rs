@@ -7,9 +7,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread;
 
-use ulnet::apps::iperf3::{Iperf3Server, TestSummary};
 use ulnet::net::Stack;
 use ulnet::runtime::Backend;
+use ulnet_apps::iperf3::{Iperf3Server, TestSummary};
 use ulnet_bench::testbed::Testbed;
 
 fn testbed(label: &str) -> Testbed {

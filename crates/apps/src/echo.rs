@@ -10,7 +10,7 @@ use ulnet_stack::tcp::{Event, ListenError, RecvError, SocketHandle, Tcp};
 use ulnet_stack::time::Instant;
 
 use super::server::{Next, ServerStats, Session, TcpServer};
-use crate::runtime::App;
+use ulnet::runtime::App;
 
 /// Bytes one TCP echo session holds between receiving and sending.
 const HOLD_LEN: usize = 16 * 1024;

@@ -25,7 +25,7 @@ use ulnet_stack::time::Instant;
 use super::echo::AppError;
 use super::pattern;
 use super::server::{Next, ServerStats, Session, TcpServer};
-use crate::runtime::App;
+use ulnet::runtime::App;
 
 /// Server settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
