@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::thread;
 use std::time::Duration;
 
-use ulnet::net::{pipe, Stack, TcpListener, UdpSocket};
+use ulnet::channel::pipe;
+use ulnet::net::{Stack, TcpListener, UdpSocket};
 use ulnet_stack::socket::UdpConfig;
 
 fn stacks() -> (Stack, Stack) {
