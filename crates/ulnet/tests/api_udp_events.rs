@@ -4,23 +4,36 @@
 //! for their own datagram, and port 0 is chosen by the engine (RFC 6056) for UDP and
 //! TCP listeners alike.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::thread;
 use std::time::Duration;
 
 use ulnet::channel::pipe;
 use ulnet::net::{Stack, TcpListener, UdpSocket};
+use ulnet::wire::EthernetAddress;
 use ulnet_stack::socket::UdpConfig;
 
+/// Two stacks joined by a pipe, each knowing the other's MAC statically: with ARP, the
+/// datagrams sent before the reply came back would wait in the neighbour's pending queue
+/// (8 frames by default) and the rest be dropped, so a burst of 32 would lose some
+/// (how many depends on how fast the reply comes: a flaky test).
 fn stacks() -> (Stack, Stack) {
     let (a, b) = pipe::pair().unwrap();
+    let (mac_a, mac_b) = (
+        EthernetAddress([0x02, 0, 0, 0, 0, 1]),
+        EthernetAddress([0x02, 0, 0, 0, 0, 2]),
+    );
     let sa = Stack::builder()
         .address("198.18.0.1/24")
+        .mac(mac_a)
+        .neighbor(IpAddr::from([198, 18, 0, 2]), mac_b)
         .channel(a)
         .build()
         .unwrap();
     let sb = Stack::builder()
         .address("198.18.0.2/24")
+        .mac(mac_b)
+        .neighbor(IpAddr::from([198, 18, 0, 1]), mac_a)
         .channel(b)
         .build()
         .unwrap();
