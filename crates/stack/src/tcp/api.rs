@@ -1,6 +1,9 @@
 //! The application's side of [`Tcp`]: listening, accepting, connecting, sending,
 //! receiving, shutting down, closing, aborting, options, status and readiness. Every call
 //! takes a small generation-checked handle; a stale handle is an error, never a panic.
+//! Every call that can change a connection takes `now`, as segment arrival and dispatch
+//! do: the engine reads no clock of its own, so timers armed by a user call start at the
+//! caller's time, not at whatever the engine saw last.
 //! The engine-facing side (segments in and out, timers) is in `layer.rs`, which also owns
 //! the slab of connections: this file reaches a connection only through the layer's
 //! methods (`user_sock`, `with_user_sock`, ...) and the control block's user calls, never
@@ -48,8 +51,12 @@ impl Tcp {
     ///
     /// # Errors
     /// [`AcceptError::InvalidHandle`] for a stale listener handle.
-    pub fn accept(&mut self, l: ListenerHandle) -> Result<Option<SocketHandle>, AcceptError> {
-        let now = self.last_now;
+    pub fn accept(
+        &mut self,
+        now: Instant,
+        l: ListenerHandle,
+    ) -> Result<Option<SocketHandle>, AcceptError> {
+        self.saw(now);
         self.pop_accepted(l, now)
             .map_err(|()| AcceptError::InvalidHandle)
     }
@@ -58,8 +65,8 @@ impl Tcp {
     ///
     /// # Errors
     /// [`SocketError::InvalidHandle`] for a stale handle.
-    pub fn close_listener(&mut self, l: ListenerHandle) -> Result<(), SocketError> {
-        let now = self.last_now;
+    pub fn close_listener(&mut self, now: Instant, l: ListenerHandle) -> Result<(), SocketError> {
+        self.saw(now);
         self.remove_listener(l, now)
             .ok_or(SocketError::InvalidHandle)
     }
@@ -107,7 +114,7 @@ impl Tcp {
         remote: SocketAddr,
         options: &[SocketOption],
     ) -> Result<SocketHandle, ConnectError> {
-        self.last_now = now;
+        self.saw(now);
         if remote.port() == 0
             || remote.ip().is_unspecified()
             || remote.ip().is_multicast()
@@ -125,7 +132,7 @@ impl Tcp {
                 .ok_or(ConnectError::NoPortsAvailable)?;
             SocketAddr::new(local.ip(), port)
         } else {
-            if self.tuple_in_use(&FourTuple::new(local, remote), false) {
+            if self.tuple_in_use(&FourTuple::new(local, remote)) {
                 return Err(ConnectError::AddressInUse);
             }
             local
@@ -144,8 +151,8 @@ impl Tcp {
     ///
     /// # Errors
     /// [`SendError`]: stale handle, send side closed, or the connection's error.
-    pub fn send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SendError> {
-        let now = self.last_now;
+    pub fn send(&mut self, now: Instant, h: SocketHandle, data: &[u8]) -> Result<usize, SendError> {
+        self.saw(now);
         self.with_user_sock_if(h, now, |s| {
             let r = s.send(data);
             let queued = r.as_ref().is_ok_and(|&n| n > 0);
@@ -159,8 +166,13 @@ impl Tcp {
     /// # Errors
     /// [`RecvError::WouldBlock`] when nothing is buffered yet; the connection's error
     /// once the buffer is drained; [`RecvError::InvalidHandle`] for a stale handle.
-    pub fn recv(&mut self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, RecvError> {
-        let now = self.last_now;
+    pub fn recv(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        buf: &mut [u8],
+    ) -> Result<usize, RecvError> {
+        self.saw(now);
         self.with_user_sock(h, now, |s| s.recv(buf))
             .ok_or(RecvError::InvalidHandle)?
     }
@@ -177,8 +189,13 @@ impl Tcp {
     ///
     /// # Errors
     /// [`SocketError::InvalidHandle`] for a stale handle.
-    pub fn shutdown(&mut self, h: SocketHandle, how: Shutdown) -> Result<(), SocketError> {
-        let now = self.last_now;
+    pub fn shutdown(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        how: Shutdown,
+    ) -> Result<(), SocketError> {
+        self.saw(now);
         self.with_user_sock(h, now, |s| s.shutdown(how))
             .ok_or(SocketError::InvalidHandle)
     }
@@ -189,8 +206,8 @@ impl Tcp {
     ///
     /// # Errors
     /// [`SocketError::InvalidHandle`] for a stale handle.
-    pub fn close(&mut self, h: SocketHandle) -> Result<(), SocketError> {
-        let now = self.last_now;
+    pub fn close(&mut self, now: Instant, h: SocketHandle) -> Result<(), SocketError> {
+        self.saw(now);
         self.close_user(h, now).ok_or(SocketError::InvalidHandle)
     }
 
@@ -198,8 +215,8 @@ impl Tcp {
     ///
     /// # Errors
     /// [`SocketError::InvalidHandle`] for a stale handle.
-    pub fn abort(&mut self, h: SocketHandle) -> Result<(), SocketError> {
-        let now = self.last_now;
+    pub fn abort(&mut self, now: Instant, h: SocketHandle) -> Result<(), SocketError> {
+        self.saw(now);
         self.abort_user(h, now).ok_or(SocketError::InvalidHandle)
     }
 
@@ -233,8 +250,13 @@ impl Tcp {
     /// # Errors
     /// [`SocketError::InvalidHandle`] for a stale handle; [`SocketError::InvalidState`]
     /// for a buffer size the socket cannot take now.
-    pub fn set_option(&mut self, h: SocketHandle, opt: SocketOption) -> Result<(), SocketError> {
-        let now = self.last_now;
+    pub fn set_option(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        opt: SocketOption,
+    ) -> Result<(), SocketError> {
+        self.saw(now);
         self.with_user_sock(h, now, |s| s.set_option(opt, now))
             .ok_or(SocketError::InvalidHandle)?
     }

@@ -98,7 +98,7 @@ pub struct Tcp {
     pending_rst: VecDeque<(IpAddr, IpAddr, TcpRepr<'static>)>,
     scratch: Vec<u8>,
     path_mtu: HashMap<IpAddr, usize>,
-    pub(super) last_now: Instant,
+    last_now: Instant,
     live: usize,
     /// Tests pin the next ISS (to exercise wraparound).
     #[cfg(test)]
@@ -170,7 +170,7 @@ impl Tcp {
         seg: &TcpRepr<'_>,
         out: &mut dyn FnMut(IpAddr, IpAddr, &TcpRepr<'_>),
     ) {
-        self.last_now = now;
+        self.saw(now);
         self.stats.segs_in += 1;
         let f = seg.flags;
         if seg.src_port == 0
@@ -407,7 +407,7 @@ impl Tcp {
         now: Instant,
         out: &mut dyn FnMut(IpAddr, IpAddr, &TcpRepr<'_>) -> bool,
     ) {
-        self.last_now = now;
+        self.saw(now);
         while let Some((src, dst, rst)) = self.pending_rst.front() {
             if !out(*src, *dst, rst) {
                 return;
@@ -747,12 +747,9 @@ impl Tcp {
         self.handle_of(idx)
     }
 
-    /// True when a connection, a TIME-WAIT record or a listener already uses `t`'s local
-    /// address towards its remote one (RFC 6056 §2.1: a port is free for that remote).
-    pub(super) fn tuple_in_use(&self, t: &FourTuple, listeners_too: bool) -> bool {
-        self.table.contains(t)
-            || self.tw.contains(t)
-            || (listeners_too && self.listen_map.contains_key(&t.local()))
+    /// True when a connection or a TIME-WAIT record already holds the 4-tuple `t`.
+    pub(super) fn tuple_in_use(&self, t: &FourTuple) -> bool {
+        self.table.contains(t) || self.tw.contains(t)
     }
 
     /// True when no more connections fit.
@@ -929,6 +926,12 @@ impl Tcp {
             }
         }
         None
+    }
+
+    /// Records the latest instant a caller reported (segment arrival, dispatch or a user
+    /// call); [`Tcp::poll_at`] answers it when output is pending. Never moves back.
+    pub(super) fn saw(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
     }
 
     /// RFC 6528 ISN.
