@@ -96,33 +96,33 @@ impl App for BulkClient {
             return self.finish(now, true);
         };
         if self.started.is_some_and(|t| now - t > self.deadline) {
-            let _ = tcp.abort(self.h);
+            let _ = tcp.abort(now, self.h);
             return self.finish(now, true);
         }
         let Ok(r) = tcp.readiness(self.h) else {
             return self.finish(now, true);
         };
         if r.error.is_some() {
-            let _ = tcp.abort(self.h);
+            let _ = tcp.abort(now, self.h);
             return self.finish(now, true);
         }
         while self.result.sent < self.send_len {
             let want = (self.send_len - self.result.sent).min(pattern::MAX_CHUNK as u64) as usize;
-            match tcp.send(self.h, pattern::slice(self.result.sent, want)) {
+            match tcp.send(now, self.h, pattern::slice(self.result.sent, want)) {
                 Ok(0) => break,
                 Ok(n) => self.result.sent += n as u64,
                 Err(_) => {
-                    let _ = tcp.abort(self.h);
+                    let _ = tcp.abort(now, self.h);
                     return self.finish(now, true);
                 }
             }
         }
         if self.result.sent == self.send_len && !self.shut && r.writable {
-            let _ = tcp.shutdown(self.h, Shutdown::Write);
+            let _ = tcp.shutdown(now, self.h, Shutdown::Write);
             self.shut = true;
         }
         loop {
-            match tcp.recv(self.h, &mut self.buf) {
+            match tcp.recv(now, self.h, &mut self.buf) {
                 Ok(0) => {
                     self.result.peer_closed = true;
                     break;
@@ -134,7 +134,7 @@ impl App for BulkClient {
                 }
                 Err(RecvError::WouldBlock) => break,
                 Err(_) => {
-                    let _ = tcp.abort(self.h);
+                    let _ = tcp.abort(now, self.h);
                     return self.finish(now, true);
                 }
             }
@@ -146,7 +146,7 @@ impl App for BulkClient {
             && self.result.peer_closed
             && matches!(state, Ok(State::TimeWait | State::Closed))
         {
-            let _ = tcp.close(self.h);
+            let _ = tcp.close(now, self.h);
             self.finish(now, false);
         }
     }

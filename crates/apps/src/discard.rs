@@ -41,13 +41,13 @@ pub struct DiscardSession {
 }
 
 impl Session for DiscardSession {
-    fn drive(&mut self, tcp: &mut Tcp, h: SocketHandle) -> Next {
+    fn drive(&mut self, tcp: &mut Tcp, now: Instant, h: SocketHandle) -> Next {
         if self.buf.is_empty() {
             self.buf = vec![0; 64 * 1024];
             self.pattern_ok = true;
         }
         loop {
-            match tcp.recv(h, &mut self.buf) {
+            match tcp.recv(now, h, &mut self.buf) {
                 Ok(0) => return Next::Close,
                 Ok(n) => {
                     self.pattern_ok &= pattern::matches(self.bytes, &self.buf[..n]);
@@ -104,7 +104,7 @@ impl Discard {
 }
 
 impl App for Discard {
-    fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
         let s = iface
             .sockets_mut()
             .udp_mut(self.udp)
@@ -116,7 +116,7 @@ impl App for Discard {
         if let Some(t) = iface.tcp_mut() {
             let stats = &mut self.stats;
             self.tcp
-                .poll(t, events, &mut DiscardSession::default, &mut |s| {
+                .poll(t, now, events, &mut DiscardSession::default, &mut |s| {
                     stats.tcp_bytes += s.bytes;
                     stats.tcp_pattern_ok += u64::from(s.pattern_ok && s.bytes > 0);
                 });
@@ -134,11 +134,11 @@ pub struct ChargenSession {
 }
 
 impl Session for ChargenSession {
-    fn drive(&mut self, tcp: &mut Tcp, h: SocketHandle) -> Next {
+    fn drive(&mut self, tcp: &mut Tcp, now: Instant, h: SocketHandle) -> Next {
         // Whatever the peer sends is read and ignored; its FIN ends the stream.
         let mut sink = [0u8; 2048];
         loop {
-            match tcp.recv(h, &mut sink) {
+            match tcp.recv(now, h, &mut sink) {
                 Ok(0) => return Next::Close,
                 Ok(_) => {}
                 Err(RecvError::WouldBlock) => break,
@@ -151,7 +151,7 @@ impl Session for ChargenSession {
                 Some(l) => (l - self.bytes).min(pattern::MAX_CHUNK as u64) as usize,
                 None => pattern::MAX_CHUNK,
             };
-            match tcp.send(h, pattern::slice(self.bytes, want)) {
+            match tcp.send(now, h, pattern::slice(self.bytes, want)) {
                 Ok(0) => return Next::Open,
                 Ok(n) => self.bytes += n as u64,
                 Err(_) => return Next::Abort,
@@ -207,7 +207,7 @@ impl Chargen {
 }
 
 impl App for Chargen {
-    fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
         let s = iface
             .sockets_mut()
             .udp_mut(self.udp)
@@ -223,6 +223,7 @@ impl App for Chargen {
             let limit = self.limit;
             self.tcp.poll(
                 t,
+                now,
                 events,
                 &mut || ChargenSession { bytes: 0, limit },
                 &mut |s| stats.tcp_bytes += s.bytes,

@@ -46,10 +46,10 @@ impl Default for EchoSession {
 }
 
 impl Session for EchoSession {
-    fn drive(&mut self, tcp: &mut Tcp, h: SocketHandle) -> Next {
+    fn drive(&mut self, tcp: &mut Tcp, now: Instant, h: SocketHandle) -> Next {
         loop {
             while self.start < self.end {
-                match tcp.send(h, &self.buf[self.start..self.end]) {
+                match tcp.send(now, h, &self.buf[self.start..self.end]) {
                     Ok(0) => return Next::Open,
                     Ok(n) => {
                         self.start += n;
@@ -60,7 +60,7 @@ impl Session for EchoSession {
             }
             self.start = 0;
             self.end = 0;
-            match tcp.recv(h, &mut self.buf) {
+            match tcp.recv(now, h, &mut self.buf) {
                 Ok(0) => return Next::Close,
                 Ok(n) => self.end = n,
                 Err(RecvError::WouldBlock) => return Next::Open,
@@ -115,7 +115,7 @@ impl Echo {
 }
 
 impl App for Echo {
-    fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
         if let Some(h) = self.udp {
             let s = iface
                 .sockets_mut()
@@ -130,7 +130,7 @@ impl App for Echo {
         }
         if let Some(t) = iface.tcp_mut() {
             self.tcp
-                .poll(t, events, &mut EchoSession::default, &mut |_| {});
+                .poll(t, now, events, &mut EchoSession::default, &mut |_| {});
         }
     }
 }

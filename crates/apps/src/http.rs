@@ -122,9 +122,9 @@ impl HttpSession {
         }
     }
 
-    fn flush(&mut self, tcp: &mut Tcp, h: SocketHandle) -> Flush {
+    fn flush(&mut self, tcp: &mut Tcp, now: Instant, h: SocketHandle) -> Flush {
         while self.head_off < self.head.len() {
-            match tcp.send(h, &self.head.as_bytes()[self.head_off..]) {
+            match tcp.send(now, h, &self.head.as_bytes()[self.head_off..]) {
                 Ok(0) => return Flush::Blocked,
                 Ok(n) => self.head_off += n,
                 Err(_) => return Flush::Failed,
@@ -139,7 +139,7 @@ impl HttpSession {
                         continue;
                     }
                     let want = (*len).min(pattern::MAX_CHUNK as u64) as usize;
-                    match tcp.send(h, pattern::slice(*offset, want)) {
+                    match tcp.send(now, h, pattern::slice(*offset, want)) {
                         Ok(0) => return Flush::Blocked,
                         Ok(n) => {
                             *offset += n as u64;
@@ -172,7 +172,7 @@ impl HttpSession {
                             }
                         }
                     }
-                    match tcp.send(h, &self.file_buf[*start..*end]) {
+                    match tcp.send(now, h, &self.file_buf[*start..*end]) {
                         Ok(0) => return Flush::Blocked,
                         Ok(n) => {
                             *start += n;
@@ -282,9 +282,9 @@ impl HttpSession {
 }
 
 impl Session for HttpSession {
-    fn drive(&mut self, tcp: &mut Tcp, h: SocketHandle) -> Next {
+    fn drive(&mut self, tcp: &mut Tcp, now: Instant, h: SocketHandle) -> Next {
         loop {
-            match self.flush(tcp, h) {
+            match self.flush(tcp, now, h) {
                 Flush::Done => {}
                 Flush::Blocked => return Next::Open,
                 Flush::Failed => return Next::Abort,
@@ -305,7 +305,7 @@ impl Session for HttpSession {
                 self.error(431, true);
                 continue;
             }
-            match tcp.recv(h, &mut self.req[self.req_len..]) {
+            match tcp.recv(now, h, &mut self.req[self.req_len..]) {
                 Ok(0) => return Next::Close,
                 Ok(n) => self.req_len += n,
                 Err(RecvError::WouldBlock) => return Next::Open,
@@ -479,7 +479,7 @@ impl Http {
 }
 
 impl App for Http {
-    fn poll(&mut self, _now: Instant, iface: &mut Interface, events: &[Event]) {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
         let Some(t) = iface.tcp_mut() else {
             return;
         };
@@ -487,6 +487,7 @@ impl App for Http {
         let stats = &mut self.stats;
         self.tcp.poll(
             t,
+            now,
             events,
             &mut || HttpSession::new(Arc::clone(cfg)),
             &mut |s| {

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use ulnet_stack::tcp::{Event, ListenError, ListenerHandle, SocketHandle, Tcp};
+use ulnet_stack::time::Instant;
 
 /// What a session wants after being driven.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +22,7 @@ pub enum Next {
 /// One connection's application state.
 pub trait Session {
     /// Does what the socket's readiness allows: read, write, or decide to close.
-    fn drive(&mut self, tcp: &mut Tcp, h: SocketHandle) -> Next;
+    fn drive(&mut self, tcp: &mut Tcp, now: Instant, h: SocketHandle) -> Next;
 }
 
 /// Counters of a [`TcpServer`].
@@ -85,6 +86,7 @@ impl<S: Session> TcpServer<S> {
     pub fn poll(
         &mut self,
         tcp: &mut Tcp,
+        now: Instant,
         events: &[Event],
         new: &mut dyn FnMut() -> S,
         done: &mut dyn FnMut(S),
@@ -92,40 +94,40 @@ impl<S: Session> TcpServer<S> {
         for &ev in events {
             match ev {
                 Event::Listener(l) if Some(l) == self.listener => {
-                    while let Ok(Some(h)) = tcp.accept(l) {
+                    while let Ok(Some(h)) = tcp.accept(now, l) {
                         if self.sessions.len() >= self.max_sessions {
                             self.stats.refused += 1;
-                            let _ = tcp.abort(h);
+                            let _ = tcp.abort(now, h);
                             continue;
                         }
                         self.stats.accepted += 1;
                         self.sessions.insert(h, new());
-                        self.drive(tcp, h, done);
+                        self.drive(tcp, now, h, done);
                     }
                 }
-                Event::Socket(h) => self.drive(tcp, h, done),
+                Event::Socket(h) => self.drive(tcp, now, h, done),
                 Event::Listener(_) => {}
             }
         }
     }
 
-    fn drive(&mut self, tcp: &mut Tcp, h: SocketHandle, done: &mut dyn FnMut(S)) {
+    fn drive(&mut self, tcp: &mut Tcp, now: Instant, h: SocketHandle, done: &mut dyn FnMut(S)) {
         let Some(s) = self.sessions.get_mut(&h) else {
             return;
         };
         let next = match tcp.readiness(h) {
             Err(_) => Next::Abort,
             Ok(r) if r.error.is_some() || r.closed => Next::Abort,
-            Ok(_) => s.drive(tcp, h),
+            Ok(_) => s.drive(tcp, now, h),
         };
         match next {
             Next::Open => {}
             Next::Close => {
-                let _ = tcp.close(h);
+                let _ = tcp.close(now, h);
                 self.finish(h, done);
             }
             Next::Abort => {
-                let _ = tcp.abort(h);
+                let _ = tcp.abort(now, h);
                 self.finish(h, done);
             }
         }

@@ -9,7 +9,7 @@ use ulnet_stack::tcp::{
     CaState, ConnError, Keepalive, RecvError, SendError, Shutdown, SocketHandle, SocketOption,
     State, TcpInfo,
 };
-use ulnet_stack::time::Duration;
+use ulnet_stack::time::{Duration, Instant};
 
 use crate::ast::{Event, Expr, Syscall, When};
 use crate::report::FailureKind;
@@ -426,7 +426,7 @@ impl Interp {
                 match self.fds.get(&fd).map(|f| &f.sock) {
                     Some(Sock::Conn(h)) => {
                         let h = *h;
-                        if self.tcp.shutdown(h, how).is_err() {
+                        if self.tcp.shutdown(self.instant(), h, how).is_err() {
                             return Ok(Some(Err("ENOTCONN")));
                         }
                         self.settle();
@@ -496,16 +496,16 @@ impl Interp {
             Sock::Fresh => {}
             Sock::Listener(l, queued) => {
                 for h in queued {
-                    let _ = self.tcp.abort(h);
+                    let _ = self.tcp.abort(self.instant(), h);
                 }
-                let _ = self.tcp.close_listener(l);
+                let _ = self.tcp.close_listener(self.instant(), l);
             }
             Sock::Conn(h) => {
                 // SO_LINGER {onoff=1, linger=0}: close sends RST (socket(7)).
                 let _ = if f.linger0 {
-                    self.tcp.abort(h)
+                    self.tcp.abort(self.instant(), h)
                 } else {
-                    self.tcp.close(h)
+                    self.tcp.close(self.instant(), h)
                 };
             }
         }
@@ -526,7 +526,11 @@ impl Interp {
         };
         let h = match queued.pop_front() {
             Some(h) => Some(h),
-            None => self.tcp.accept(*l).ok().flatten(),
+            None => self
+                .tcp
+                .accept(Instant::from_micros(self.now), *l)
+                .ok()
+                .flatten(),
         };
         let Some(h) = h else {
             return Ok(if nonblock { Some(Err("EAGAIN")) } else { None });
@@ -540,7 +544,9 @@ impl Interp {
         // Accepted sockets inherit the listener's options (the engine applied them).
         (nf.rcvbuf, nf.sndbuf, nf.maxseg) = inherited;
         if nodelay {
-            let _ = self.tcp.set_option(h, SocketOption::NoDelay(true));
+            let _ = self
+                .tcp
+                .set_option(self.instant(), h, SocketOption::NoDelay(true));
         }
         self.fds.insert(newfd, nf);
         self.settle();
@@ -590,7 +596,7 @@ impl Interp {
         };
         f.sock = Sock::Conn(h);
         if f.nodelay {
-            let _ = self.tcp.set_option(h, SocketOption::NoDelay(true));
+            let _ = self.tcp.set_option(now, h, SocketOption::NoDelay(true));
         }
         let (l, r) = self.tcp.addresses(h).unwrap_or((local, remote));
         self.conn = Some(Conn::new(l, r));
@@ -639,7 +645,7 @@ impl Interp {
         let r = if flags & 0x2 != 0 {
             self.tcp.peek(h, &mut buf)
         } else {
-            self.tcp.recv(h, &mut buf)
+            self.tcp.recv(self.instant(), h, &mut buf)
         };
         self.settle();
         Ok(match r {
@@ -699,7 +705,7 @@ impl Interp {
         }
         let taken = f.error_taken;
         let zeros = vec![0u8; (len - p.progress).min(1 << 20)];
-        let r = self.tcp.send(h, &zeros);
+        let r = self.tcp.send(self.instant(), h, &zeros);
         self.settle();
         if let Err(
             SendError::ConnectionReset | SendError::TimedOut | SendError::ConnectionRefused,
@@ -820,7 +826,7 @@ impl Interp {
         // On a fresh socket the buffer and MSS options wait for connect() or listen()
         // (they shape the SYN); the others apply to connections only.
         if let (Some(h), Some(o)) = (h, apply) {
-            if self.tcp.set_option(h, o).is_err() {
+            if self.tcp.set_option(self.instant(), h, o).is_err() {
                 self.report.warnings.push(format!(
                     "line {}: the engine cannot change this buffer size now (data is held, or \
                      it would shrink an offered window); recorded only",
@@ -934,7 +940,7 @@ impl Interp {
             Sock::Fresh => 0x4 | 0x10,
             Sock::Listener(l, queued) => {
                 if queued.is_empty() {
-                    if let Ok(Some(h)) = self.tcp.accept(*l) {
+                    if let Ok(Some(h)) = self.tcp.accept(Instant::from_micros(self.now), *l) {
                         queued.push_back(h);
                     }
                 }

@@ -59,7 +59,7 @@ fn established(now: Instant) -> (Tcp, SocketHandle, u32) {
         &seg(1001, iss + 1, TcpFlags::ACK, 2, &[]),
         &mut |_, _, _| {},
     );
-    let s = tcp.accept(l).unwrap().unwrap();
+    let s = tcp.accept(now, l).unwrap().unwrap();
     (tcp, s, iss)
 }
 
@@ -78,7 +78,7 @@ fn data_segment_in_order(c: &mut Criterion) {
             tcp.process(now, peer_ip(), our_ip(), black_box(&d), &mut |_, _, _| {});
             seq = seq.wrapping_add(MSS as u32);
             tsval = tsval.wrapping_add(1);
-            let n = tcp.recv(s, black_box(&mut buf)).unwrap();
+            let n = tcp.recv(now, s, black_box(&mut buf)).unwrap();
             black_box(n);
             // The ACKs this generates (every second segment) go out, as they would.
             tcp.dispatch(now, &mut |_, _, r| {
@@ -105,7 +105,7 @@ fn pure_ack(c: &mut Criterion) {
             let mut done = 0u64;
             while done < iters {
                 // Untimed: queue data and let it go out (up to cwnd / window).
-                while tcp.send(s, &chunk).unwrap_or(0) > 0 {}
+                while tcp.send(now, s, &chunk).unwrap_or(0) > 0 {}
                 tcp.dispatch(now, &mut |_, _, r| {
                     let end = r.seq.0.wrapping_add(r.payload.len() as u32);
                     if SeqNumber(end) > SeqNumber(sent_end) {

@@ -148,13 +148,13 @@ fn step(
     let (aip, bip): (IpAddr, IpAddr) =
         ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap());
     deliver(pipe, *now, a, b, aip, bip);
-    while let Ok(n) = b.recv(s, buf) {
+    while let Ok(n) = b.recv(*now, s, buf) {
         if n == 0 {
             break;
         }
         *moved += n as u64;
     }
-    while a.send(c, chunk).unwrap_or(0) > 0 {}
+    while a.send(*now, c, chunk).unwrap_or(0) > 0 {}
     pipe.dispatch(*now, a, b);
     let next = [pipe.next_at(), a.poll_at(), b.poll_at()]
         .into_iter()
@@ -203,7 +203,7 @@ fn steady_bulk_transfer_does_not_allocate() {
     // Handshake and warm-up: a few megabytes, so every queue reaches its working size.
     for _ in 0..200_000 {
         if server.is_none() {
-            server = b.accept(l).unwrap();
+            server = b.accept(now, l).unwrap();
         }
         if let Some(s) = server {
             step(

@@ -19,7 +19,7 @@ use ulnet_stack::iface::DropReason;
 use ulnet_stack::tcp::{
     Event, ListenerHandle, RecvError, Shutdown, SocketHandle, State, Tcp, TcpConfig, TcpInfo,
 };
-use ulnet_stack::time::Duration as StackDuration;
+use ulnet_stack::time::{Duration as StackDuration, Instant};
 
 use super::net::{node_ip, Net, NetConfig, A, B};
 use super::options::TcpSimOptions;
@@ -142,7 +142,7 @@ fn micros_to_s(us: u64) -> f64 {
 }
 
 impl Apps {
-    fn client(&mut self, tcp: &mut Tcp, i: usize) {
+    fn client(&mut self, tcp: &mut Tcp, now: Instant, i: usize) {
         let c = &mut self.clients[i];
         if c.done {
             return;
@@ -168,7 +168,7 @@ impl Apps {
                 c.stream.fill(c.sent, &mut c.stage);
                 c.stage_pos = 0;
             }
-            match tcp.send(c.h, &c.stage[c.stage_pos..]) {
+            match tcp.send(now, c.h, &c.stage[c.stage_pos..]) {
                 Ok(0) => break,
                 Ok(k) => {
                     c.hasher.update(&c.stage[c.stage_pos..c.stage_pos + k]);
@@ -182,13 +182,13 @@ impl Apps {
             }
         }
         if c.sent == self.bytes && !c.shut && c.error.is_none() && c.state.is_synchronized() {
-            match tcp.shutdown(c.h, Shutdown::Write) {
+            match tcp.shutdown(now, c.h, Shutdown::Write) {
                 Ok(()) => c.shut = true,
                 Err(e) => c.error = Some(format!("client shutdown: {e}")),
             }
         }
         while c.error.is_none() {
-            match tcp.recv(c.h, &mut self.buf) {
+            match tcp.recv(now, c.h, &mut self.buf) {
                 Ok(0) => {
                     c.eof = true;
                     break;
@@ -208,13 +208,14 @@ impl Apps {
         if finished || c.error.is_some() {
             c.info = tcp.info(c.h).ok().or(c.info);
             c.digest = Some(std::mem::take(&mut c.hasher).finalize().into());
-            let _ = tcp.close(c.h);
+            let _ = tcp.close(now, c.h);
             c.done = true;
             self.clients_done += 1;
         }
     }
 
     fn server(&mut self, tcp: &mut Tcp, i: usize, now_us: u64) {
+        let now = Instant::from_micros(now_us);
         let s = &mut self.servers[i];
         if s.done {
             return;
@@ -230,7 +231,7 @@ impl Apps {
         }
         let mut eof = s.digest.is_some();
         while !eof {
-            match tcp.recv(s.h, &mut self.buf) {
+            match tcp.recv(now, s.h, &mut self.buf) {
                 Ok(0) => eof = true,
                 Ok(n) => {
                     s.hasher.update(&self.buf[..n]);
@@ -262,7 +263,7 @@ impl Apps {
             s.digest = Some(std::mem::take(&mut s.hasher).finalize().into());
         }
         if eof && !s.shut {
-            match tcp.shutdown(s.h, Shutdown::Write) {
+            match tcp.shutdown(now, s.h, Shutdown::Write) {
                 Ok(()) => s.shut = true,
                 Err(e) => s.error = Some(format!("server shutdown: {e}")),
             }
@@ -273,15 +274,16 @@ impl Apps {
         s.state = tcp.state(s.h).unwrap_or(State::Closed);
         if (s.shut && s.state == State::Closed) || s.error.is_some() {
             s.info = tcp.info(s.h).ok().or(s.info);
-            let _ = tcp.close(s.h);
+            let _ = tcp.close(now, s.h);
             s.done = true;
             self.servers_done += 1;
         }
     }
 
     fn accept(&mut self, tcp: &mut Tcp, now_us: u64) {
+        let now = Instant::from_micros(now_us);
         loop {
-            match tcp.accept(self.listener) {
+            match tcp.accept(now, self.listener) {
                 Ok(Some(h)) => {
                     let client = tcp
                         .addresses(h)
@@ -320,11 +322,12 @@ impl Apps {
     /// Lets both applications act on every readiness change since the last step.
     fn step(&mut self, net: &mut Net) {
         let now_us = net.wire.now_micros();
+        let now = Instant::from_micros(now_us);
         let a = net.nodes[A].tcp_mut();
         while let Some(ev) = a.poll_event() {
             if let Event::Socket(h) = ev {
                 if let Some(&i) = self.client_of.get(&h) {
-                    self.client(a, i);
+                    self.client(a, now, i);
                 }
             }
         }
@@ -345,6 +348,7 @@ impl Apps {
     /// many made progress (events the TCP layer should have raised and did not).
     fn sweep(&mut self, net: &mut Net) -> Vec<String> {
         let now_us = net.wire.now_micros();
+        let now = Instant::from_micros(now_us);
         let mut missed = Vec::new();
         for i in 0..self.clients.len() {
             let before = (
@@ -352,7 +356,7 @@ impl Apps {
                 self.clients[i].shut,
                 self.clients[i].done,
             );
-            self.client(net.nodes[A].tcp_mut(), i);
+            self.client(net.nodes[A].tcp_mut(), now, i);
             let c = &self.clients[i];
             if (c.sent, c.shut, c.done) != before {
                 missed.push(format!("client {i} ({:?})", c.state));
@@ -548,7 +552,7 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
             info: None,
             error: None,
         });
-        apps.client(tcp, i);
+        apps.client(tcp, now, i);
     }
 
     let limit_us = u64::try_from(opts.time_limit.as_micros()).unwrap_or(u64::MAX);

@@ -26,93 +26,54 @@ use super::challenge::ChallengeLimiter;
 use super::config::{mss_for_mtu, TcpConfig};
 use super::congestion::CongestionControl;
 use super::error::ConnError;
+use super::handle::{Event, ListenerHandle, SocketHandle};
 use super::input::{self, rst_for};
 use super::isn::IsnGenerator;
 use super::listen::Listener;
 use super::options::ts_clock;
 use super::output::{self, Output};
-use super::socket::{Cx, Origin, Socket};
+use super::socket::{Cx, Socket};
 use super::state::State;
 use super::stats::TcpStats;
 use super::table::{ConnTable, FourTuple, KeyedState};
 use super::timewait::{TimeWaitInit, TimeWaitTable, TwVerdict};
 use crate::ports::EphemeralPorts;
 
-/// A connection, as the application names it. Small and `Copy`; stale handles are
-/// detected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SocketHandle {
-    pub(super) index: u32,
-    pub(super) generation: u32,
-}
-
-/// A listening socket, as the application names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ListenerHandle {
-    pub(super) index: u32,
-    pub(super) generation: u32,
-}
-
-/// Something about a socket or listener may have changed (data arrived, buffer space
-/// freed, state changed, a connection is ready to accept). Query the details with
-/// [`Tcp::readiness`] / [`Tcp::accept`]. Each socket is queued at most once until taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Event {
-    /// A connection's readiness may have changed.
-    Socket(SocketHandle),
-    /// A listener may have connections to accept.
-    Listener(ListenerHandle),
-}
-
-/// What the application can do with a socket now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct Readiness {
-    /// `recv` will not block: data, EOF, or an error.
-    pub readable: bool,
-    /// `send` will accept data (or report an error).
-    pub writable: bool,
-    /// The peer will send no more (FIN received) or the connection is closed.
-    pub read_closed: bool,
-    /// The connection is fully closed.
-    pub closed: bool,
-    /// The connection ended with this error.
-    pub error: Option<ConnError>,
-}
-
 /// Segments one `dispatch` call sends from one connection before moving to the next
 /// (fairness), and in total (bounded work per call).
 const PER_SOCKET_BURST: usize = 64;
 const PER_DISPATCH: usize = 4096;
 /// RSTs queued by `abort`/`close` awaiting dispatch.
-pub(super) const MAX_PENDING_RST: usize = 1024;
+const MAX_PENDING_RST: usize = 1024;
 /// Remembered per-destination path MTUs.
 const MAX_PATH_MTUS: usize = 4096;
 /// RFC 6056 §2.1 suggested ephemeral range.
 pub(super) const EPHEMERAL: (u16, u16) = (49152, 65535);
 
 #[derive(Debug)]
-pub(super) struct Slot {
-    pub(super) generation: u32,
-    pub(super) sock: Option<Box<Socket>>,
+struct Slot {
+    generation: u32,
+    sock: Option<Box<Socket>>,
     /// Earliest deadline this slot has in the heap.
-    pub(super) queued_deadline: Option<Instant>,
-    pub(super) in_ready: bool,
-    pub(super) in_events: bool,
-    pub(super) in_table: bool,
-    pub(super) in_syn_queue: bool,
+    queued_deadline: Option<Instant>,
+    in_ready: bool,
+    in_events: bool,
+    in_table: bool,
+    in_syn_queue: bool,
 }
 
 #[derive(Debug)]
-pub(super) struct ListenerSlot {
-    pub(super) generation: u32,
-    pub(super) listener: Option<Listener>,
-    pub(super) in_events: bool,
+struct ListenerSlot {
+    generation: u32,
+    listener: Option<Listener>,
+    in_events: bool,
 }
 
-pub(super) type Snapshot = (State, usize, bool, Option<ConnError>);
+/// What the application can observe of a socket, compared before and after an operation
+/// to decide whether a readiness event is due.
+type Snapshot = (State, usize, bool, Option<ConnError>);
 
-pub(super) fn snapshot(s: &Socket) -> Snapshot {
+fn snapshot(s: &Socket) -> Snapshot {
     (s.state, s.rx.len(), s.can_send(), s.error)
 }
 
@@ -120,25 +81,25 @@ pub(super) fn snapshot(s: &Socket) -> Snapshot {
 #[derive(Debug)]
 pub struct Tcp {
     pub(super) cfg: TcpConfig,
-    pub(super) slots: Vec<Slot>,
-    pub(super) free: Vec<u32>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
     pub(super) table: ConnTable,
-    pub(super) listeners: Vec<ListenerSlot>,
-    pub(super) listen_map: HashMap<SocketAddr, u32>,
+    listeners: Vec<ListenerSlot>,
+    listen_map: HashMap<SocketAddr, u32>,
     pub(super) tw: TimeWaitTable,
     pub(super) hasher: KeyedState,
     pub(super) isn: IsnGenerator,
     pub(super) ports: EphemeralPorts,
     pub(super) challenge: ChallengeLimiter,
     pub(super) stats: TcpStats,
-    pub(super) heap: BinaryHeap<Reverse<(Instant, u32, u32)>>,
-    pub(super) ready: VecDeque<u32>,
-    pub(super) events: VecDeque<Event>,
-    pub(super) pending_rst: VecDeque<(IpAddr, IpAddr, TcpRepr<'static>)>,
-    pub(super) scratch: Vec<u8>,
-    pub(super) path_mtu: HashMap<IpAddr, usize>,
-    pub(super) last_now: Instant,
-    pub(super) live: usize,
+    heap: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    ready: VecDeque<u32>,
+    events: VecDeque<Event>,
+    pending_rst: VecDeque<(IpAddr, IpAddr, TcpRepr<'static>)>,
+    scratch: Vec<u8>,
+    path_mtu: HashMap<IpAddr, usize>,
+    last_now: Instant,
+    live: usize,
     /// Tests pin the next ISS (to exercise wraparound).
     #[cfg(test)]
     next_iss: Option<u32>,
@@ -209,7 +170,7 @@ impl Tcp {
         seg: &TcpRepr<'_>,
         out: &mut dyn FnMut(IpAddr, IpAddr, &TcpRepr<'_>),
     ) {
-        self.last_now = now;
+        self.saw(now);
         self.stats.segs_in += 1;
         let f = seg.flags;
         if seg.src_port == 0
@@ -410,7 +371,7 @@ impl Tcp {
         sock.open_passive(
             now,
             seg,
-            Origin {
+            ListenerHandle {
                 index: li,
                 generation,
             },
@@ -446,7 +407,7 @@ impl Tcp {
         now: Instant,
         out: &mut dyn FnMut(IpAddr, IpAddr, &TcpRepr<'_>) -> bool,
     ) {
-        self.last_now = now;
+        self.saw(now);
         while let Some((src, dst, rst)) = self.pending_rst.front() {
             if !out(*src, *dst, rst) {
                 return;
@@ -569,7 +530,7 @@ impl Tcp {
 
     // ---------------------------------------------------------------- bookkeeping
 
-    pub(super) fn insert_socket(&mut self, sock: Box<Socket>) -> u32 {
+    fn insert_socket(&mut self, sock: Box<Socket>) -> u32 {
         let tuple = sock.tuple;
         let idx = match self.free.pop() {
             Some(i) => {
@@ -595,7 +556,7 @@ impl Tcp {
         idx
     }
 
-    pub(super) fn free_slot(&mut self, idx: u32) {
+    fn free_slot(&mut self, idx: u32) {
         let slot = &mut self.slots[idx as usize];
         if slot.sock.take().is_some() {
             self.live -= 1;
@@ -608,7 +569,7 @@ impl Tcp {
         self.free.push(idx);
     }
 
-    pub(super) fn handle_of(&self, idx: u32) -> SocketHandle {
+    fn handle_of(&self, idx: u32) -> SocketHandle {
         SocketHandle {
             index: idx,
             generation: self.slots[idx as usize].generation,
@@ -664,10 +625,7 @@ impl Tcp {
                             l.accept_queue.push_back(handle);
                             if !ls.in_events {
                                 ls.in_events = true;
-                                self.events.push_back(Event::Listener(ListenerHandle {
-                                    index: o.index,
-                                    generation: o.generation,
-                                }));
+                                self.events.push_back(Event::Listener(o));
                             }
                         }
                     }
@@ -734,6 +692,246 @@ impl Tcp {
                 generation: slot.generation,
             }));
         }
+    }
+
+    // ------------------------------------------------------ slab, for the user calls
+
+    /// The connection `h` names, while the application holds it (not yet accepted or
+    /// already closed connections are not the application's).
+    pub(super) fn user_sock(&self, h: SocketHandle) -> Option<&Socket> {
+        let slot = self.slots.get(h.index as usize)?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        slot.sock.as_deref().filter(|s| s.user_visible())
+    }
+
+    /// Runs `op` on the connection `h` names (as [`Tcp::user_sock`]), then settles it:
+    /// timers, output and readiness follow whatever `op` did. `None` for a stale handle.
+    pub(super) fn with_user_sock<R>(
+        &mut self,
+        h: SocketHandle,
+        now: Instant,
+        op: impl FnOnce(&mut Socket) -> R,
+    ) -> Option<R> {
+        self.with_user_sock_if(h, now, |s| (op(s), true))
+    }
+
+    /// [`Tcp::with_user_sock`] for an `op` that says whether it changed anything. One
+    /// that did not is not settled: a SEND into a full buffer must not schedule output
+    /// (there is nothing new to send, and an application retrying it would keep the
+    /// dispatcher due at the same instant forever).
+    pub(super) fn with_user_sock_if<R>(
+        &mut self,
+        h: SocketHandle,
+        now: Instant,
+        op: impl FnOnce(&mut Socket) -> (R, bool),
+    ) -> Option<R> {
+        let slot = self.slots.get_mut(h.index as usize)?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        let s = slot.sock.as_deref_mut().filter(|s| s.user_visible())?;
+        let before = snapshot(s);
+        let (r, changed) = op(s);
+        if changed {
+            self.settle(h.index, now, Some(before));
+        }
+        Some(r)
+    }
+
+    /// Places a new connection in the slab and hands the application its handle.
+    pub(super) fn add_socket(&mut self, sock: Box<Socket>, now: Instant) -> SocketHandle {
+        let idx = self.insert_socket(sock);
+        self.settle(idx, now, None);
+        self.handle_of(idx)
+    }
+
+    /// True when a connection or a TIME-WAIT record already holds the 4-tuple `t`.
+    pub(super) fn tuple_in_use(&self, t: &FourTuple) -> bool {
+        self.table.contains(t) || self.tw.contains(t)
+    }
+
+    /// True when no more connections fit.
+    pub(super) fn table_full(&self) -> bool {
+        self.table.is_full()
+    }
+
+    /// RFC 6056 port selection towards `remote` from `ip`: the first port whose 4-tuple is
+    /// free (no connection, no TIME-WAIT record, no listener on it).
+    pub(super) fn ephemeral_port(&mut self, ip: IpAddr, remote: SocketAddr) -> Option<u16> {
+        let (table, tw, listen_map) = (&self.table, &self.tw, &self.listen_map);
+        self.ports.next(ip, remote, |port| {
+            let local = SocketAddr::new(ip, port);
+            let t = FourTuple::new(local, remote);
+            table.contains(&t) || tw.contains(&t) || listen_map.contains_key(&local)
+        })
+    }
+
+    /// A control block in CLOSED for `tuple`, with the ISN, timestamp offset and MSS
+    /// this engine gives it.
+    pub(super) fn new_socket(&mut self, tuple: FourTuple, now: Instant) -> Box<Socket> {
+        let iss = self.isn(&tuple, now);
+        let mtu = self.mtu_for(tuple.remote().ip());
+        Socket::new(&self.cfg, tuple, iss, self.ts_offset(&tuple), mtu, now)
+    }
+
+    /// Registers a listener on `local`; `None` when one already owns it.
+    pub(super) fn add_listener(&mut self, l: Listener) -> Option<ListenerHandle> {
+        if self.listen_map.contains_key(&l.local) {
+            return None;
+        }
+        let local = l.local;
+        let index = match self.listeners.iter().position(|s| s.listener.is_none()) {
+            Some(i) => {
+                self.listeners[i].listener = Some(l);
+                i
+            }
+            None => {
+                self.listeners.push(ListenerSlot {
+                    generation: 0,
+                    listener: Some(l),
+                    in_events: false,
+                });
+                self.listeners.len() - 1
+            }
+        };
+        self.listen_map.insert(local, index as u32);
+        Some(ListenerHandle {
+            index: index as u32,
+            generation: self.listeners[index].generation,
+        })
+    }
+
+    fn listener_slot(&mut self, l: ListenerHandle) -> Option<&mut ListenerSlot> {
+        self.listeners
+            .get_mut(l.index as usize)
+            .filter(|s| s.generation == l.generation && s.listener.is_some())
+    }
+
+    /// The listener `l` names; `None` for a stale handle.
+    pub(super) fn listener_mut(&mut self, l: ListenerHandle) -> Option<&mut Listener> {
+        self.listener_slot(l)?.listener.as_mut()
+    }
+
+    /// Takes the oldest established connection from `l`'s accept queue and gives it to
+    /// the application. `Err(())` for a stale listener handle.
+    pub(super) fn pop_accepted(
+        &mut self,
+        l: ListenerHandle,
+        now: Instant,
+    ) -> Result<Option<SocketHandle>, ()> {
+        loop {
+            let ls = self.listener_slot(l).ok_or(())?;
+            ls.in_events = false;
+            let Some(h) = ls
+                .listener
+                .as_mut()
+                .and_then(|x| x.accept_queue.pop_front())
+            else {
+                return Ok(None);
+            };
+            let slot = &mut self.slots[h.index as usize];
+            if slot.generation != h.generation {
+                continue;
+            }
+            let Some(sock) = slot.sock.as_mut() else {
+                continue;
+            };
+            sock.accepted();
+            // The application may want to hear about data that arrived before accept.
+            self.settle(h.index, now, None);
+            return Ok(Some(h));
+        }
+    }
+
+    /// Removes listener `l` (its handle goes stale) and resets the connections that came
+    /// from it and were not accepted yet. `None` for a stale handle.
+    pub(super) fn remove_listener(&mut self, l: ListenerHandle, now: Instant) -> Option<()> {
+        let ls = self.listener_slot(l)?;
+        let listener = ls.listener.take()?;
+        ls.generation = ls.generation.wrapping_add(1);
+        self.listen_map.remove(&listener.local);
+        let children: Vec<u32> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.sock.as_ref().is_some_and(|k| k.origin == Some(l)))
+            .map(|(i, _)| i as u32)
+            .collect();
+        for idx in children {
+            self.abort_idx(idx, now);
+        }
+        Some(())
+    }
+
+    /// ABORT of connection `h` (RFC 9293 §3.10.5): the RST, if any, is queued for the
+    /// next dispatch and the connection is freed. `None` for a stale handle.
+    pub(super) fn abort_user(&mut self, h: SocketHandle, now: Instant) -> Option<()> {
+        self.user_sock(h)?;
+        self.abort_idx(h.index, now);
+        Some(())
+    }
+
+    fn abort_idx(&mut self, idx: u32, now: Instant) {
+        let Some(s) = self.slots[idx as usize].sock.as_mut() else {
+            return;
+        };
+        let (local, remote) = (s.tuple.local().ip(), s.tuple.remote().ip());
+        if let Some(rst) = s.abort() {
+            if self.pending_rst.len() < MAX_PENDING_RST {
+                self.pending_rst.push_back((local, remote, rst));
+                self.stats.resets_sent += 1;
+            }
+        }
+        s.orphan = true;
+        self.settle(idx, now, None);
+    }
+
+    /// CLOSE of connection `h` (RFC 9293 §3.10.4); unread data makes it an abort (RFC
+    /// 1122 §4.2.2.13). `None` for a stale handle.
+    pub(super) fn close_user(&mut self, h: SocketHandle, now: Instant) -> Option<()> {
+        let fin_wait2_timeout = self.cfg.fin_wait2_timeout;
+        let s = self.user_sock(h)?;
+        if s.close_resets() {
+            self.abort_idx(h.index, now);
+            return Some(());
+        }
+        let s = self.slots[h.index as usize].sock.as_mut()?;
+        s.close(now, fin_wait2_timeout);
+        self.settle(h.index, now, None);
+        Some(())
+    }
+
+    /// The next readiness change, oldest first (each source at most once until taken).
+    pub(super) fn take_event(&mut self) -> Option<Event> {
+        while let Some(e) = self.events.pop_front() {
+            match e {
+                Event::Socket(h) => {
+                    if let Some(slot) = self.slots.get_mut(h.index as usize) {
+                        if slot.generation == h.generation && slot.in_events {
+                            slot.in_events = false;
+                            return Some(e);
+                        }
+                    }
+                }
+                Event::Listener(l) => {
+                    if let Some(ls) = self.listeners.get_mut(l.index as usize) {
+                        if ls.generation == l.generation && ls.in_events {
+                            ls.in_events = false;
+                            return Some(e);
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Records the latest instant a caller reported (segment arrival, dispatch or a user
+    /// call); [`Tcp::poll_at`] answers it when output is pending. Never moves back.
+    pub(super) fn saw(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
     }
 
     /// RFC 6528 ISN.

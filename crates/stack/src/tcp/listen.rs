@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use super::config::SocketOption;
-use super::layer::SocketHandle;
+use super::handle::SocketHandle;
 
 /// A listening socket.
 #[derive(Debug)]

@@ -7,10 +7,11 @@
 //!
 //! Where things live: [`Tcp`] is the whole engine and the only thing the IP layer and the
 //! socket API call: `layer.rs` (segments in, segments out, timers, tables) and `api.rs`
-//! (the application's calls). Per connection: `socket.rs` (control block and user
-//! calls), `input.rs` (segment arrival), `recv.rs` (receive buffer, delayed ACK, SACK
-//! blocks), `output.rs` (segment generation), `recovery.rs` (loss recovery), `timer.rs`
-//! (all timers), `options.rs` (negotiation). Around them: `listen.rs`, `timewait.rs`,
+//! (the application's calls), naming connections by the handles of `handle.rs`. Per
+//! connection: `socket.rs` (control block and user calls), `input.rs` (segment
+//! arrival), `recv.rs` (receive buffer, delayed ACK, SACK blocks), `output.rs` (segment
+//! generation), `recovery.rs` (loss recovery), `timer.rs` (all timers), `options.rs`
+//! (negotiation). Around them: `listen.rs`, `timewait.rs`,
 //! `table.rs`, `challenge.rs` (RFC 5961 rate limit), `stats.rs`, `config.rs`.
 //!
 //! Supported: all eleven states with active, passive and simultaneous open and close,
@@ -44,6 +45,7 @@ mod api;
 mod challenge;
 mod config;
 mod error;
+mod handle;
 mod input;
 mod layer;
 mod listen;
@@ -65,8 +67,9 @@ pub use congestion::Algorithm;
 pub use error::{
     AcceptError, ConnError, ConnectError, ListenError, RecvError, SendError, SocketError,
 };
-pub use layer::{Event, ListenerHandle, Readiness, SocketHandle, Tcp};
-pub use socket::Shutdown;
+pub use handle::{Event, ListenerHandle, SocketHandle};
+pub use layer::Tcp;
+pub use socket::{Readiness, Shutdown};
 pub use state::State;
 pub use stats::{CaState, TcpInfo, TcpStats};
 pub use timewait::TimeWaitRecord;

@@ -22,6 +22,7 @@ use super::challenge::ChallengeLimiter;
 use super::config::{Keepalive, SocketOption, TcpConfig};
 use super::congestion::{CongestionControl, Controller};
 use super::error::{ConnError, RecvError, SendError, SocketError};
+use super::handle::ListenerHandle;
 use super::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
 use super::reassembly::Assembler;
 use super::recovery::Recovery;
@@ -38,20 +39,13 @@ pub(crate) struct Cx<'a> {
     pub challenge: &'a mut ChallengeLimiter,
 }
 
-/// The listener a passively opened connection came from, until it is accepted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Origin {
-    pub index: u32,
-    pub generation: u32,
-}
-
 /// One connection (RFC 9293 §3.3.1 Transmission Control Block).
 #[derive(Debug)]
 pub(crate) struct Socket {
     pub(crate) tuple: FourTuple,
     pub(crate) state: State,
     /// Set while a passively opened connection is in its listener's SYN or accept queue.
-    pub(crate) origin: Option<Origin>,
+    pub(crate) origin: Option<ListenerHandle>,
     /// Opened by a listener (RST in SYN-RECEIVED then returns to LISTEN, RFC 9293).
     pub(crate) passive: bool,
 
@@ -163,6 +157,22 @@ pub enum Shutdown {
     Both,
 }
 
+/// What the application can do with a socket now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Readiness {
+    /// `recv` will not block: data, EOF, or an error.
+    pub readable: bool,
+    /// `send` will accept data (or report an error).
+    pub writable: bool,
+    /// The peer will send no more (FIN received) or the connection is closed.
+    pub read_closed: bool,
+    /// The connection is fully closed.
+    pub closed: bool,
+    /// The connection ended with this error.
+    pub error: Option<ConnError>,
+}
+
 impl Socket {
     /// A fresh control block in CLOSED.
     pub(crate) fn new(
@@ -261,7 +271,7 @@ impl Socket {
 
     /// Passive open from a listener's SYN (RFC 9293 §3.10.7.2): LISTEN → SYN-RECEIVED,
     /// SYN-ACK queued.
-    pub(crate) fn open_passive(&mut self, now: Instant, syn: &TcpRepr<'_>, origin: Origin) {
+    pub(crate) fn open_passive(&mut self, now: Instant, syn: &TcpRepr<'_>, origin: ListenerHandle) {
         self.passive = true;
         self.origin = Some(origin);
         self.irs = syn.seq;
@@ -505,27 +515,11 @@ impl Socket {
         Ok(self.tx.enqueue_slice(data))
     }
 
-    /// RECEIVE (or peek when `consume` is false). `Ok(0)` is EOF; an empty buffer before
-    /// EOF is [`RecvError::WouldBlock`].
-    pub(crate) fn recv(&mut self, buf: &mut [u8], consume: bool) -> Result<usize, RecvError> {
-        if self.rd_shut {
-            // Like POSIX `recv` after `shutdown(SHUT_RD)`: end of stream.
-            return Ok(0);
-        }
-        if self.rx.is_empty() {
-            if let Some(e) = self.error {
-                return Err(e.into());
-            }
-            if self.state.fin_received() || self.state == State::Closed {
-                return Ok(0);
-            }
-            return Err(RecvError::WouldBlock);
-        }
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        if !consume {
-            return Ok(self.rx.read_allocated(0, buf));
+    /// RECEIVE (RFC 9293 §3.10.3). `Ok(0)` is EOF; an empty buffer before EOF is
+    /// [`RecvError::WouldBlock`].
+    pub(crate) fn recv(&mut self, buf: &mut [u8]) -> Result<usize, RecvError> {
+        if let Some(r) = self.recv_status(buf) {
+            return r;
         }
         let n = self.rx.dequeue_slice(buf);
         if self.window_update_due() {
@@ -534,9 +528,30 @@ impl Socket {
         Ok(n)
     }
 
+    /// What RECEIVE answers when it copies nothing: EOF, an error, or would-block.
+    fn recv_status(&self, buf: &[u8]) -> Option<Result<usize, RecvError>> {
+        if self.rd_shut {
+            // Like POSIX `recv` after `shutdown(SHUT_RD)`: end of stream.
+            return Some(Ok(0));
+        }
+        if self.rx.is_empty() {
+            if let Some(e) = self.error {
+                return Some(Err(e.into()));
+            }
+            if self.state.fin_received() || self.state == State::Closed {
+                return Some(Ok(0));
+            }
+            return Some(Err(RecvError::WouldBlock));
+        }
+        if buf.is_empty() {
+            return Some(Ok(0));
+        }
+        None
+    }
+
     /// Half-close the sending direction: queue a FIN after the data (RFC 9293 §3.10.4).
     /// Returns true when the socket can be freed at once (it never synchronized).
-    pub(crate) fn shutdown_write(&mut self) -> bool {
+    fn shutdown_write(&mut self) -> bool {
         match self.state {
             State::Closed | State::Listen => true,
             State::SynSent => {
@@ -563,7 +578,7 @@ impl Socket {
 
     /// Stop receiving: buffered data is dropped, further data is acknowledged and
     /// discarded.
-    pub(crate) fn shutdown_read(&mut self) {
+    fn shutdown_read(&mut self) {
         self.rd_shut = true;
         self.rx.clear();
     }
@@ -652,6 +667,77 @@ impl Socket {
             SocketOption::RecvBuffer(_)
             | SocketOption::SendBuffer(_)
             | SocketOption::MaxSegment(_) => {}
+        }
+    }
+
+    /// The connection's state.
+    #[inline]
+    pub(crate) fn state(&self) -> State {
+        self.state
+    }
+
+    /// The connection's addresses.
+    #[inline]
+    pub(crate) fn tuple(&self) -> FourTuple {
+        self.tuple
+    }
+
+    /// True while the application holds this connection: accepted (or actively opened)
+    /// and not yet closed or aborted.
+    #[inline]
+    pub(crate) fn user_visible(&self) -> bool {
+        !self.orphan && self.origin.is_none()
+    }
+
+    /// The application took this connection from its listener's accept queue.
+    pub(crate) fn accepted(&mut self) {
+        self.origin = None;
+    }
+
+    /// RECEIVE without consuming: copies buffered in-order data into `buf`.
+    pub(crate) fn peek(&self, buf: &mut [u8]) -> Result<usize, RecvError> {
+        if let Some(r) = self.recv_status(buf) {
+            return r;
+        }
+        Ok(self.rx.read_allocated(0, buf))
+    }
+
+    /// Shuts down one or both directions (RFC 9293 §3.10.4 for the sending one).
+    pub(crate) fn shutdown(&mut self, how: Shutdown) {
+        if matches!(how, Shutdown::Read | Shutdown::Both) {
+            self.shutdown_read();
+        }
+        if matches!(how, Shutdown::Write | Shutdown::Both) {
+            self.shutdown_write();
+        }
+    }
+
+    /// CLOSE must reset rather than close gracefully: received data was never read (RFC
+    /// 1122 §4.2.2.13).
+    pub(crate) fn close_resets(&self) -> bool {
+        !self.rx.is_empty() && self.state.is_synchronized()
+    }
+
+    /// CLOSE (RFC 9293 §3.10.4): the application lets go; a FIN follows the data, and a
+    /// connection that never synchronized is closed at once.
+    pub(crate) fn close(&mut self, now: Instant, fin_wait2_timeout: Duration) {
+        self.orphan = true;
+        let freed = self.shutdown_write();
+        if freed || self.state == State::Closed {
+            self.set_closed(None);
+        } else if self.state == State::FinWait2 {
+            self.arm_fin_wait2(now, fin_wait2_timeout);
+        }
+    }
+
+    /// What the application can do with the socket now.
+    pub(crate) fn readiness(&self) -> Readiness {
+        Readiness {
+            readable: self.can_recv(),
+            writable: self.can_send(),
+            read_closed: self.state.fin_received() || self.state == State::Closed,
+            closed: self.state == State::Closed,
+            error: self.error,
         }
     }
 

@@ -42,27 +42,28 @@ pub fn transfer(sim: &mut Sim, data: &[u8], limit: Duration) -> Transfer {
     let mut buf = vec![0u8; 16 * 1024];
     let end = sim.now() + limit;
     let done = sim.run_until(end, |sim| {
+        let now = sim.now();
         let tcp = sim.iface(0).tcp_mut().unwrap();
         while sent < data.len() {
-            match tcp.send(client, &data[sent..]) {
+            match tcp.send(now, client, &data[sent..]) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => sent += n,
             }
         }
         if sent == data.len() && !closed && tcp.state(client) == Ok(State::Established) {
-            tcp.close(client).unwrap();
+            tcp.close(now, client).unwrap();
             closed = true;
         }
         let tcp = sim.iface(1).tcp_mut().unwrap();
         if server.is_none() {
-            server = tcp.accept(listener).unwrap();
+            server = tcp.accept(now, listener).unwrap();
         }
         if let Some(s) = server {
             loop {
-                match tcp.recv(s, &mut buf) {
+                match tcp.recv(now, s, &mut buf) {
                     Ok(0) => {
                         eof = true;
-                        let _ = tcp.close(s);
+                        let _ = tcp.close(now, s);
                         break;
                     }
                     Ok(n) => received.extend_from_slice(&buf[..n]),

@@ -75,6 +75,7 @@ struct StreamInner {
 impl Drop for StreamInner {
     fn drop(&mut self) {
         let h = self.h;
+        let stack = &self.stack;
         let linger = get(&self.opts.linger);
         if let Some(d) = linger.filter(|d| !d.is_zero()) {
             // SO_LINGER with a time: send what is queued and the FIN, wait (bounded)
@@ -88,7 +89,7 @@ impl Drop for StreamInner {
                     let Some(t) = iface.tcp_mut() else {
                         return Poll::Ready(Ok(()));
                     };
-                    let _ = t.shutdown(h, etcp::Shutdown::Write);
+                    let _ = t.shutdown(stack.handle().now(), h, etcp::Shutdown::Write);
                     match t.state(h) {
                         Ok(State::SynSent | State::SynReceived | State::Established)
                         | Ok(
@@ -100,12 +101,12 @@ impl Drop for StreamInner {
                 &|| {},
             );
         }
-        self.stack.with(|iface| {
+        self.stack.handle().with(|iface, now| {
             if let Some(t) = iface.tcp_mut() {
                 let _ = if linger == Some(Duration::ZERO) {
-                    t.abort(h)
+                    t.abort(now, h)
                 } else {
-                    t.close(h)
+                    t.close(now, h)
                 };
             }
         });
@@ -280,7 +281,7 @@ impl TcpStream {
         let r = if peek {
             t.peek(self.inner.h, buf)
         } else {
-            t.recv(self.inner.h, buf)
+            t.recv(self.inner.stack.handle().now(), self.inner.h, buf)
         };
         match r {
             Ok(n) => Poll::Ready(Ok(n)),
@@ -298,7 +299,7 @@ impl TcpStream {
             Ok(t) => t,
             Err(e) => return Poll::Ready(Err(e)),
         };
-        match t.send(self.inner.h, buf) {
+        match t.send(self.inner.stack.handle().now(), self.inner.h, buf) {
             Ok(0) if !buf.is_empty() => Poll::Pending,
             Ok(n) => Poll::Ready(Ok(n)),
             Err(e) => Poll::Ready(Err(error::send(e))),
@@ -352,14 +353,16 @@ impl TcpStream {
         let h = self.inner.h;
         self.inner
             .stack
-            .with(|iface| tcp(iface)?.shutdown(h, how).map_err(error::socket))
+            .handle()
+            .with(|iface, now| tcp(iface)?.shutdown(now, h, how).map_err(error::socket))
     }
 
     fn set_option(&self, opt: SocketOption) -> io::Result<()> {
         let h = self.inner.h;
         self.inner
             .stack
-            .with(|iface| tcp(iface)?.set_option(h, opt).map_err(error::socket))
+            .handle()
+            .with(|iface, now| tcp(iface)?.set_option(now, h, opt).map_err(error::socket))
     }
 
     /// Turns Nagle's algorithm off (`true`) or on (RFC 1122 §4.2.3.4).
@@ -569,9 +572,9 @@ struct ListenerInner {
 impl Drop for ListenerInner {
     fn drop(&mut self) {
         let l = self.l;
-        self.stack.with(|iface| {
+        self.stack.handle().with(|iface, now| {
             if let Some(t) = iface.tcp_mut() {
-                let _ = t.close_listener(l);
+                let _ = t.close_listener(now, l);
             }
         });
         self.stack.registry().remove(Key::Listener(l));
@@ -647,7 +650,7 @@ impl TcpListener {
             Ok(t) => t,
             Err(e) => return Poll::Ready(Err(e)),
         };
-        match t.accept(self.inner.l) {
+        match t.accept(stack.handle().now(), self.inner.l) {
             Ok(Some(h)) => Poll::Ready(TcpStream::adopt(stack, iface, h).map(|s| {
                 let peer = s.inner.peer;
                 (s, peer)

@@ -17,12 +17,12 @@ fn established() -> (Harness, crate::tcp::SocketHandle, u32) {
 #[test]
 fn active_close_through_time_wait() {
     let (mut h, s, nxt) = established();
-    h.tcp.shutdown(s, Shutdown::Write).unwrap();
+    h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
     let fin = h.out1();
     assert_eq!(fin.flags, TcpFlags::FIN | TcpFlags::ACK);
     assert_eq!((fin.seq, fin.ack), (nxt, 1001));
     assert_eq!(h.tcp.state(s).unwrap(), State::FinWait1);
-    assert_eq!(h.tcp.send(s, b"x"), Err(SendError::Closed));
+    assert_eq!(h.tcp.send(h.now, s, b"x"), Err(SendError::Closed));
     h.send(h.peer().seq(1001).ack(nxt + 1));
     assert_eq!(h.tcp.state(s).unwrap(), State::FinWait2);
     h.quiet();
@@ -40,7 +40,7 @@ fn active_close_through_time_wait() {
     assert_eq!((ack.flags, ack.ack), (TcpFlags::ACK, 1006));
     assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
     let mut buf = [0u8; 8];
-    assert_eq!(h.tcp.recv(s, &mut buf), Ok(0));
+    assert_eq!(h.tcp.recv(h.now, s, &mut buf), Ok(0));
     // The FIN again (our ACK was lost): acknowledged again.
     h.send(
         h.peer()
@@ -50,7 +50,7 @@ fn active_close_through_time_wait() {
     );
     assert_eq!(h.out1().ack, 1006);
     // Closing the handle in TIME-WAIT leaves a compact record.
-    h.tcp.close(s).unwrap();
+    h.tcp.close(h.now, s).unwrap();
     assert_eq!(h.tcp.state(s), Err(SocketError::InvalidHandle));
     assert_eq!(h.tcp.connection_count(), 0);
     assert_eq!(h.tcp.time_wait_count(), 1);
@@ -74,7 +74,7 @@ fn full_socket_time_wait_expires_after_2msl() {
     cfg.msl = Duration::from_secs(2);
     let mut h = Harness::new(cfg);
     let (s, iss) = h.passive_open(1000, h.peer());
-    h.tcp.shutdown(s, Shutdown::Write).unwrap();
+    h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
     h.out1();
     h.send(
         h.peer()
@@ -103,12 +103,12 @@ fn passive_close() {
     assert_eq!(ack.ack, 1002);
     assert_eq!(h.tcp.state(s).unwrap(), State::CloseWait);
     let mut buf = [0u8; 4];
-    assert_eq!(h.tcp.recv(s, &mut buf), Ok(0));
+    assert_eq!(h.tcp.recv(h.now, s, &mut buf), Ok(0));
     assert!(h.tcp.readiness(s).unwrap().read_closed);
     // We can still send in CLOSE-WAIT.
-    h.tcp.send(s, b"bye").unwrap();
+    h.tcp.send(h.now, s, b"bye").unwrap();
     assert_eq!(h.out1().payload, b"bye");
-    h.tcp.close(s).unwrap();
+    h.tcp.close(h.now, s).unwrap();
     let fin = h.out1();
     assert_eq!(fin.flags, TcpFlags::FIN | TcpFlags::ACK);
     assert_eq!(fin.seq, nxt + 3);
@@ -122,7 +122,7 @@ fn passive_close() {
 #[test]
 fn simultaneous_close_goes_through_closing() {
     let (mut h, s, nxt) = established();
-    h.tcp.shutdown(s, Shutdown::Write).unwrap();
+    h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
     let fin = h.out1();
     // The peer's FIN crosses ours: it does not acknowledge our FIN.
     h.send(
@@ -161,11 +161,11 @@ fn fin_with_data_and_out_of_order_fin() {
 #[test]
 fn shutdown_read_discards_and_acks() {
     let (mut h, s, nxt) = established();
-    h.tcp.shutdown(s, Shutdown::Read).unwrap();
+    h.tcp.shutdown(h.now, s, Shutdown::Read).unwrap();
     h.send(h.peer().seq(1001).ack(nxt).data(&[1; 100]));
     let _ = h.advance(Duration::from_millis(50));
     let mut buf = [0u8; 10];
-    assert_eq!(h.tcp.recv(s, &mut buf), Ok(0));
+    assert_eq!(h.tcp.recv(h.now, s, &mut buf), Ok(0));
     assert!(h.tcp.readiness(s).unwrap().readable);
     assert_eq!(h.tcp.info(s).unwrap().recv_queue_len, 0);
 }
@@ -175,7 +175,7 @@ fn close_with_unread_data_resets() {
     let (mut h, s, nxt) = established();
     h.send(h.peer().seq(1001).ack(nxt).data(b"unread"));
     let _ = h.out();
-    h.tcp.close(s).unwrap();
+    h.tcp.close(h.now, s).unwrap();
     let rst = h.out1();
     assert!(rst.has(TcpFlags::RST));
     assert_eq!(rst.seq, nxt);
@@ -185,7 +185,7 @@ fn close_with_unread_data_resets() {
 #[test]
 fn data_after_close_gets_rst() {
     let (mut h, s, nxt) = established();
-    h.tcp.close(s).unwrap();
+    h.tcp.close(h.now, s).unwrap();
     let fin = h.out1();
     assert!(fin.has(TcpFlags::FIN));
     h.send(h.peer().seq(1001).ack(nxt + 1).data(b"too late"));
@@ -197,7 +197,7 @@ fn data_after_close_gets_rst() {
 #[test]
 fn orphaned_fin_wait2_times_out() {
     let (mut h, s, nxt) = established();
-    h.tcp.close(s).unwrap();
+    h.tcp.close(h.now, s).unwrap();
     h.out1();
     h.send(h.peer().seq(1001).ack(nxt + 1));
     assert_eq!(h.tcp.connection_count(), 1);
@@ -208,18 +208,18 @@ fn orphaned_fin_wait2_times_out() {
 #[test]
 fn abort_sends_rst_and_invalidates() {
     let (mut h, s, nxt) = established();
-    h.tcp.abort(s).unwrap();
+    h.tcp.abort(h.now, s).unwrap();
     let rst = h.out1();
     assert!(rst.has(TcpFlags::RST));
     assert_eq!(rst.seq, nxt);
-    assert_eq!(h.tcp.abort(s), Err(SocketError::InvalidHandle));
-    assert_eq!(h.tcp.send(s, b"x"), Err(SendError::InvalidHandle));
+    assert_eq!(h.tcp.abort(h.now, s), Err(SocketError::InvalidHandle));
+    assert_eq!(h.tcp.send(h.now, s, b"x"), Err(SendError::InvalidHandle));
 }
 
 #[test]
 fn time_wait_rst_ignored_rfc1337() {
     let (mut h, s, nxt) = established();
-    h.tcp.close(s).unwrap();
+    h.tcp.close(h.now, s).unwrap();
     h.out1();
     h.send(
         h.peer()
@@ -245,7 +245,7 @@ fn time_wait_rst_ignored_rfc1337() {
 #[test]
 fn time_wait_full_socket_ignores_rst() {
     let (mut h, s, nxt) = established();
-    h.tcp.shutdown(s, Shutdown::Write).unwrap();
+    h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
     h.out1();
     h.send(
         h.peer()
@@ -261,7 +261,7 @@ fn time_wait_full_socket_ignores_rst() {
 #[test]
 fn time_wait_reuse_by_newer_syn() {
     let (mut h, s, nxt) = established();
-    h.tcp.close(s).unwrap();
+    h.tcp.close(h.now, s).unwrap();
     h.out1();
     h.send(
         h.peer()
@@ -292,7 +292,7 @@ fn time_wait_reuse_with_timestamps() {
     cfg.timestamps = true;
     let mut h = Harness::new(cfg);
     let (s, iss) = h.passive_open(1000, h.peer().ts(100, 0));
-    h.tcp.close(s).unwrap();
+    h.tcp.close(h.now, s).unwrap();
     let fin = h.out1();
     let tsecr = fin.tsval().unwrap();
     h.send(
@@ -314,7 +314,7 @@ fn time_wait_reuse_with_timestamps() {
 #[test]
 fn time_wait_full_socket_reused_by_newer_syn() {
     let (mut h, s, nxt) = established();
-    h.tcp.shutdown(s, Shutdown::Write).unwrap();
+    h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
     h.out1();
     h.send(
         h.peer()

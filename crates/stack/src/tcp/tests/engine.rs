@@ -45,7 +45,7 @@ fn accept_queue_full_drops_syn_and_completing_ack() {
     assert_eq!(h.tcp.stats().accept_queue_overflows, 2);
     // Accepting one makes room: the third connection's retransmitted SYN-ACK and the
     // peer's repeated ACK complete it.
-    assert!(h.tcp.accept(l).unwrap().is_some());
+    assert!(h.tcp.accept(h.now, l).unwrap().is_some());
     let again = h.advance(Duration::from_millis(1100));
     assert!(again
         .iter()
@@ -53,9 +53,9 @@ fn accept_queue_full_drops_syn_and_completing_ack() {
     let mut ack = h.peer().seq(101).ack(synacks[2].seq + 1);
     ack.src_port = 3;
     h.send(ack);
-    assert!(h.tcp.accept(l).unwrap().is_some());
-    assert!(h.tcp.accept(l).unwrap().is_some());
-    assert_eq!(h.tcp.accept(l).unwrap(), None);
+    assert!(h.tcp.accept(h.now, l).unwrap().is_some());
+    assert!(h.tcp.accept(h.now, l).unwrap().is_some());
+    assert_eq!(h.tcp.accept(h.now, l).unwrap(), None);
 }
 
 #[test]
@@ -101,7 +101,7 @@ fn connection_table_limit() {
         .iter()
         .all(|x| !x.has(TcpFlags::ACK) || x.dst_port != 1));
     assert_eq!(h.tcp.stats().table_full, 1);
-    h.tcp.abort(a).unwrap();
+    h.tcp.abort(h.now, a).unwrap();
     assert!(h.tcp.connect(h.now, local, remote).is_ok());
 }
 
@@ -144,13 +144,16 @@ fn listen_errors_and_stale_handles() {
         h.tcp.listen("198.18.0.1:81".parse().unwrap(), 0),
         Err(ListenError::InvalidBacklog)
     );
-    h.tcp.close_listener(l).unwrap();
-    assert_eq!(h.tcp.accept(l), Err(AcceptError::InvalidHandle));
-    assert_eq!(h.tcp.close_listener(l), Err(SocketError::InvalidHandle));
+    h.tcp.close_listener(h.now, l).unwrap();
+    assert_eq!(h.tcp.accept(h.now, l), Err(AcceptError::InvalidHandle));
+    assert_eq!(
+        h.tcp.close_listener(h.now, l),
+        Err(SocketError::InvalidHandle)
+    );
     // Reusing the slot does not revive the old handle.
     let l2 = h.listen();
     assert_ne!(l, l2);
-    assert_eq!(h.tcp.accept(l), Err(AcceptError::InvalidHandle));
+    assert_eq!(h.tcp.accept(h.now, l), Err(AcceptError::InvalidHandle));
     // A wildcard listener catches any local address.
     let mut h = Harness::new(plain_config());
     let _w = h.tcp.listen("0.0.0.0:80".parse().unwrap(), 4).unwrap();
@@ -169,7 +172,7 @@ fn closing_listener_resets_pending_connections() {
     let mut ack = h.peer().seq(11).ack(sas[0].seq + 1);
     ack.src_port = 1;
     h.send(ack);
-    h.tcp.close_listener(l).unwrap();
+    h.tcp.close_listener(h.now, l).unwrap();
     let rsts = h.out();
     assert_eq!(rsts.len(), 2, "{rsts:?}");
     assert!(rsts.iter().all(|x| x.has(TcpFlags::RST)));
@@ -186,7 +189,7 @@ fn readiness_events() {
     h.send(h.peer().seq(2).ack(sa.seq + 1));
     assert_eq!(h.tcp.poll_event(), Some(Event::Listener(l)));
     assert_eq!(h.tcp.poll_event(), None);
-    let s = h.tcp.accept(l).unwrap().unwrap();
+    let s = h.tcp.accept(h.now, l).unwrap().unwrap();
     let _ = h.tcp.poll_event();
     assert!(h.tcp.can_send(s));
     assert!(!h.tcp.can_recv(s));
@@ -284,11 +287,11 @@ fn hostile_segments_never_panic_and_memory_stays_bounded() {
             let (src, dst) = (h.remote.ip(), h.local.ip());
             h.tcp.process(h.now, src, dst, &seg, &mut |_, _, _| {});
             if i % 7 == 0 {
-                let _ = h.tcp.send(s, b"some data to keep things moving");
+                let _ = h.tcp.send(h.now, s, b"some data to keep things moving");
             }
             if i % 13 == 0 {
                 let mut buf = [0u8; 512];
-                let _ = h.tcp.recv(s, &mut buf);
+                let _ = h.tcp.recv(h.now, s, &mut buf);
             }
             if i % 50 == 0 {
                 h.now += Duration::from_millis(rng.next() % 3000);
@@ -312,7 +315,7 @@ fn stale_and_foreign_handles_error() {
             "198.18.0.2:80".parse().unwrap(),
         )
         .unwrap();
-    a.abort(s).unwrap();
+    a.abort(now, s).unwrap();
     assert_eq!(a.state(s), Err(SocketError::InvalidHandle));
     assert!(a.info(s).is_err());
     let s2 = a

@@ -19,7 +19,7 @@ fn passive_open_and_data_both_ways() {
     assert_eq!((ack[0].seq, ack[0].ack), (iss + 1, 1006));
     assert_eq!(h.read_all(s), b"hello");
     // We send data.
-    assert_eq!(h.tcp.send(s, b"world").unwrap(), 5);
+    assert_eq!(h.tcp.send(h.now, s, b"world").unwrap(), 5);
     let d = h.out1();
     assert_eq!(d.payload, b"world");
     assert_eq!((d.seq, d.ack), (iss + 1, 1006));
@@ -31,7 +31,7 @@ fn active_open() {
     let mut h = Harness::new(plain_config());
     let (s, iss) = h.active_open(5000, h.peer().mss(1000));
     assert_eq!(h.tcp.info(s).unwrap().snd_mss, 1000);
-    h.tcp.send(s, &[7u8; 2500]).unwrap();
+    h.tcp.send(h.now, s, &[7u8; 2500]).unwrap();
     let segs = h.out();
     assert_eq!(
         segs.iter().map(|x| x.payload.len()).collect::<Vec<_>>(),
@@ -63,7 +63,7 @@ fn syn_retransmission_backs_off_then_times_out() {
     assert!(got.is_empty());
     assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
     let mut buf = [0u8; 4];
-    assert_eq!(h.tcp.recv(s, &mut buf), Err(RecvError::TimedOut));
+    assert_eq!(h.tcp.recv(h.now, s, &mut buf), Err(RecvError::TimedOut));
 }
 
 #[test]
@@ -169,9 +169,9 @@ fn syn_ack_retransmitted_on_duplicate_syn_and_timer() {
     let got = h.advance(Duration::from_millis(1100));
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].flags, TcpFlags::SYN | TcpFlags::ACK);
-    assert_eq!(h.tcp.accept(l).unwrap(), None);
+    assert_eq!(h.tcp.accept(h.now, l).unwrap(), None);
     h.send(h.peer().seq(501).ack(sa.seq + 1));
-    assert!(h.tcp.accept(l).unwrap().is_some());
+    assert!(h.tcp.accept(h.now, l).unwrap().is_some());
 }
 
 #[test]

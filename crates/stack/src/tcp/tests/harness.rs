@@ -282,7 +282,7 @@ impl Harness {
         }
         self.send(ack);
         self.quiet();
-        let h = self.tcp.accept(l).unwrap().expect("accept");
+        let h = self.tcp.accept(self.now, l).unwrap().expect("accept");
         assert_eq!(self.tcp.state(h).unwrap(), crate::tcp::State::Established);
         (h, iss)
     }
@@ -314,7 +314,7 @@ impl Harness {
     pub fn read_all(&mut self, h: SocketHandle) -> Vec<u8> {
         let mut v = Vec::new();
         let mut buf = [0u8; 4096];
-        while let Ok(n) = self.tcp.recv(h, &mut buf) {
+        while let Ok(n) = self.tcp.recv(self.now, h, &mut buf) {
             if n == 0 {
                 break;
             }

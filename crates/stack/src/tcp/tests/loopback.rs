@@ -169,11 +169,11 @@ pub fn transfer(
         }
         // Applications.
         if server.is_none() {
-            server = b.accept(l).unwrap();
+            server = b.accept(now, l).unwrap();
         }
         if let Some(s) = server {
             loop {
-                match b.recv(s, &mut buf) {
+                match b.recv(now, s, &mut buf) {
                     Ok(0) => {
                         server_eof = true;
                         break;
@@ -186,7 +186,7 @@ pub fn transfer(
                 }
             }
             if server_eof && !server_closed {
-                b.close(s).unwrap();
+                b.close(now, s).unwrap();
                 server_closed = true;
             }
         }
@@ -196,7 +196,7 @@ pub fn transfer(
                 for (i, byte) in chunk[..n].iter_mut().enumerate() {
                     *byte = pattern(sent + i as u64);
                 }
-                match a.send(c, &chunk[..n]) {
+                match a.send(now, c, &chunk[..n]) {
                     Ok(0) | Err(_) => break,
                     Ok(k) => {
                         sh.update(&chunk[..k]);
@@ -205,7 +205,7 @@ pub fn transfer(
                 }
             }
             if sent == total && a.state(c).is_ok_and(|s| s == State::Established) {
-                a.shutdown(c, Shutdown::Write).unwrap();
+                a.shutdown(now, c, Shutdown::Write).unwrap();
                 client_closed = true;
             }
         }
@@ -420,7 +420,7 @@ fn many_concurrent_connections_through_one_listener() {
                 pipe.push(now, !to_b, &r.repr());
             }
         }
-        while let Some(s) = b.accept(l).unwrap() {
+        while let Some(s) = b.accept(now, l).unwrap() {
             servers.push((s, Vec::new()));
         }
         for (i, c) in clients.iter().enumerate() {
@@ -428,14 +428,14 @@ fn many_concurrent_connections_through_one_listener() {
                 let data: Vec<u8> = (sent[i]..BYTES.min(sent[i] + 8192))
                     .map(|k| (k as u8) ^ (i as u8))
                     .collect();
-                sent[i] += a.send(*c, &data).unwrap();
+                sent[i] += a.send(now, *c, &data).unwrap();
                 if sent[i] == BYTES {
-                    a.shutdown(*c, Shutdown::Write).unwrap();
+                    a.shutdown(now, *c, Shutdown::Write).unwrap();
                 }
             }
         }
         for (s, got) in servers.iter_mut() {
-            while let Ok(n) = b.recv(*s, &mut buf) {
+            while let Ok(n) = b.recv(now, *s, &mut buf) {
                 if n == 0 {
                     break;
                 }
@@ -494,8 +494,8 @@ fn simultaneous_open_between_two_engines() {
     let ca = a.connect(now, pa, pb).unwrap();
     let cb = b.connect(now, pb, pa).unwrap();
     let mut pipe = Pipe::new(link(5, 0, 1));
-    a.send(ca, b"from a").unwrap();
-    b.send(cb, b"from b").unwrap();
+    a.send(now, ca, b"from a").unwrap();
+    b.send(now, cb, b"from b").unwrap();
     let mut got_a = Vec::new();
     let mut got_b = Vec::new();
     let mut buf = [0u8; 64];
@@ -514,10 +514,10 @@ fn simultaneous_open_between_two_engines() {
                 pipe.push(now, !to_b, &r.repr());
             }
         }
-        if let Ok(n) = a.recv(ca, &mut buf) {
+        if let Ok(n) = a.recv(now, ca, &mut buf) {
             got_a.extend_from_slice(&buf[..n]);
         }
-        if let Ok(n) = b.recv(cb, &mut buf) {
+        if let Ok(n) = b.recv(now, cb, &mut buf) {
             got_b.extend_from_slice(&buf[..n]);
         }
         a.dispatch(now, &mut |_, _, r| {
@@ -548,8 +548,8 @@ fn simultaneous_open_between_two_engines() {
         (&b"from b"[..], &b"from a"[..])
     );
     // Simultaneous close as well: both shut down at once and end in TIME-WAIT.
-    a.shutdown(ca, Shutdown::Write).unwrap();
-    b.shutdown(cb, Shutdown::Write).unwrap();
+    a.shutdown(now, ca, Shutdown::Write).unwrap();
+    b.shutdown(now, cb, Shutdown::Write).unwrap();
     for _ in 0..1000 {
         while let Some((to_b, seg)) = pipe.pop_due(now) {
             let (dst, src, tcp) = if to_b {

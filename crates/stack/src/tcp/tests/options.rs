@@ -14,7 +14,7 @@ fn initial_window_is_configurable() {
         ..plain_config()
     });
     let (s, _) = h.passive_open(1000, h.peer().mss(1000));
-    h.tcp.send(s, &[1; 20_000]).unwrap();
+    h.tcp.send(h.now, s, &[1; 20_000]).unwrap();
     assert_eq!(h.out().len(), 4);
     assert_eq!(h.tcp.info(s).unwrap().cwnd, 4000);
 }
@@ -46,7 +46,7 @@ fn options_before_connect_shape_the_syn() {
     let info = h.tcp.info(s).unwrap();
     assert_eq!(info.snd_mss, 1000, "our MSS caps the peer's larger one");
     // The send buffer holds 3000 bytes.
-    assert_eq!(h.tcp.send(s, &[0; 10_000]).unwrap(), 3000);
+    assert_eq!(h.tcp.send(h.now, s, &[0; 10_000]).unwrap(), 3000);
 }
 
 #[test]
@@ -63,7 +63,7 @@ fn listener_options_apply_to_its_connections() {
     let synack = h.out1();
     assert_eq!((synack.options.mss, synack.window), (Some(536), 5000));
     h.send(h.peer().seq(1001).ack(synack.seq + 1));
-    let s = h.tcp.accept(l).unwrap().unwrap();
+    let s = h.tcp.accept(h.now, l).unwrap().unwrap();
     assert_eq!(h.tcp.info(s).unwrap().snd_mss, 536);
 }
 
@@ -73,26 +73,30 @@ fn buffer_options_after_data_are_refused_while_data_is_held() {
     let (s, iss) = h.passive_open(1000, h.peer());
     h.send(h.peer().seq(1001).ack(iss + 1).data(&[1; 100]));
     assert_eq!(
-        h.tcp.set_option(s, SocketOption::RecvBuffer(1 << 20)),
+        h.tcp
+            .set_option(h.now, s, SocketOption::RecvBuffer(1 << 20)),
         Err(SocketError::InvalidState)
     );
-    h.tcp.send(s, b"x").unwrap();
+    h.tcp.send(h.now, s, b"x").unwrap();
     assert_eq!(
-        h.tcp.set_option(s, SocketOption::SendBuffer(1 << 20)),
+        h.tcp
+            .set_option(h.now, s, SocketOption::SendBuffer(1 << 20)),
         Err(SocketError::InvalidState)
     );
     let _ = h.read_all(s);
     // Growing an empty receive buffer after the handshake is fine; shrinking is not (it
     // would take back offered window, RFC 9293 §3.8.6).
     h.tcp
-        .set_option(s, SocketOption::RecvBuffer(1 << 17))
+        .set_option(h.now, s, SocketOption::RecvBuffer(1 << 17))
         .unwrap();
     assert_eq!(
-        h.tcp.set_option(s, SocketOption::RecvBuffer(1000)),
+        h.tcp.set_option(h.now, s, SocketOption::RecvBuffer(1000)),
         Err(SocketError::InvalidState)
     );
     // MSS after the handshake only lowers what we send.
-    h.tcp.set_option(s, SocketOption::MaxSegment(500)).unwrap();
+    h.tcp
+        .set_option(h.now, s, SocketOption::MaxSegment(500))
+        .unwrap();
     assert_eq!(h.tcp.info(s).unwrap().snd_mss, 500);
 }
 
@@ -111,7 +115,7 @@ fn info_reports_ca_state_rcv_mss_lost_and_retransmitted_bytes() {
     let info = h.tcp.info(s).unwrap();
     assert_eq!((info.ca_state, info.rcv_mss), (CaState::Open, 700));
     let _ = h.out();
-    h.tcp.send(s, &[2; 5000]).unwrap();
+    h.tcp.send(h.now, s, &[2; 5000]).unwrap();
     assert_eq!(h.out().len(), 5);
     let una = iss + 1;
     // Segment 1 lost; SACKs for 2..=5 arrive.

@@ -23,7 +23,7 @@ fn assert_idle_until_timer(h: &mut Harness) {
 fn poll_at_is_the_rto_when_cwnd_is_full() {
     let mut h = Harness::new(plain_config());
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
-    assert_eq!(h.tcp.send(s, &[1; 60_000]).unwrap(), 60_000);
+    assert_eq!(h.tcp.send(h.now, s, &[1; 60_000]).unwrap(), 60_000);
     let first = h.out();
     assert_eq!(first.len(), 10, "initial window");
     assert_idle_until_timer(&mut h);
@@ -40,7 +40,7 @@ fn poll_at_is_the_rto_when_the_peer_window_is_full() {
     let mut h = Harness::new(plain_config());
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
     h.send(h.peer().seq(1001).ack(iss + 1).window(3000));
-    h.tcp.send(s, &[1; 20_000]).unwrap();
+    h.tcp.send(h.now, s, &[1; 20_000]).unwrap();
     assert_eq!(h.out().len(), 3);
     assert_idle_until_timer(&mut h);
     // Half the window comes back acknowledged: one more segment fits, then idle again.
@@ -55,7 +55,7 @@ fn poll_at_is_the_persist_timer_when_the_window_is_zero() {
     let mut h = Harness::new(plain_config());
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
     h.send(h.peer().seq(1001).ack(iss + 1).window(0));
-    h.tcp.send(s, &[1; 5000]).unwrap();
+    h.tcp.send(h.now, s, &[1; 5000]).unwrap();
     assert_idle_until_timer(&mut h);
     let probe = h.wait();
     assert_eq!((probe[0].seq, probe[0].payload.len()), (iss + 1, 1));
@@ -72,7 +72,7 @@ fn unaccepted_probe_byte_is_resent_when_the_window_opens() {
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
     let una = iss + 1;
     h.send(h.peer().seq(1001).ack(una).window(0));
-    h.tcp.send(s, &[7; 500]).unwrap();
+    h.tcp.send(h.now, s, &[7; 500]).unwrap();
     h.quiet();
     for _ in 0..3 {
         let p = h.wait();
@@ -102,7 +102,7 @@ fn time_wait_socket_takes_ts_recent_from_a_retransmitted_fin() {
         ..plain_config()
     });
     let (s, iss) = h.passive_open(1000, h.peer().ts(500, 0));
-    h.tcp.shutdown(s, Shutdown::Write).unwrap();
+    h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
     let fin = h.out1();
     assert!(fin.has(TcpFlags::FIN));
     let ours = fin.tsval().unwrap();
@@ -143,8 +143,8 @@ fn no_second_fin_after_a_probe_carried_the_acknowledged_fin() {
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
     let una = iss + 1;
     h.send(h.peer().seq(1001).ack(una).window(0));
-    h.tcp.send(s, b"x").unwrap();
-    h.tcp.close(s).unwrap();
+    h.tcp.send(h.now, s, b"x").unwrap();
+    h.tcp.close(h.now, s).unwrap();
     let p = h.wait();
     assert_eq!(p.len(), 1, "{p:?}");
     assert!(
@@ -178,9 +178,9 @@ fn no_second_fin_after_a_probe_carried_the_acknowledged_fin() {
 fn simultaneous_close_sends_one_fin_and_leaves_closing() {
     let mut h = Harness::new(plain_config());
     let (s, iss) = h.passive_open(1000, h.peer());
-    h.tcp.send(s, &[1; 100]).unwrap();
+    h.tcp.send(h.now, s, &[1; 100]).unwrap();
     assert_eq!(h.out1().payload.len(), 100);
-    h.tcp.shutdown(s, Shutdown::Write).unwrap();
+    h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
     let fin = h.out1();
     assert_eq!(
         (fin.seq, fin.flags),
@@ -218,7 +218,7 @@ fn no_window_update_after_passive_open_and_a_small_read() {
     h.send(h.peer().seq(1001).ack(iss + 1).data(&[1; 1000]));
     h.quiet();
     let mut buf = [0u8; 1000];
-    assert_eq!(h.tcp.recv(s, &mut buf).unwrap(), 1000);
+    assert_eq!(h.tcp.recv(h.now, s, &mut buf).unwrap(), 1000);
     h.quiet();
     // The delayed ACK carries the scaled window.
     let a = h.wait();
@@ -244,7 +244,7 @@ fn no_window_update_while_most_of_the_window_is_still_offered() {
     let acks = h.out();
     assert_eq!(acks.last().unwrap().ack, 5001, "{acks:?}");
     let mut buf = [0u8; 4000];
-    assert_eq!(h.tcp.recv(s, &mut buf).unwrap(), 4000);
+    assert_eq!(h.tcp.recv(h.now, s, &mut buf).unwrap(), 4000);
     h.quiet();
 }
 
@@ -262,9 +262,9 @@ fn right_edge_moves_only_by_a_full_segment() {
     let a = h.wait();
     assert_eq!((a[0].ack, a[0].window), (2001, 7192));
     let mut buf = [0u8; 1000];
-    assert_eq!(h.tcp.recv(s, &mut buf).unwrap(), 1000);
+    assert_eq!(h.tcp.recv(h.now, s, &mut buf).unwrap(), 1000);
     // The next segment we send still offers the old right edge: 1000 < 1460.
-    h.tcp.send(s, b"reply").unwrap();
+    h.tcp.send(h.now, s, b"reply").unwrap();
     let d = h.out1();
     assert_eq!((d.ack, d.window), (2001, 7192), "{d:?}");
 }
@@ -313,7 +313,7 @@ fn persist_armed_by_a_small_window_does_not_retract_ordinary_data() {
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
     let una = iss + 1;
     h.send(h.peer().seq(1001).ack(una).window(500));
-    h.tcp.send(s, &[4; 3000]).unwrap();
+    h.tcp.send(h.now, s, &[4; 3000]).unwrap();
     h.quiet();
     h.send(h.peer().seq(1001).ack(una).window(5000));
     let segs = h.out();

@@ -24,11 +24,11 @@ fn into_state(state: State) -> (Harness, crate::tcp::SocketHandle, u32, u32) {
     match state {
         State::Established => {}
         State::FinWait1 => {
-            h.tcp.shutdown(s, Shutdown::Write).unwrap();
+            h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
             h.out1();
         }
         State::FinWait2 => {
-            h.tcp.shutdown(s, Shutdown::Write).unwrap();
+            h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
             h.out1();
             h.send(h.peer().seq(1001).ack(nxt + 1));
         }
@@ -43,7 +43,7 @@ fn into_state(state: State) -> (Harness, crate::tcp::SocketHandle, u32, u32) {
             peer_nxt = 1002;
         }
         State::Closing => {
-            h.tcp.shutdown(s, Shutdown::Write).unwrap();
+            h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
             h.out1();
             h.send(
                 h.peer()
@@ -62,7 +62,7 @@ fn into_state(state: State) -> (Harness, crate::tcp::SocketHandle, u32, u32) {
                     .flags(TcpFlags::FIN | TcpFlags::ACK),
             );
             h.out1();
-            h.tcp.shutdown(s, Shutdown::Write).unwrap();
+            h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
             h.out1();
             peer_nxt = 1002;
         }
@@ -141,7 +141,7 @@ fn rst_in_syn_received_returns_to_listen() {
     assert_eq!(h.tcp.connection_count(), 1);
     h.send(h.peer().seq(8).flags(TcpFlags::RST));
     assert_eq!(h.tcp.connection_count(), 0);
-    assert_eq!(h.tcp.accept(l).unwrap(), None);
+    assert_eq!(h.tcp.accept(h.now, l).unwrap(), None);
     // The listener still works.
     h.send(h.peer().seq(70).flags(TcpFlags::SYN));
     assert!(h.out1().has(TcpFlags::SYN));
@@ -161,7 +161,7 @@ fn bad_ack_in_syn_received_gets_rst() {
 #[test]
 fn ack_validity_rfc5961_section5() {
     let (mut h, s, nxt) = established();
-    h.tcp.send(s, &[1; 100]).unwrap();
+    h.tcp.send(h.now, s, &[1; 100]).unwrap();
     h.out1();
     // ACK of data never sent: challenge ACK, segment (and its data) dropped.
     h.send(h.peer().seq(1001).ack(nxt + 5000).data(b"zz"));
@@ -259,11 +259,11 @@ fn paws_rejects_old_timestamps() {
 fn timestamps_echo_ts_recent() {
     let mut h = Harness::new(ts_config());
     let (s, iss) = h.passive_open(1000, h.peer().ts(50, 0));
-    h.tcp.send(s, b"abc").unwrap();
+    h.tcp.send(h.now, s, b"abc").unwrap();
     let d = h.out1();
     assert_eq!(d.options.timestamp.unwrap().tsecr, 50);
     h.send(h.peer().seq(1001).ack(iss + 4).ts(60, d.tsval().unwrap()));
-    h.tcp.send(s, b"def").unwrap();
+    h.tcp.send(h.now, s, b"def").unwrap();
     assert_eq!(h.out1().options.timestamp.unwrap().tsecr, 60);
 }
 

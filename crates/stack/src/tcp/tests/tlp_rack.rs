@@ -27,7 +27,7 @@ fn open(h: &mut Harness) -> (SocketHandle, u32) {
     h.advance(RTT);
     h.send(h.peer().seq(1001).ack(synack.seq + 1));
     h.quiet();
-    let s = h.tcp.accept(l).unwrap().expect("accept");
+    let s = h.tcp.accept(h.now, l).unwrap().expect("accept");
     assert_eq!(h.tcp.info(s).unwrap().srtt, Some(RTT));
     (s, synack.seq + 1)
 }
@@ -52,7 +52,7 @@ fn next_output(h: &mut Harness, limit: Duration) -> (Vec<Seg>, Duration) {
 fn tail_loss_is_repaired_after_a_probe_not_a_timeout() {
     let mut h = Harness::new(config(true, true));
     let (s, una) = open(&mut h);
-    h.tcp.send(s, &[7; 4000]).unwrap();
+    h.tcp.send(h.now, s, &[7; 4000]).unwrap();
     assert_eq!(h.out().len(), 4);
     // Segments 3 and 4 are lost: two segments cannot produce three duplicate ACKs.
     h.advance(RTT);
@@ -86,7 +86,7 @@ fn tail_loss_is_repaired_after_a_probe_not_a_timeout() {
 fn without_tlp_a_tail_loss_waits_for_the_timeout() {
     let mut h = Harness::new(config(false, false));
     let (s, una) = open(&mut h);
-    h.tcp.send(s, &[7; 4000]).unwrap();
+    h.tcp.send(h.now, s, &[7; 4000]).unwrap();
     assert_eq!(h.out().len(), 4);
     h.advance(RTT);
     h.send(ack(&h, una + 2000, &[]));
@@ -102,7 +102,7 @@ fn without_tlp_a_tail_loss_waits_for_the_timeout() {
 /// Returns (handle, SND.UNA) once data sent after the retransmission has been SACKed.
 fn lose_a_retransmission(h: &mut Harness) -> (SocketHandle, u32) {
     let (s, una) = open(h);
-    h.tcp.send(s, &[9; 30_000]).unwrap();
+    h.tcp.send(h.now, s, &[9; 30_000]).unwrap();
     assert_eq!(h.out().len(), 10);
     h.advance(RTT);
     let mut rtx = Vec::new();

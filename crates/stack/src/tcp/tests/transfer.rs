@@ -22,7 +22,7 @@ fn rto_retransmits_and_backs_off_then_gives_up() {
     cfg.max_retransmits = 3;
     let mut h = Harness::new(cfg);
     let (s, iss) = h.passive_open(1000, h.peer());
-    h.tcp.send(s, b"data").unwrap();
+    h.tcp.send(h.now, s, b"data").unwrap();
     let d = h.out1();
     assert_eq!(d.seq, iss + 1);
     // Initial RTO (no RTT sample from the handshake's... there is one: it is tiny, so
@@ -51,7 +51,7 @@ fn rto_retransmits_and_backs_off_then_gives_up() {
 fn ack_after_rto_resets_backoff_and_go_back_n() {
     let mut h = Harness::new(newreno());
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
-    h.tcp.send(s, &[9; 3000]).unwrap();
+    h.tcp.send(h.now, s, &[9; 3000]).unwrap();
     assert_eq!(h.out().len(), 3);
     let r = h.wait();
     assert_eq!(r[0].seq, iss + 1);
@@ -67,7 +67,7 @@ fn ack_after_rto_resets_backoff_and_go_back_n() {
 
 /// Sends `n` full segments of 1000 bytes; returns their sequence numbers.
 fn send_segments(h: &mut Harness, s: crate::tcp::SocketHandle, n: usize) -> Vec<u32> {
-    h.tcp.send(s, &vec![5u8; n * 1000]).unwrap();
+    h.tcp.send(h.now, s, &vec![5u8; n * 1000]).unwrap();
     let segs = h.out();
     assert_eq!(segs.len(), n);
     segs.iter().map(|x| x.seq).collect()
@@ -115,7 +115,7 @@ fn limited_transmit_sends_new_data_on_first_dupacks() {
     let mut h = Harness::new(newreno());
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
     // Fill the initial window (10 segments) and queue more.
-    h.tcp.send(s, &vec![1u8; 14_000]).unwrap();
+    h.tcp.send(h.now, s, &vec![1u8; 14_000]).unwrap();
     assert_eq!(h.out().len(), 10);
     let una = iss + 1;
     h.send(h.peer().seq(1001).ack(una).window(65535));
@@ -203,7 +203,7 @@ fn delayed_ack_every_second_segment_and_timer() {
     assert_eq!(a[0].ack, 1001 + 4380);
     // Switching delayed ACK off acknowledges every segment.
     h.tcp
-        .set_option(s, SocketOption::DelayedAck(false))
+        .set_option(h.now, s, SocketOption::DelayedAck(false))
         .unwrap();
     h.send(h.peer().seq(1001 + 4380).ack(nxt).data(b"x"));
     assert_eq!(h.out1().ack, 1001 + 4381);
@@ -249,18 +249,20 @@ fn nagle_holds_small_segments_while_data_in_flight() {
     cfg.nagle = true;
     let mut h = Harness::new(cfg);
     let (s, iss) = h.passive_open(1000, h.peer());
-    h.tcp.send(s, b"a").unwrap();
+    h.tcp.send(h.now, s, b"a").unwrap();
     assert_eq!(h.out1().payload, b"a");
-    h.tcp.send(s, b"b").unwrap();
-    h.tcp.send(s, b"c").unwrap();
+    h.tcp.send(h.now, s, b"b").unwrap();
+    h.tcp.send(h.now, s, b"c").unwrap();
     h.quiet();
     h.send(h.peer().seq(1001).ack(iss + 2));
     assert_eq!(h.out1().payload, b"bc");
     // With NODELAY every write goes at once.
-    h.tcp.set_option(s, SocketOption::NoDelay(true)).unwrap();
-    h.tcp.send(s, b"d").unwrap();
+    h.tcp
+        .set_option(h.now, s, SocketOption::NoDelay(true))
+        .unwrap();
+    h.tcp.send(h.now, s, b"d").unwrap();
     assert_eq!(h.out1().payload, b"d");
-    h.tcp.send(s, b"e").unwrap();
+    h.tcp.send(h.now, s, b"e").unwrap();
     assert_eq!(h.out1().payload, b"e");
 }
 
@@ -268,9 +270,9 @@ fn nagle_holds_small_segments_while_data_in_flight() {
 fn nagle_off_by_default() {
     let mut h = Harness::new(plain_config());
     let (s, _) = h.passive_open(1000, h.peer());
-    h.tcp.send(s, b"a").unwrap();
+    h.tcp.send(h.now, s, b"a").unwrap();
     h.out1();
-    h.tcp.send(s, b"b").unwrap();
+    h.tcp.send(h.now, s, b"b").unwrap();
     assert_eq!(h.out1().payload, b"b");
 }
 
@@ -279,7 +281,7 @@ fn sender_sws_avoidance_waits_for_useful_window() {
     let mut h = Harness::new(plain_config());
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
     h.send(h.peer().seq(1001).ack(iss + 1).window(10_000));
-    h.tcp.send(s, &[1; 20_000]).unwrap();
+    h.tcp.send(h.now, s, &[1; 20_000]).unwrap();
     let segs = h.out();
     let sent: usize = segs.iter().map(|x| x.payload.len()).sum();
     assert_eq!(sent, 10_000);
@@ -311,11 +313,11 @@ fn receiver_sws_avoidance_and_window_update() {
     assert_eq!((last.ack, last.window), (1001 + 8192, 0));
     // Reading a little does not reopen the window (no update, nothing advertised).
     let mut buf = [0u8; 100];
-    assert_eq!(h.tcp.recv(s, &mut buf).unwrap(), 100);
+    assert_eq!(h.tcp.recv(h.now, s, &mut buf).unwrap(), 100);
     h.quiet();
     // Reading enough sends a window update.
     let mut big = [0u8; 4000];
-    h.tcp.recv(s, &mut big).unwrap();
+    h.tcp.recv(h.now, s, &mut big).unwrap();
     let upd = h.out1();
     assert_eq!(upd.ack, 1001 + 8192);
     assert!(upd.window >= 4000, "{upd:?}");
@@ -327,7 +329,7 @@ fn zero_window_probing_then_peer_opens() {
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
     let nxt = iss + 1;
     h.send(h.peer().seq(1001).ack(nxt).window(1000));
-    h.tcp.send(s, &[7; 3000]).unwrap();
+    h.tcp.send(h.now, s, &[7; 3000]).unwrap();
     let d = h.out1();
     assert_eq!(d.payload.len(), 1000);
     h.send(h.peer().seq(1001).ack(nxt + 1000).window(0));
@@ -370,7 +372,7 @@ fn keepalive_probes_and_timeout() {
         count: 3,
     };
     h.tcp
-        .set_option(s, SocketOption::Keepalive(Some(ka)))
+        .set_option(h.now, s, SocketOption::Keepalive(Some(ka)))
         .unwrap();
     assert!(h.advance(Duration::from_millis(9999)).is_empty());
     let p = h.advance(Duration::from_millis(1));
@@ -392,9 +394,13 @@ fn user_timeout_aborts_before_retries_run_out() {
     let mut h = Harness::new(plain_config());
     let (s, _) = h.passive_open(1000, h.peer());
     h.tcp
-        .set_option(s, SocketOption::UserTimeout(Some(Duration::from_secs(1))))
+        .set_option(
+            h.now,
+            s,
+            SocketOption::UserTimeout(Some(Duration::from_secs(1))),
+        )
         .unwrap();
-    h.tcp.send(s, b"x").unwrap();
+    h.tcp.send(h.now, s, b"x").unwrap();
     h.out1();
     h.advance(Duration::from_secs(3));
     assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
@@ -440,7 +446,7 @@ fn mss_clamped_to_path_mtu() {
     let sa = h.out1();
     assert_eq!(sa.options.mss, Some(960));
     h.send(h.peer().seq(2).ack(sa.seq + 1));
-    let s = h.tcp.accept(l).unwrap().unwrap();
+    let s = h.tcp.accept(h.now, l).unwrap().unwrap();
     assert_eq!(h.tcp.info(s).unwrap().snd_mss, 960);
 }
 
@@ -465,7 +471,7 @@ fn sequence_numbers_cross_2_pow_32_both_ways() {
     assert_eq!(acks.last().unwrap().ack, peer_seq);
     assert_eq!(h.read_all(s).len(), 2000);
     // Send 3000 bytes crossing 2^32, with a loss across the wrap.
-    h.tcp.send(s, &[9; 3000]).unwrap();
+    h.tcp.send(h.now, s, &[9; 3000]).unwrap();
     let segs = h.out();
     assert_eq!(segs.len(), 3);
     assert_eq!(segs[1].seq, iss.wrapping_add(1001));
@@ -529,7 +535,7 @@ fn congestion_algorithm_per_socket() {
     let (s, _) = h.passive_open(1000, h.peer());
     assert_eq!(h.tcp.info(s).unwrap().congestion, Algorithm::Cubic);
     h.tcp
-        .set_option(s, SocketOption::Congestion(Algorithm::NewReno))
+        .set_option(h.now, s, SocketOption::Congestion(Algorithm::NewReno))
         .unwrap();
     assert_eq!(h.tcp.info(s).unwrap().congestion, Algorithm::NewReno);
 }
@@ -540,7 +546,7 @@ fn rttm_measures_retransmitted_segments_with_timestamps() {
     cfg.timestamps = true;
     let mut h = Harness::new(cfg);
     let (s, iss) = h.passive_open(1000, h.peer().ts(10, 0));
-    h.tcp.send(s, b"abc").unwrap();
+    h.tcp.send(h.now, s, b"abc").unwrap();
     let first = h.out1();
     // Lost; the retransmission goes out after the RTO.
     let rtx = h.wait();
@@ -573,7 +579,7 @@ fn burst_of_segments_gets_an_ack_per_two_and_slow_start_doubles() {
     // cwnd by 2 SMSS each (RFC 3465 L = 2): slow start doubles per round trip.
     let mut h = Harness::new(plain_config());
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
-    h.tcp.send(s, &[1u8; 60_000]).unwrap();
+    h.tcp.send(h.now, s, &[1u8; 60_000]).unwrap();
     assert_eq!(h.out().len(), 10);
     for k in 1..=5u32 {
         h.send(h.peer().seq(1001).ack(iss + 1 + k * 2000));
@@ -587,7 +593,7 @@ fn sws_override_timer_sends_into_a_small_window() {
     let mut h = Harness::new(plain_config());
     let (s, iss) = h.passive_open(1000, h.peer().mss(1000));
     h.send(h.peer().seq(1001).ack(iss + 1).window(8000));
-    h.tcp.send(s, &[1; 20_000]).unwrap();
+    h.tcp.send(h.now, s, &[1; 20_000]).unwrap();
     assert_eq!(h.out().len(), 8);
     // Everything acknowledged, but only 300 bytes of window: held back (SWS) ...
     h.send(h.peer().seq(1001).ack(iss + 8001).window(300));
