@@ -10,7 +10,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ulnet_stack::tcp::{SocketHandle, Tcp, TcpConfig};
 use ulnet_stack::time::{Duration, Instant};
@@ -18,13 +18,21 @@ use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
 
 struct Counting;
 
-static COUNTING: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Whether this thread's allocations are counted now. Per thread: the test harness's
+    /// other threads allocate when they please, and a process-wide switch counted them.
+    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn counting() -> bool {
+    COUNTING.try_with(std::cell::Cell::get).unwrap_or(false)
+}
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as our caller's.
@@ -35,7 +43,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as our caller's.
@@ -231,11 +239,11 @@ fn steady_bulk_transfer_does_not_allocate() {
     let before = moved;
     let segs_before = a.info(c).unwrap().segs_out;
     // The counter itself works: one allocation is seen.
-    COUNTING.store(true, Ordering::Relaxed);
+    COUNTING.with(|c| c.set(true));
     drop(std::hint::black_box(Vec::<u8>::with_capacity(64)));
-    COUNTING.store(false, Ordering::Relaxed);
+    COUNTING.with(|c| c.set(false));
     assert_eq!(ALLOCS.swap(0, Ordering::Relaxed), 1);
-    COUNTING.store(true, Ordering::Relaxed);
+    COUNTING.with(|c| c.set(true));
     for _ in 0..200_000 {
         step(
             &mut now, &mut pipe, &mut a, &mut b, c, s, &mut buf, &chunk, &mut moved,
@@ -244,7 +252,7 @@ fn steady_bulk_transfer_does_not_allocate() {
             break;
         }
     }
-    COUNTING.store(false, Ordering::Relaxed);
+    COUNTING.with(|c| c.set(false));
     let allocs = ALLOCS.load(Ordering::Relaxed);
     let segs = a.info(c).unwrap().segs_out - segs_before;
     println!(
