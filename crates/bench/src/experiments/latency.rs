@@ -30,7 +30,7 @@ use hdrhistogram::Histogram;
 use ulnet::net::Stack;
 use ulnet::runtime::WaitMode;
 
-use super::netchannel_cpu::{accept_timeout, join, open_stack, spawn_in_ns};
+use super::netchannel_cpu::{accept_timeout, join, open_stack};
 use super::Experiment;
 use crate::cpu::thread_cpu_time;
 use crate::exec;
@@ -644,7 +644,7 @@ fn kernel_server(
     let stop = Arc::new(AtomicBool::new(false));
     let st = Arc::clone(&stop);
     let t = if tcp {
-        spawn_in_ns(
+        super::load::in_ns(
             ns,
             None,
             move || TcpListener::bind(at),
@@ -660,7 +660,7 @@ fn kernel_server(
             },
         )?
     } else {
-        spawn_in_ns(
+        super::load::in_ns(
             ns,
             None,
             move || UdpSocket::bind(at),
@@ -687,7 +687,7 @@ fn kernel_client(
     stop: Arc<AtomicBool>,
 ) -> io::Result<JoinHandle<io::Result<ClientDone>>> {
     if tcp {
-        spawn_in_ns(
+        super::load::in_ns(
             ns,
             Some(LOAD_CPU),
             move || TcpStream::connect_timeout(&to, Duration::from_secs(5)),
@@ -702,7 +702,7 @@ fn kernel_client(
             },
         )
     } else {
-        spawn_in_ns(
+        super::load::in_ns(
             ns,
             Some(LOAD_CPU),
             move || UdpSocket::bind("0.0.0.0:0"),

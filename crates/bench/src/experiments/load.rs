@@ -33,11 +33,12 @@ pub(crate) struct Done {
     pub cpu: Duration,
 }
 
-/// Runs `f` on a new thread pinned to `cpu` inside namespace `ns`, after telling the caller that the
-/// namespace was entered and `setup` succeeded (so the caller can start the other side).
-fn in_ns<S, T>(
+/// Runs `f` on a new thread inside namespace `ns`, pinned to `cpu` if given (else on the
+/// caller's cores), after telling the caller that the namespace was entered and `setup`
+/// succeeded (so the caller can start the other side).
+pub(crate) fn in_ns<S, T>(
     ns: &str,
-    cpu: usize,
+    cpu: impl Into<Option<usize>>,
     setup: impl FnOnce() -> io::Result<S> + Send + 'static,
     f: impl FnOnce(S) -> io::Result<T> + Send + 'static,
 ) -> io::Result<JoinHandle<io::Result<T>>>
@@ -45,10 +46,13 @@ where
     T: Send + 'static,
 {
     let ns = ns.to_owned();
+    let cpu = cpu.into();
     let (tx, rx) = mpsc::channel();
     let t = std::thread::spawn(move || {
         let ready = (|| {
-            pin(cpu)?;
+            if let Some(cpu) = cpu {
+                pin(cpu)?;
+            }
             let guard = ulnet::channel::sys::netns::enter(&ns).map_err(io_err)?;
             let s = setup()?;
             Ok::<_, io::Error>((guard, s))
@@ -68,7 +72,7 @@ where
     match rx.recv_timeout(Duration::from_secs(10)) {
         Ok(Ok(())) => Ok(t),
         Ok(Err(e)) => Err(e),
-        Err(_) => Err(io::Error::other("load thread did not start")),
+        Err(_) => Err(io::Error::other("thread did not start in its namespace")),
     }
 }
 
@@ -134,41 +138,13 @@ fn udp_frame(f: &Flood) -> Vec<u8> {
 }
 
 /// Connects to `to`, sends `bytes` of the pattern, shuts down its sending side and
-/// waits for the receiver to close.
+/// waits for the receiver to close; on the load core.
 pub(crate) fn tcp_send(
     ns: &str,
     to: SocketAddr,
     bytes: u64,
 ) -> io::Result<JoinHandle<io::Result<Done>>> {
-    in_ns(
-        ns,
-        LOAD_CPU,
-        move || {
-            let s = TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
-            s.set_read_timeout(Some(TRANSFER_LIMIT))?;
-            s.set_write_timeout(Some(TRANSFER_LIMIT))?;
-            Ok(s)
-        },
-        move |mut s| {
-            let cpu0 = thread_cpu_time();
-            let start = Instant::now();
-            let mut off = 0u64;
-            while off < bytes {
-                let n = (bytes - off).min(pattern::MAX_CHUNK as u64) as usize;
-                s.write_all(pattern::slice(off, n))?;
-                off += n as u64;
-            }
-            s.shutdown(Shutdown::Write)?;
-            // The receiver closes once it has read everything: EOF marks the end.
-            let mut buf = [0u8; 64];
-            while s.read(&mut buf)? > 0 {}
-            Ok(Done {
-                count: off,
-                elapsed: start.elapsed(),
-                cpu: thread_cpu_time() - cpu0,
-            })
-        },
-    )
+    tcp_send_on(ns, to, bytes, LOAD_CPU)
 }
 
 /// What the kernel receiver got.
@@ -180,8 +156,8 @@ pub(crate) struct Received {
     pub pattern_ok: bool,
 }
 
-/// Like [`tcp_send`], but on a thread pinned to `cpu`: the system under test's core when
-/// the kernel's own sender is what is measured (a kernel socket sending from namespace A).
+/// [`tcp_send`] on a thread pinned to `cpu`: the system under test's core when the
+/// kernel's own sender is what is measured (a kernel socket sending from namespace A).
 pub(crate) fn tcp_send_on(
     ns: &str,
     to: SocketAddr,
@@ -207,6 +183,7 @@ pub(crate) fn tcp_send_on(
                 off += n as u64;
             }
             s.shutdown(Shutdown::Write)?;
+            // The receiver closes once it has read everything: EOF marks the end.
             let mut buf = [0u8; 64];
             while s.read(&mut buf)? > 0 {}
             Ok(Done {

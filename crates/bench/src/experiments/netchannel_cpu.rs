@@ -31,7 +31,6 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -45,7 +44,7 @@ use ulnet::wire::EthernetAddress;
 
 use super::Experiment;
 use crate::cpu::thread_cpu_time;
-use crate::harness::{io_err, pin, CpuUse, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU};
+use crate::harness::{io_err, CpuUse, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU};
 use crate::results::{ExperimentResult, Metric, PlotKind, PlotView, SystemKind, TableView, View};
 use crate::summary::Summary;
 use crate::testbed::{Side, Testbed};
@@ -394,47 +393,6 @@ pub(super) fn join<T>(t: JoinHandle<io::Result<T>>, what: &str) -> io::Result<T>
         .map_err(|_| io::Error::other(format!("{what} panicked")))?
 }
 
-/// Runs `f` on a new thread pinned to `cpu` (or left with the caller's mask when
-/// `None`) inside namespace `ns`, once `setup` succeeded there.
-pub(super) fn spawn_in_ns<S, T>(
-    ns: &str,
-    cpu: Option<usize>,
-    setup: impl FnOnce() -> io::Result<S> + Send + 'static,
-    f: impl FnOnce(S) -> io::Result<T> + Send + 'static,
-) -> io::Result<JoinHandle<io::Result<T>>>
-where
-    T: Send + 'static,
-{
-    let ns = ns.to_owned();
-    let (tx, rx) = mpsc::channel();
-    let t = std::thread::spawn(move || {
-        let ready = (|| {
-            if let Some(c) = cpu {
-                pin(c)?;
-            }
-            let guard = ulnet::channel::sys::netns::enter(&ns).map_err(io_err)?;
-            let s = setup()?;
-            Ok::<_, io::Error>((guard, s))
-        })();
-        match ready {
-            Ok((_guard, s)) => {
-                let _ = tx.send(Ok(()));
-                f(s)
-            }
-            Err(e) => {
-                let msg = e.to_string();
-                let _ = tx.send(Err(e));
-                Err(io::Error::other(msg))
-            }
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(Ok(())) => Ok(t),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(io::Error::other("thread did not start in its namespace")),
-    }
-}
-
 /// A ulnet stack over AF_XDP on `side`'s veth end at `ip`, with `peers` as static
 /// neighbours, waiting as `wait`; also the channel's mode. Retries while the previous
 /// round's socket on the queue is still being released (EBUSY).
@@ -527,7 +485,7 @@ fn peer(
     window: Duration,
 ) -> io::Result<JoinHandle<io::Result<PeerDone>>> {
     let (send, size) = (c.send, c.size);
-    spawn_in_ns(
+    super::load::in_ns(
         ns,
         Some(LOAD_CPU),
         move || TcpListener::bind(at),
@@ -633,7 +591,7 @@ fn kernel_round(
     let p = peer(&b.ns, peer_at, c, window)?;
     let (send, size) = (c.send, c.size);
     // The SUT thread inherits the SUT core from the harness's main thread.
-    let sut = spawn_in_ns(
+    let sut = super::load::in_ns(
         &a.ns,
         None,
         move || {
