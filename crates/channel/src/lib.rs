@@ -18,6 +18,8 @@ pub mod sim;
 pub mod sys;
 
 #[cfg(target_os = "linux")]
+pub mod netif;
+#[cfg(target_os = "linux")]
 pub mod packet;
 #[cfg(target_os = "linux")]
 pub mod ring;
