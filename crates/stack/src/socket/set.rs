@@ -4,6 +4,7 @@
 //! sockets bound to overlapping endpoints (same port, and the same address or either
 //! unspecified); every UDP socket in the set is bound.
 
+use alloc::vec::Vec;
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 

@@ -3,7 +3,8 @@
 //! takes a small generation-checked handle; a stale handle is an error, never a panic.
 //! The engine-facing side (segments in and out, timers) is in `layer.rs`.
 
-use std::net::{IpAddr, SocketAddr};
+use alloc::vec::Vec;
+use core::net::{IpAddr, SocketAddr};
 
 use crate::time::Instant;
 
