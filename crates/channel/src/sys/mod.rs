@@ -1,5 +1,13 @@
 //! The fenced system-call layer: every `unsafe` call into the kernel lives here or in
 //! `ring/`, each with a `SAFETY:` note (STYLE.md 4.6). Everything above it is safe code.
+//!
+//! The fence is closed from outside too: the `syscall!` helper below is not exported, so
+//! no other crate can expand an `unsafe` block through it.
+//!
+//! ```compile_fail
+//! // Fails to compile: `syscall!` is private to `sys/`.
+//! let pid: ulnet_channel::Result<libc::pid_t> = ulnet_channel::syscall!("getpid", getpid());
+//! ```
 #![allow(unsafe_code)]
 
 /// Calls a libc function and turns `-1` into a channel [`Error`](crate::Error) naming
