@@ -281,7 +281,7 @@ impl<C: Channel> Runtime<C> {
     /// `clock`.
     ///
     /// # Errors
-    /// Creating the eventfd or duplicating the channel's wait descriptor failed.
+    /// Creating the eventfd failed.
     pub fn new(channel: C, iface: Interface, mode: WaitMode, clock: Clock) -> io::Result<Self> {
         let batch_count = channel.capabilities().batch_count.max(1);
         let now = clock.now();
