@@ -104,6 +104,13 @@ part=$(mktemp -t ulnet-test-part.XXXXXX)
 trap 'rm -f "$log" "$part"' EXIT
 step fmt cargo fmt --all --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
+# The engine is no_std + alloc (embeddable). No other target's std can be fetched here,
+# so both checks run on the host: the stack alone without its `std` feature (a `std::`
+# path in it does not compile), then a `#![no_std]` crate with its own panic handler that
+# links it, which stops with E0152 (duplicate `panic_impl`) if std enters the graph.
+step no-std cargo build -p ulnet-stack --no-default-features
+step no-std-link cargo build --manifest-path crates/stack/nostd-check/Cargo.toml \
+    --target-dir target/nostd-check
 step test run_tests "$@"
 if [[ $RUNNER == nextest ]]; then
     # nextest does not run doctests.

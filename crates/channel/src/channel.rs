@@ -1,6 +1,6 @@
 //! The `Channel` trait every backend implements.
 
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 
 /// What a channel can do; the runtime and stack adapt to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +113,10 @@ pub trait Channel {
 
     /// A file descriptor that becomes readable when frames arrive, for sleeping in
     /// `poll(2)`; `None` for channels with nothing to wait on (the simulator).
-    fn wait_fd(&self) -> Option<RawFd>;
+    ///
+    /// Borrowed from the channel, so it cannot outlive the descriptor it names: a caller
+    /// polls it in place and never needs `unsafe` or a duplicate to do so.
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
 
     /// Prepares the channel for the program to sleep on [`Channel::wait_fd`] (for AF_XDP,
     /// makes sure the fill ring is stocked and the kernel knows to wake us).

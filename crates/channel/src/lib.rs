@@ -5,12 +5,14 @@
 //! impairments, for tests), [`tap`], [`packet`] (AF_PACKET TPACKET_V3) and [`xdp`]
 //! (AF_XDP with a flow-steering XDP program), [`pipe`] (an in-memory link between two
 //! stacks on different threads) — and the [`pcap`] adapter any channel can be wrapped
-//! in. In: frames from the device; out: frames to the device.
+//! in, and [`netif`] for what a program reads about an interface before it opens one
+//! (its MAC). In: frames from the device; out: frames to the device.
 //!
 //! Invariants: a received frame is borrowed from the ring only for the duration of the
 //! callback that sees it and returns to the ring afterwards (no per-packet allocation);
 //! a full ring drops and counts, never blocks or grows. `unsafe` lives only in [`sys`]
-//! and `ring` (STYLE.md 4.6).
+//! and `ring` (STYLE.md 4.6), and stays there: `sys`'s `syscall!` is not exported, and
+//! [`Channel::wait_fd`] lends a `BorrowedFd`, so callers need no `unsafe` to poll.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -20,6 +22,8 @@ pub mod pipe;
 pub mod sim;
 pub mod sys;
 
+#[cfg(target_os = "linux")]
+pub mod netif;
 #[cfg(target_os = "linux")]
 pub mod packet;
 #[cfg(target_os = "linux")]

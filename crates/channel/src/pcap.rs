@@ -23,7 +23,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -340,7 +340,7 @@ impl<C: Channel, W: Write, F: FnMut() -> Duration> Channel for Pcap<C, W, F> {
         self.inner.stats()
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         self.inner.wait_fd()
     }
 

@@ -9,7 +9,7 @@
 //! ends (declared offloaded and verified), as nothing on the link can corrupt a frame.
 
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -184,8 +184,8 @@ impl Channel for PipeChannel {
         }
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
-        Some(self.rx.efd.as_raw_fd())
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.rx.efd.as_fd())
     }
 
     /// Resets the eventfd, then makes it readable again if frames are waiting, so the

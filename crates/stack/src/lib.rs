@@ -1,8 +1,16 @@
 //! The sans-I/O TCP/IP engine: it takes frames and the current instant, and gives back
 //! frames and the next deadline. It does no system calls, reads no clock and starts no
 //! thread, which is what makes it testable in virtual time.
+//!
+//! It is `no_std + alloc` without the default `std` feature: it needs a heap and nothing
+//! else of an operating system (no clock, and no randomness: every hash map is keyed from
+//! the engine's secret, see `tcp::table::KeyedState`). `scripts/test.sh` builds it so, and
+//! links it into the `#![no_std]` crate `crates/stack/nostd-check`.
+#![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+extern crate alloc;
 
 pub mod iface;
 pub mod ports;

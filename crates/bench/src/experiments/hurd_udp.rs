@@ -37,7 +37,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -750,7 +750,7 @@ impl Channel for Counted {
     fn stats(&self) -> Stats {
         self.inner.stats()
     }
-    fn wait_fd(&self) -> Option<RawFd> {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         self.inner.wait_fd()
     }
     fn prepare_wait(&mut self) -> ulnet::channel::Result<()> {
@@ -837,10 +837,6 @@ impl Queued {
             done: Arc::new(AtomicBool::new(false)),
             driver: true,
         };
-        let wait = match xdp.wait_fd() {
-            Some(fd) => Some(own_fd(fd)?),
-            None => None,
-        };
         let (p, ev) = (probe.clone(), Arc::clone(&event));
         // Spawned from the SUT-pinned thread: the driver shares the stack's core.
         let driver = std::thread::Builder::new()
@@ -890,14 +886,17 @@ impl Queued {
                     let since = *idle_since.get_or_insert_with(Instant::now);
                     if since.elapsed() < Duration::from_micros(50) {
                         std::thread::yield_now();
-                    } else if let Some(fd) = &wait {
+                    } else if xdp.wait_fd().is_some() {
                         let _ = xdp.prepare_wait();
-                        let mut pf = [PollFd::new(fd, PollFlags::IN)];
-                        let ts = rustix::time::Timespec {
-                            tv_sec: 0,
-                            tv_nsec: 1_000_000,
-                        };
-                        let _ = rustix::event::poll(&mut pf, Some(&ts));
+                        // Polled in place: the descriptor stays borrowed from `xdp`.
+                        if let Some(fd) = xdp.wait_fd() {
+                            let mut pf = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+                            let ts = rustix::time::Timespec {
+                                tv_sec: 0,
+                                tv_nsec: 1_000_000,
+                            };
+                            let _ = rustix::event::poll(&mut pf, Some(&ts));
+                        }
                     } else {
                         std::thread::sleep(Duration::from_millis(1));
                     }
@@ -976,8 +975,8 @@ impl Channel for Queued {
             ..self.stats
         }
     }
-    fn wait_fd(&self) -> Option<RawFd> {
-        Some(self.event.as_raw_fd())
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.event.as_fd())
     }
     fn prepare_wait(&mut self) -> ulnet::channel::Result<()> {
         // Consume the wake-ups so far, then look at the queue: if a frame slipped in
@@ -992,14 +991,6 @@ impl Channel for Queued {
         }
         Ok(())
     }
-}
-
-/// An owned duplicate of this process's descriptor `fd` (`pidfd_getfd(2)` on our own
-/// pidfd: the safe way to poll a channel's bare wait descriptor).
-fn own_fd(fd: RawFd) -> io::Result<OwnedFd> {
-    use rustix::process::{getpid, pidfd_getfd, pidfd_open, PidfdFlags, PidfdGetfdFlags};
-    let pidfd = pidfd_open(getpid(), PidfdFlags::empty())?;
-    Ok(pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty())?)
 }
 
 fn fmt_rate(pps: f64) -> String {

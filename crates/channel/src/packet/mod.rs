@@ -57,7 +57,7 @@
 //! `rx_dropped`).
 
 use std::cell::Cell;
-use std::os::fd::{AsFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 use crate::sys::netns;
 use crate::sys::packet::{
@@ -405,7 +405,7 @@ impl Channel for PacketChannel {
         }
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
-        Some(self.rx.ring.raw_fd())
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.rx.ring.fd())
     }
 }

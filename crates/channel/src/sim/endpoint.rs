@@ -2,7 +2,7 @@
 //! backend.
 
 use std::cell::RefCell;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -153,7 +153,7 @@ impl Channel for Endpoint {
         }
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         None
     }
 }

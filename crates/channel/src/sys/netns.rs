@@ -33,7 +33,7 @@ fn open_ro(op: &'static str, path: &Path) -> Result<OwnedFd> {
     use std::os::unix::ffi::OsStrExt;
     let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::invalid(op))?;
     // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
-    let fd = crate::syscall!(
+    let fd = syscall!(
         "open(netns)",
         open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC)
     )
@@ -45,7 +45,7 @@ fn open_ro(op: &'static str, path: &Path) -> Result<OwnedFd> {
 fn setns(fd: &OwnedFd) -> Result<()> {
     // SAFETY: `fd` is an open namespace descriptor; setns only changes this thread's
     // namespace membership.
-    crate::syscall!(
+    syscall!(
         "setns(CLONE_NEWNET)",
         setns(fd.as_raw_fd(), libc::CLONE_NEWNET)
     )?;

@@ -19,7 +19,7 @@
 //!   kernel sets it available.
 
 use std::mem::{offset_of, size_of};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
 use super::mmap::Mmap;
@@ -93,7 +93,7 @@ fn tpacket_v3_socket() -> Result<OwnedFd> {
     // Protocol 0: the socket receives nothing until `bind` names the interface, so no
     // other interface's packets land in the ring first.
     // SAFETY: plain socket creation; no pointers.
-    let fd = crate::syscall!(
+    let fd = syscall!(
         "socket(AF_PACKET)",
         socket(
             libc::AF_PACKET,
@@ -117,7 +117,7 @@ fn tpacket_v3_socket() -> Result<OwnedFd> {
 fn setsockopt<T>(fd: BorrowedFd<'_>, op: &'static str, name: libc::c_int, value: &T) -> Result<()> {
     // SAFETY: `value` points to a live `T` of exactly the length passed; the kernel
     // copies it and keeps no pointer.
-    crate::syscall!(
+    syscall!(
         "setsockopt(SOL_PACKET)",
         setsockopt(
             fd.as_raw_fd(),
@@ -138,7 +138,7 @@ fn bind(fd: BorrowedFd<'_>, ifindex: i32, protocol_be: u16) -> Result<()> {
     sll.sll_protocol = protocol_be;
     sll.sll_ifindex = ifindex;
     // SAFETY: `sll` is a live sockaddr_ll and the length passed is its size.
-    crate::syscall!(
+    syscall!(
         "bind(AF_PACKET)",
         bind(
             fd.as_raw_fd(),
@@ -177,7 +177,7 @@ fn ioctl_ifreq(
 ) -> Result<()> {
     // SAFETY: every request passed here (SIOC[GS]IF*) reads or writes one `ifreq`, which
     // `req` is, live and writable for the call.
-    crate::syscall!(
+    syscall!(
         "ioctl(ifreq)",
         ioctl(fd.as_raw_fd(), request as _, req as *mut libc::ifreq)
     )
@@ -199,6 +199,31 @@ pub fn interface_index(fd: BorrowedFd<'_>, name: &str) -> Result<i32> {
     ioctl_ifreq(fd, "ioctl(SIOCGIFINDEX)", libc::SIOCGIFINDEX, &mut req)?;
     // SAFETY: SIOCGIFINDEX filled the `ifru_ifindex` member of the union.
     Ok(unsafe { req.ifr_ifru.ifru_ifindex })
+}
+
+/// The hardware (MAC) address of Ethernet interface `name` in the namespace of socket
+/// `fd` (`SIOCGIFHWADDR`, netdevice(7)).
+///
+/// # Errors
+/// `ioctl(SIOCGIFHWADDR)`: `ENODEV` when there is no such interface; `address family`
+/// (`EINVAL`) when the interface is neither Ethernet nor loopback (whose address reads
+/// as all zeros, as sysfs shows it), so has no 6-byte address to give.
+pub fn interface_mac(fd: BorrowedFd<'_>, name: &str) -> Result<[u8; 6]> {
+    let mut req = ifreq(name)?;
+    ioctl_ifreq(fd, "ioctl(SIOCGIFHWADDR)", libc::SIOCGIFHWADDR, &mut req)?;
+    // SAFETY: SIOCGIFHWADDR filled the `ifru_hwaddr` member of the union.
+    let hw = unsafe { req.ifr_ifru.ifru_hwaddr };
+    if hw.sa_family != libc::ARPHRD_ETHER && hw.sa_family != libc::ARPHRD_LOOPBACK {
+        return Err(Error::invalid("address family").with_hint(
+            "the interface is not Ethernet (ARPHRD_ETHER): it has no MAC address to read",
+        ));
+    }
+    let mut mac = [0u8; 6];
+    for (dst, &src) in mac.iter_mut().zip(hw.sa_data.iter()) {
+        // `sa_data` is `c_char`; the cast keeps the byte's bits.
+        *dst = src as u8;
+    }
+    Ok(mac)
 }
 
 /// The MTU of interface `name` (`SIOCGIFMTU`).
@@ -243,7 +268,7 @@ pub fn set_interface_up(fd: BorrowedFd<'_>, name: &str) -> Result<()> {
 /// `socket(AF_INET, SOCK_DGRAM)`.
 pub fn control_socket() -> Result<OwnedFd> {
     // SAFETY: plain socket creation; no pointers.
-    let fd = crate::syscall!(
+    let fd = syscall!(
         "socket(AF_INET, SOCK_DGRAM)",
         socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
     )?;
@@ -336,11 +361,6 @@ impl RxRing {
         self.fd.as_fd()
     }
 
-    /// The raw socket descriptor.
-    pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-
     /// Number of blocks in the ring.
     pub fn block_count(&self) -> usize {
         self.block_count
@@ -399,7 +419,7 @@ impl RxRing {
         };
         let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
         // SAFETY: `st` and `len` are live and writable; `len` holds the size of `st`.
-        crate::syscall!(
+        syscall!(
             "getsockopt(PACKET_STATISTICS)",
             getsockopt(
                 self.fd.as_raw_fd(),
@@ -662,7 +682,7 @@ impl TxRing {
     pub fn kick(&self) -> Result<usize> {
         // SAFETY: a NULL buffer of length 0 is how the tx ring is flushed; the kernel
         // reads frames from the mapping, not from the buffer argument.
-        let n = crate::syscall!(
+        let n = syscall!(
             "send(AF_PACKET tx ring)",
             send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT)
         )?;

@@ -34,7 +34,7 @@ pub fn open_tap(name: &str, persist: bool) -> Result<(OwnedFd, String)> {
         ifreq(name)?
     };
     // SAFETY: TUN_PATH is a NUL-terminated string that lives for the whole program.
-    let fd = crate::syscall!(
+    let fd = syscall!(
         "open(/dev/net/tun)",
         open(
             TUN_PATH.as_ptr(),
@@ -55,7 +55,7 @@ pub fn open_tap(name: &str, persist: bool) -> Result<(OwnedFd, String)> {
     req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
     // SAFETY: TUNSETIFF reads the name and flags from `req` and writes the chosen name
     // back into it; `req` is a live, writable ifreq for the call.
-    crate::syscall!(
+    syscall!(
         "ioctl(TUNSETIFF)",
         ioctl(
             fd.as_raw_fd(),
@@ -83,7 +83,7 @@ pub fn open_tap(name: &str, persist: bool) -> Result<(OwnedFd, String)> {
     let actual = String::from_utf8_lossy(&actual).into_owned();
     if persist {
         // SAFETY: TUNSETPERSIST takes its argument by value; no memory is passed.
-        crate::syscall!(
+        syscall!(
             "ioctl(TUNSETPERSIST)",
             ioctl(fd.as_raw_fd(), libc::TUNSETPERSIST as _, 1 as libc::c_ulong)
         )?;

@@ -177,7 +177,7 @@ fn from_errno(op: &'static str, errno: i32) -> Error {
 
 fn setsockopt<T>(fd: RawFd, op: &'static str, name: i32, value: &T) -> Result<()> {
     // SAFETY: `value` points to `size_of::<T>()` readable bytes for the call.
-    crate::syscall!(
+    syscall!(
         "setsockopt(SOL_XDP)",
         setsockopt(
             fd,
@@ -195,7 +195,7 @@ fn getsockopt<T: Default>(fd: RawFd, op: &'static str, name: i32) -> Result<T> {
     let mut value = T::default();
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `value` is `len` writable bytes and `len` is a valid in/out length.
-    crate::syscall!(
+    syscall!(
         "getsockopt(SOL_XDP)",
         getsockopt(fd, SOL_XDP, name, (&mut value as *mut T).cast(), &mut len)
     )
@@ -220,7 +220,7 @@ impl XskSocket {
     /// no `CONFIG_XDP_SOCKETS`; both with a hint.
     pub fn new() -> Result<Self> {
         // SAFETY: plain socket(2) call with constant arguments.
-        let fd = crate::syscall!(
+        let fd = syscall!(
             "socket(AF_XDP)",
             socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
         )
@@ -362,7 +362,7 @@ impl XskSocket {
             shared_umem_fd: 0,
         };
         // SAFETY: `addr` is a valid sockaddr_xdp of the length passed.
-        crate::syscall!(
+        syscall!(
             "bind(AF_XDP)",
             bind(
                 self.fd.as_raw_fd(),
@@ -381,7 +381,7 @@ impl XskSocket {
     /// `sendto(AF_XDP kick)`.
     pub fn kick_tx(&self) -> Result<()> {
         // SAFETY: a zero-length send with no buffer and no address is valid for AF_XDP.
-        let r = crate::syscall!(
+        let r = syscall!(
             "sendto(AF_XDP kick)",
             sendto(
                 self.fd.as_raw_fd(),
@@ -412,7 +412,7 @@ impl XskSocket {
     /// `recvfrom(AF_XDP kick)`, except `EAGAIN`/`EBUSY`, which are expected.
     pub fn kick_rx(&self) -> Result<()> {
         // SAFETY: a zero-length receive with no buffer and no address is valid for AF_XDP.
-        let r = crate::syscall!(
+        let r = syscall!(
             "recvfrom(AF_XDP kick)",
             recvfrom(
                 self.fd.as_raw_fd(),
@@ -475,7 +475,7 @@ pub fn if_mtu(name: &str) -> Result<u32> {
         return Err(from_errno("ioctl(SIOCGIFMTU)", libc::ENAMETOOLONG));
     }
     // SAFETY: a datagram socket used only for the ioctl, closed right after.
-    let s = crate::syscall!(
+    let s = syscall!(
         "socket(ioctl)",
         socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
     )?;
@@ -487,7 +487,7 @@ pub fn if_mtu(name: &str) -> Result<u32> {
         *d = b as libc::c_char;
     }
     // SAFETY: `req` is a valid ifreq with a NUL-terminated name; the kernel writes ifru_mtu.
-    crate::syscall!(
+    syscall!(
         "ioctl(SIOCGIFMTU)",
         ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut req)
     )?;

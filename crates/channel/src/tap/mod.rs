@@ -22,7 +22,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 use crate::sys::netns;
 use crate::sys::packet as ifctl;
@@ -294,7 +294,7 @@ impl Channel for TapChannel {
         }
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
-        Some(self.file.as_raw_fd())
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.file.as_fd())
     }
 }

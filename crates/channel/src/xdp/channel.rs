@@ -13,7 +13,7 @@
 //! raises that to the ring size, which we ask for; `flush` keeps kicking until the tx
 //! ring is drained either way (LINUX-NOTES: otherwise latency balloons to seconds).
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Arc;
 
 use super::options::{XdpOptions, ZeroCopy};
@@ -609,8 +609,8 @@ impl Channel for XdpChannel {
         }
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
-        Some(self.sock.as_raw_fd())
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.sock.as_fd())
     }
 
     fn prepare_wait(&mut self) -> Result<()> {

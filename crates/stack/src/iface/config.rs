@@ -1,6 +1,7 @@
 //! Interface configuration: identity (MAC, addresses, gateway), link properties (MTU,
 //! checksum offloads) and every limit that bounds the interface's memory.
 
+use alloc::vec::Vec;
 use core::fmt;
 use core::net::IpAddr;
 

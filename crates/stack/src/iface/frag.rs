@@ -15,6 +15,7 @@
 //!   which Linux also applies to IPv4 since CVE-2018-5391); an exact duplicate is
 //!   dropped on its own, since links such as the simulator duplicate frames.
 
+use alloc::vec::Vec;
 use core::net::Ipv4Addr;
 
 use ulnet_wire::{IpProtocol, Ipv4Repr};

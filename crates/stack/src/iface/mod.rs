@@ -35,6 +35,7 @@ mod udp;
 #[cfg(test)]
 mod tests;
 
+use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv4Addr};
 
 use ulnet_wire::{ChecksumMode, EthernetAddress};

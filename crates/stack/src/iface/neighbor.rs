@@ -8,6 +8,7 @@
 //! one request per retry interval (RFC 1122 §2.3.2.1: no ARP flooding) and gives up
 //! after the configured number of requests.
 
+use alloc::vec::Vec;
 use core::net::IpAddr;
 
 use ulnet_wire::EthernetAddress;

@@ -6,6 +6,7 @@
 //! and `len` payload bytes in all; payload buffers are recycled, so a steady trickle of
 //! unresolved packets does not allocate per packet once the pool is warm.
 
+use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv4Addr};
 
 use ulnet_wire::IpProtocol;

@@ -6,6 +6,7 @@
 //! else the gateway). Addresses are [`IpAddr`] throughout so IPv6 routes are an addition;
 //! the interface uses only the IPv4 ones today.
 
+use alloc::vec::Vec;
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr};
 

@@ -15,11 +15,11 @@
 //! key from the engine's secret ([`SocketSet::set_secret`]), so remote hosts cannot aim
 //! collisions at one bucket; the engine reads no OS randomness itself.
 
+use alloc::collections::VecDeque;
 use core::fmt;
 use core::hash::BuildHasher;
 use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 use core::ops::RangeInclusive;
-use std::collections::VecDeque;
 
 use hashbrown::HashMap;
 use siphasher::sip::SipHasher13;

@@ -10,6 +10,8 @@
 //! slot's `queued` flag is set while its index waits in the owner's event queue, so a
 //! socket is queued at most once.
 
+use alloc::vec::Vec;
+
 /// Index and generation of an occupied slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Handle {

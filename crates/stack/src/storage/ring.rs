@@ -2,7 +2,7 @@
 //! a listener's accept queue). It never grows past the capacity given at creation: a push
 //! into a full ring is refused and hands the item back, so the caller drops and counts it.
 
-use std::collections::VecDeque;
+use alloc::collections::VecDeque;
 
 /// A bounded first-in first-out queue; storage for `capacity` items is reserved at
 /// creation and never reallocated.

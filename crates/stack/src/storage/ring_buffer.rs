@@ -15,6 +15,9 @@
 //! Every operation clamps to what fits and returns how many bytes it moved, so no
 //! combination of arguments panics.
 
+use alloc::vec;
+use alloc::vec::Vec;
+
 /// A fixed-capacity circular byte buffer. See the module docs for the allocated /
 /// unallocated split.
 #[derive(Clone)]

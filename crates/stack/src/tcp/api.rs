@@ -9,7 +9,7 @@
 //! methods (`user_sock`, `with_user_sock`, ...) and the control block's user calls, never
 //! through slots or fields.
 
-use std::net::SocketAddr;
+use core::net::SocketAddr;
 
 use crate::time::Instant;
 

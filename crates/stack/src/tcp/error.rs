@@ -21,7 +21,7 @@ macro_rules! error_enum {
             }
         }
 
-        impl std::error::Error for $name {}
+        impl core::error::Error for $name {}
     };
 }
 
@@ -132,7 +132,7 @@ impl fmt::Display for ConnError {
     }
 }
 
-impl std::error::Error for ConnError {}
+impl core::error::Error for ConnError {}
 
 impl From<ConnError> for SendError {
     fn from(e: ConnError) -> SendError {

@@ -14,9 +14,13 @@
 //! established path nothing allocates: payload is copied from the socket ring into one
 //! preallocated scratch buffer.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use alloc::boxed::Box;
+use alloc::collections::{BinaryHeap, VecDeque};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cmp::Reverse;
+use core::net::{IpAddr, SocketAddr};
+use hashbrown::HashMap;
 
 use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
 
@@ -85,7 +89,9 @@ pub struct Tcp {
     free: Vec<u32>,
     pub(super) table: ConnTable,
     listeners: Vec<ListenerSlot>,
-    listen_map: HashMap<SocketAddr, u32>,
+    /// Keyed from the secret like every map here: the default hasher would read OS
+    /// randomness, which the engine never does.
+    listen_map: HashMap<SocketAddr, u32, KeyedState>,
     pub(super) tw: TimeWaitTable,
     pub(super) hasher: KeyedState,
     pub(super) isn: IsnGenerator,
@@ -97,7 +103,7 @@ pub struct Tcp {
     events: VecDeque<Event>,
     pending_rst: VecDeque<(IpAddr, IpAddr, TcpRepr<'static>)>,
     scratch: Vec<u8>,
-    path_mtu: HashMap<IpAddr, usize>,
+    path_mtu: HashMap<IpAddr, usize, KeyedState>,
     last_now: Instant,
     live: usize,
     /// Tests pin the next ISS (to exercise wraparound).
@@ -121,13 +127,13 @@ impl Tcp {
             slots: Vec::new(),
             free: Vec::new(),
             listeners: Vec::new(),
-            listen_map: HashMap::new(),
+            listen_map: HashMap::with_hasher(KeyedState::new(&isn_key, 4)),
             heap: BinaryHeap::new(),
             ready: VecDeque::new(),
             events: VecDeque::new(),
             pending_rst: VecDeque::new(),
             scratch,
-            path_mtu: HashMap::new(),
+            path_mtu: HashMap::with_hasher(KeyedState::new(&isn_key, 5)),
             last_now: Instant::ZERO,
             live: 0,
             #[cfg(test)]
@@ -389,8 +395,8 @@ impl Tcp {
             return Some(i);
         }
         let any = match local {
-            SocketAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-            SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            SocketAddr::V4(_) => IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED),
+            SocketAddr::V6(_) => IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED),
         };
         self.listen_map
             .get(&SocketAddr::new(any, local.port()))

@@ -8,8 +8,9 @@
 //! is dropped (the SYN-ACK will be retransmitted and the peer's ACK retried), as Linux
 //! does, and the SYN of new connections is dropped.
 
-use std::collections::VecDeque;
-use std::net::SocketAddr;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::net::SocketAddr;
 
 use super::config::SocketOption;
 use super::handle::SocketHandle;

@@ -11,6 +11,8 @@
 //!
 //! [`RingBuffer`]: crate::storage::RingBuffer
 
+use alloc::vec::Vec;
+
 /// The segment would create more separate ranges than the assembler may hold; nothing
 /// was changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,6 +12,7 @@
 //! Receiver side, [`sack_blocks`]: turns the reassembly ranges into the blocks of one
 //! outgoing SACK option.
 
+use alloc::vec::Vec;
 use ulnet_wire::SeqNumber;
 
 /// A SACK block or scoreboard range: `[start, end)` in sequence space.

@@ -13,6 +13,7 @@
 //! - The receive buffer holds in-order bytes up to `rcv_nxt`; bytes after it (out of
 //!   order) are written into its free space and tracked by the assembler.
 
+use alloc::boxed::Box;
 use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
 
 use crate::storage::RingBuffer;

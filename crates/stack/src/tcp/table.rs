@@ -4,9 +4,9 @@
 //! Addresses are stored as 16 bytes (IPv4 as v4-mapped) plus a family tag, which keeps the
 //! key small and lets one table hold both families.
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use core::hash::BuildHasher;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use hashbrown::HashMap;
 
 use siphasher::sip::SipHasher13;
 
@@ -82,7 +82,7 @@ impl KeyedState {
     }
 
     /// Hash of one value.
-    pub(crate) fn hash<T: std::hash::Hash>(&self, v: &T) -> u64 {
+    pub(crate) fn hash<T: core::hash::Hash>(&self, v: &T) -> u64 {
         self.hash_one(v)
     }
 }

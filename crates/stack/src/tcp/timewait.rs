@@ -16,7 +16,7 @@
 //! - Other segments with data, FIN, or out of window get an ACK; a bare in-window ACK is
 //!   dropped.
 
-use std::collections::VecDeque;
+use alloc::collections::VecDeque;
 
 use hashbrown::HashTable;
 use ulnet_wire::{SeqNumber, TcpFlags, TcpRepr};

@@ -6,9 +6,8 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::net::IpAddr;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use ulnet_channel::packet::{PacketChannel, PacketConfig};
@@ -160,7 +159,7 @@ impl Channel for AnyChannel {
     fn stats(&self) -> Stats {
         self.0.stats()
     }
-    fn wait_fd(&self) -> Option<RawFd> {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         self.0.wait_fd()
     }
     fn prepare_wait(&mut self) -> ulnet_channel::Result<()> {
@@ -312,44 +311,17 @@ pub fn parse_mac(s: &str) -> io::Result<EthernetAddress> {
     Ok(EthernetAddress(out))
 }
 
-/// The MAC of interface `ifname` in namespace `netns` (or the current one).
-///
-/// Without a namespace, sysfs has it. With one, sysfs does not help: it shows the
-/// namespace of whoever mounted it, not the calling thread's (`ip netns exec`
-/// remounts it for that reason), so ask iproute2, which speaks netlink inside the
-/// namespace.
+/// The MAC of interface `ifname` in namespace `netns` (or the current one), read with
+/// `SIOCGIFHWADDR` inside the namespace (see [`ulnet_channel::netif`]).
 ///
 /// # Errors
-/// The interface does not exist, or `ip` is missing.
+/// The namespace cannot be entered, or it has no Ethernet interface `ifname`.
 pub fn interface_mac(netns: Option<&str>, ifname: &str) -> io::Result<EthernetAddress> {
-    let text = match netns {
-        None => std::fs::read_to_string(format!("/sys/class/net/{ifname}/address"))
-            .map_err(|e| io::Error::new(e.kind(), format!("reading the MAC of {ifname}: {e}")))?,
-        Some(ns) => {
-            let out = Command::new("ip")
-                .args(["-n", ns, "-br", "link", "show", "dev", ifname])
-                .output()
-                .map_err(|e| {
-                    io::Error::new(e.kind(), format!("running `ip` (iproute2) failed: {e}"))
-                })?;
-            if !out.status.success() {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!(
-                        "no interface {ifname} in namespace {ns}: {}",
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ),
-                ));
-            }
-            // `NAME STATE MAC FLAGS`
-            let line = String::from_utf8_lossy(&out.stdout).into_owned();
-            line.split_whitespace()
-                .nth(2)
-                .map(str::to_owned)
-                .unwrap_or_default()
-        }
-    };
-    parse_mac(&text)
+    let mac = ulnet_channel::netif::interface_mac(netns, ifname).map_err(|e| {
+        let err = io::Error::from(e);
+        io::Error::new(err.kind(), format!("reading the MAC of {ifname}: {err}"))
+    })?;
+    Ok(EthernetAddress(mac))
 }
 
 #[cfg(test)]

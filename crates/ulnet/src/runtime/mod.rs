@@ -280,8 +280,6 @@ impl TxSink for Sink<'_> {
 pub struct Runtime<C> {
     channel: C,
     shared: Arc<Shared>,
-    /// A duplicate of the channel's wait descriptor (see `wait::own_fd`).
-    wait_fd: Option<OwnedFd>,
     mode: WaitMode,
     clock: Clock,
     batch_count: usize,
@@ -305,12 +303,8 @@ impl<C: Channel> Runtime<C> {
     /// `clock`.
     ///
     /// # Errors
-    /// Creating the eventfd or duplicating the channel's wait descriptor failed.
+    /// Creating the eventfd failed.
     pub fn new(channel: C, iface: Interface, mode: WaitMode, clock: Clock) -> io::Result<Self> {
-        let wait_fd = match channel.wait_fd() {
-            Some(fd) => Some(wait::own_fd(fd)?),
-            None => None,
-        };
         let batch_count = channel.capabilities().batch_count.max(1);
         let now = clock.now();
         // A manual clock does not move while the loop spins: it would never sleep.
@@ -331,7 +325,6 @@ impl<C: Channel> Runtime<C> {
                 wakeups: AtomicU64::new(0),
                 eventfd: wait::eventfd()?,
             }),
-            wait_fd,
             mode,
             clock,
             batch_count,
@@ -519,7 +512,7 @@ impl<C: Channel> Runtime<C> {
             return Ok(());
         }
         self.stats.sleeps += 1;
-        let r = wait::sleep(self.wait_fd.as_ref(), &self.shared.eventfd, timeout);
+        let r = wait::sleep(self.channel.wait_fd(), &self.shared.eventfd, timeout);
         self.shared.sleeping.store(false, Ordering::SeqCst);
         r
     }

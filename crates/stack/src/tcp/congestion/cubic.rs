@@ -27,8 +27,27 @@ pub fn cubic_k(w_max: f64, cwnd_epoch: f64) -> f64 {
     if w_max <= cwnd_epoch {
         0.0
     } else {
-        ((w_max - cwnd_epoch) / C).cbrt()
+        cbrt((w_max - cwnd_epoch) / C)
     }
+}
+
+// Float functions that `core` lacks: std's where there is std (so a std build computes
+// exactly what it always did), libm's in a `no_std` build.
+#[cfg(feature = "std")]
+fn cbrt(x: f64) -> f64 {
+    x.cbrt()
+}
+#[cfg(not(feature = "std"))]
+fn cbrt(x: f64) -> f64 {
+    libm::cbrt(x)
+}
+#[cfg(feature = "std")]
+fn floor(x: f64) -> f64 {
+    x.floor()
+}
+#[cfg(not(feature = "std"))]
+fn floor(x: f64) -> f64 {
+    libm::floor(x)
 }
 
 fn secs(d: Duration) -> f64 {
@@ -146,7 +165,7 @@ impl Cubic {
         if target > cwnd {
             self.frac += (target - cwnd) * mss;
             // Bounded: the window cannot exceed what a usize counts.
-            let whole = self.frac.floor().min(usize::MAX as f64 / 2.0);
+            let whole = floor(self.frac).min(usize::MAX as f64 / 2.0);
             self.frac -= whole;
             self.common.cwnd = self.common.cwnd.saturating_add(whole as usize);
         }
