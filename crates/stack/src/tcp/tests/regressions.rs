@@ -269,7 +269,7 @@ fn right_edge_moves_only_by_a_full_segment() {
     assert_eq!((d.ack, d.window), (2001, 7192), "{d:?}");
 }
 
-/// Found while checking finding 4 against crates/ulnet/tests/sim_tcp.rs (a 100 Mb/s
+/// Found while checking finding 4 against crates/apps/tests/sim_tcp.rs (a 100 Mb/s
 /// bottleneck dropping bursts): with every out-of-order range in use, the in-order
 /// segment at RCV.NXT was refused too, because it would have needed one more range, so
 /// the retransmission of the first hole could never be accepted and the sender timed out.
