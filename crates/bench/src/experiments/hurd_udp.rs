@@ -10,9 +10,8 @@
 //! "extremely bad". Here all three are measured, not claimed:
 //!
 //! - `kernel`: a kernel UDP socket on A's address, read by one thread on the system-under-
-//!   test core. rustix has no `recvmmsg` and libc's is `unsafe` (this crate forbids it),
-//!   so the thread drains the socket with non-blocking `recv` calls until `EAGAIN`, then
-//!   sleeps in `poll(2)`: one system call per datagram, named so in the setup.
+//!   test core with `recvmmsg(2)` (up to 64 datagrams a call, through the channel crate's
+//!   fenced `sys::mmsg`) until `EAGAIN`, then sleeping in `poll(2)`.
 //! - `ulnet-rtc`: ulnet over AF_XDP through the public socket API (`ulnet::net::UdpSocket`
 //!   on ulnet's spare address); the stack thread carries each frame from the ring to the
 //!   socket buffer run to completion, and an application thread reads and counts.
@@ -45,6 +44,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
+use ulnet::channel::sys::mmsg::{RecvBatch, MAX_BATCH};
 use ulnet::channel::xdp::{XdpChannel, XdpOptions};
 use ulnet::channel::{Capabilities, Channel, Stats, Tx, TxError};
 use ulnet::net::{Stack, UdpSocket};
@@ -187,14 +187,17 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     let mtu = a.mtu.to_string();
     ctx.system(
         "kernel",
-        "kernel UDP socket (recv loop, offloads off)",
+        "kernel UDP socket (recvmmsg, offloads off)",
         SystemKind::Kernel,
         false,
         &[
-            ("socket", format!("UDP on {}:{PORT}, default SO_RCVBUF", a.ip)),
+            (
+                "socket",
+                format!("UDP on {}:{PORT}, default SO_RCVBUF", a.ip),
+            ),
             (
                 "read",
-                "non-blocking recv() until EAGAIN, then poll(2); no recvmmsg (rustix lacks it, libc's is unsafe)".into(),
+                "recvmmsg(2), up to 64 datagrams a call, until EAGAIN, then poll(2)".into(),
             ),
             ("offloads", "off (testbed default)".into()),
             ("mtu", mtu.clone()),
@@ -499,28 +502,27 @@ pub(super) fn kernel_udp_rx(
             }
         };
         let cpu0 = thread_cpu_time();
-        let mut buf = [0u8; 2048];
+        let mut batch = RecvBatch::new(MAX_BATCH, 2048);
         let (mut n, mut bytes) = (0u64, 0u64);
         let ts = rustix::time::Timespec {
             tv_sec: 0,
             tv_nsec: 10_000_000,
         };
-        // Drain until the socket is empty, then sleep until it is readable (or 10 ms
-        // pass, to see `stop`): the way a single-threaded server reads a busy socket.
+        // Drain with recvmmsg (up to 64 datagrams a call) until the socket is empty, then
+        // sleep until it is readable (or 10 ms pass, to see `stop`): the way a batching
+        // single-threaded server reads a busy socket.
         while !stop.load(Ordering::Relaxed) {
-            match rustix::net::recv(&s, &mut buf, rustix::net::RecvFlags::DONTWAIT) {
-                Ok((len, _)) => {
-                    n += 1;
-                    bytes += len as u64;
+            let got = batch.recv(s.as_fd()).map_err(io_err)?;
+            for i in 0..got {
+                n += 1;
+                bytes += batch.datagram(i).len() as u64;
+            }
+            if got == 0 {
+                let mut p = [PollFd::new(&s, PollFlags::IN)];
+                match rustix::event::poll(&mut p, Some(&ts)) {
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
                 }
-                Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {
-                    let mut p = [PollFd::new(&s, PollFlags::IN)];
-                    match rustix::event::poll(&mut p, Some(&ts)) {
-                        Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                Err(e) => return Err(e.into()),
             }
         }
         Ok((n, bytes, thread_cpu_time() - cpu0))

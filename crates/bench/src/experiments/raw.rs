@@ -7,8 +7,8 @@
 //! core, busy-polls and drops every frame: `xdp` (AF_XDP socket with the steering program,
 //! the flood addressed to ulnet's spare address), `packet` (AF_PACKET TPACKET_V3 ring; the
 //! kernel also processes each frame, which it then drops as not its own), and the
-//! `kernel-udp` reference (a UDP socket on A's address, drained with non-blocking `recv`
-//! until `EAGAIN`, then `poll(2)`: rustix has no `recvmmsg` and libc's is `unsafe`).
+//! `kernel-udp` reference (a UDP socket on A's address, drained with `recvmmsg(2)`, up to
+//! 64 datagrams a call, until `EAGAIN`, then `poll(2)`).
 //! Figure: frames the receiver got per second of generator time.
 //!
 //! Transmit (`tx-60`, `tx-1500`): the channel under test, on the system-under-test core,
@@ -154,11 +154,11 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     let mtu = a.mtu.to_string();
     ctx.system(
         "kernel-udp",
-        "kernel UDP socket (recv / sendto loop)",
+        "kernel UDP socket (recvmmsg / sendto loop)",
         SystemKind::Kernel,
         false,
         &[
-            ("rx", format!("UDP socket on {}:{PORT}: non-blocking recv() until EAGAIN, then poll(2) (no recvmmsg: rustix lacks it, libc's is unsafe)", a.ip)),
+            ("rx", format!("UDP socket on {}:{PORT}: recvmmsg(2), up to 64 datagrams a call, until EAGAIN, then poll(2)", a.ip)),
             ("tx", format!("UDP socket sendto({}:{PORT}) in a loop, blocking", b.ip)),
             ("offloads", "off (testbed default)".into()),
             ("mtu", mtu.clone()),
@@ -329,7 +329,7 @@ fn measure_rx(
         "kernel-udp" => {
             let t = kernel_udp_rx(&a.ns, SocketAddr::new(a.ip, PORT), Arc::clone(&stop))?;
             let t = std::thread::spawn(move || join(t, "kernel receiver").map(|(n, b, _)| (n, b)));
-            (to_kernel, "recv loop".to_owned(), t)
+            (to_kernel, "recvmmsg loop".to_owned(), t)
         }
         "xdp" | "packet" => {
             let mut ch: Box<dyn Channel + Send> = if sys == "xdp" {

@@ -34,6 +34,8 @@ pub mod bpf;
 #[cfg(target_os = "linux")]
 pub mod mmap;
 #[cfg(target_os = "linux")]
+pub mod mmsg;
+#[cfg(target_os = "linux")]
 pub mod netns;
 #[cfg(target_os = "linux")]
 pub mod packet;
