@@ -658,24 +658,27 @@ fn iperf3_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
                 ],
             )
             .map_err(io_err)?;
-        // The server may not be listening yet: iperf3 exits at once with an error.
-        if o.status.success() || tries >= 20 {
+        // The server may not be listening yet. iperf3 -J reports that as JSON with an
+        // "error" member ("unable to connect to server: Connection refused") and, in the
+        // version here, exit status 0: retry that case only, until the server listens.
+        let refused = String::from_utf8_lossy(&o.stdout).contains("unable to connect");
+        if !refused || tries >= 40 {
             break o;
         }
         tries += 1;
         std::thread::sleep(Duration::from_millis(50));
     };
     let cpu = w.finish(Duration::ZERO)?;
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(io_err)?;
+    if let Some(e) = j["error"].as_str() {
+        return Err(io::Error::other(format!("iperf3 client: {e}")));
+    }
     if !out.status.success() {
         return Err(io::Error::other(format!(
-            "iperf3 client failed: {}",
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .find(|l| l.contains("\"error\""))
-                .unwrap_or("(no error in its output)")
+            "iperf3 client failed ({})",
+            out.status
         )));
     }
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(io_err)?;
     let f = iperf3_figures(&j).ok_or_else(|| io_err("iperf3's JSON lacks its end summary"))?;
     let mut m = cpu.metrics(Some(f.bytes), None);
     let secs = f.bytes as f64 * 8.0 / f.bps;
