@@ -1,5 +1,5 @@
 //! Checks that the machine can host a testbed: the programs it runs and the privileges it
-//! needs. A missing piece is an error naming it, never a silent skip (STYLE.md 4.7).
+//! needs. A missing piece is an error naming it, never a silent skip (docs/STYLE.md 4.7).
 
 use std::path::{Path, PathBuf};
 

@@ -365,7 +365,7 @@ impl Builder {
         let cidr = format!("{}/{}", side.ip, side.prefix_len);
         exec::run("ip", ["-n", ns, "addr", "add", &cidr, "dev", dev])?;
         if !self.kernel_offloads {
-            // LINUX-NOTES: with these on, the kernel side of a veth hands raw readers frames
+            // docs/LINUX-NOTES.md: with these on, the kernel side of a veth hands raw readers frames
             // with partial checksums and GSO frames above the MTU. Both ends, so either side
             // may host the raw reader.
             let mut args = vec!["-K", dev];

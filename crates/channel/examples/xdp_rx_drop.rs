@@ -6,7 +6,7 @@
 //! transmit ring (batches of 64, one flush each), while the channel under test
 //! busy-polls its rx ring on the near end. On veth the sending core also runs the
 //! receiver's XDP program, so the receive rate is bounded by the generator
-//! (LINUX-NOTES): compare it with the generated rate.
+//! (docs/LINUX-NOTES.md): compare it with the generated rate.
 //!
 //! ```text
 //! cargo run --release -p ulnet-channel --example xdp_rx_drop -- [SECONDS] [--generic]

@@ -11,7 +11,7 @@
 //! Invariants: a received frame is borrowed from the ring only for the duration of the
 //! callback that sees it and returns to the ring afterwards (no per-packet allocation);
 //! a full ring drops and counts, never blocks or grows. `unsafe` lives only in [`sys`]
-//! and `ring` (STYLE.md 4.6), and stays there: `sys`'s `syscall!` is not exported, and
+//! and `ring` (docs/STYLE.md 4.6), and stays there: `sys`'s `syscall!` is not exported, and
 //! [`Channel::wait_fd`] lends a `BorrowedFd`, so callers need no `unsafe` to poll.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]

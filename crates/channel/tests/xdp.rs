@@ -364,7 +364,7 @@ fn generic_mode_is_reported_and_works() {
 
 #[test]
 fn forced_zero_copy_on_veth_is_refused_with_a_reason() {
-    // veth has no zero-copy AF_XDP (LINUX-NOTES): forcing it must fail and say why.
+    // veth has no zero-copy AF_XDP (docs/LINUX-NOTES.md): forcing it must fail and say why.
     let tb = Testbed::new(1500);
     let mut o = options(&tb);
     o.zero_copy = ZeroCopy::On;

@@ -114,7 +114,7 @@ impl Experiment for Latency {
     }
     fn seed_figure(&self) -> &'static str {
         "No seed: ulnet's own experiment. Earlier measurements on this machine kind \
-         (LINUX-NOTES, 64-byte UDP ping-pong over the same veth testbed), not a seed:\n\n\
+         (docs/LINUX-NOTES.md, 64-byte UDP ping-pong over the same veth testbed), not a seed:\n\n\
          | path | p50 | p99 |\n| --- | --- | --- |\n\
          | kernel UDP, blocking sockets | 55.6 µs | 88 µs |\n\
          | kernel UDP, both ends busy-polling | 6.9 µs | 9.5 µs |\n\

@@ -98,7 +98,7 @@ impl Experiment for Raw {
         r
     }
     fn seed_figure(&self) -> &'static str {
-        "Not a seed. What this machine measured before (LINUX-NOTES, 60-byte frames, medians of 3, \
+        "Not a seed. What this machine measured before (docs/LINUX-NOTES.md, 60-byte frames, medians of 3, \
          generator-capped where noted):\n\n\
          | path | rate |\n| --- | --- |\n\
          | kernel UDP socket receive (batched) | ~339 kpps |\n\

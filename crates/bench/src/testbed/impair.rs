@@ -1,4 +1,4 @@
-//! Random packet loss without netem (absent on this kernel; LINUX-NOTES): an nftables table
+//! Random packet loss without netem (absent on this kernel; docs/LINUX-NOTES.md): an nftables table
 //! in the namespace drops a random share of what the kernel receives and sends there.
 //!
 //! The rules hook the kernel's own input and output paths, so they impair the kernel peer's

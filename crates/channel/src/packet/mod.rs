@@ -31,7 +31,7 @@
 //!   address and forwarding off it is a failed route lookup, and
 //!   `examples/packet_rx_drop.rs --ingress-drop` measured only ~8% less CPU per frame
 //!   on veth (2.7 → 2.5 µs, on the sending core, which runs the receiver's kernel path
-//!   too); LINUX-NOTES records ~306 → ~600 kpps for a tc drop after capture where the
+//!   too); docs/LINUX-NOTES.md records ~306 → ~600 kpps for a tc drop after capture where the
 //!   kernel did more with each packet. The price: the host's own stack loses that
 //!   interface. This module does not install such rules.
 //!

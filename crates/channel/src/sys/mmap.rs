@@ -2,7 +2,7 @@
 //! and AF_PACKET (TPACKET_V3 blocks).
 //!
 //! The kernel may write this memory at any time, so the region never hands out `&`/`&mut`
-//! to plain bytes from safe code (STYLE.md 4.6): ring indices are read through
+//! to plain bytes from safe code (docs/STYLE.md 4.6): ring indices are read through
 //! [`Mmap::atomic_u32`] (acquire/release), descriptors through [`Mmap::read`] /
 //! [`Mmap::write`] (volatile), and byte slices only through the `unsafe`
 //! [`Mmap::slice`] / [`Mmap::slice_mut`], whose callers prove from the ring protocol that

@@ -1,5 +1,5 @@
 //! The fenced system-call layer: every `unsafe` call into the kernel lives here or in
-//! `ring/`, each with a `SAFETY:` note (STYLE.md 4.6). Everything above it is safe code.
+//! `ring/`, each with a `SAFETY:` note (docs/STYLE.md 4.6). Everything above it is safe code.
 //!
 //! The fence is closed from outside too: the `syscall!` helper below is not exported, so
 //! no other crate can expand an `unsafe` block through it.

@@ -44,7 +44,7 @@ pub const XDP_ZEROCOPY: u16 = 1 << 2;
 /// bind flag: the kernel sets `XDP_RING_NEED_WAKEUP` instead of polling the rings.
 pub const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 /// bind flag: multi-buffer frames (several descriptors per frame). Missing from
-/// Debian's headers (LINUX-NOTES).
+/// Debian's headers (docs/LINUX-NOTES.md).
 pub const XDP_USE_SG: u16 = 1 << 4;
 
 /// Ring flags word: the kernel needs a system call to make progress on this ring.

@@ -11,7 +11,7 @@
 //! are waiting for it. In copy mode the kernel sends at most 32 descriptors per `sendto`
 //! (`TX_BATCH_SIZE` in net/xdp/xsk.c) unless `XDP_MAX_TX_SKB_BUDGET` (Linux 6.17+)
 //! raises that to the ring size, which we ask for; `flush` keeps kicking until the tx
-//! ring is drained either way (LINUX-NOTES: otherwise latency balloons to seconds).
+//! ring is drained either way (docs/LINUX-NOTES.md: otherwise latency balloons to seconds).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Arc;

@@ -12,7 +12,7 @@
 //! libbpf, clang or object files. It is attached through a BPF link, so it detaches when
 //! the channel is dropped and when the process dies in any way.
 //!
-//! Cost to the host (LINUX-NOTES): a native XDP program on one veth end turns off TSO on
+//! Cost to the host (docs/LINUX-NOTES.md): a native XDP program on one veth end turns off TSO on
 //! the other end, so the kernel's own TCP over that pair slows down (about 18 → 5.7 Gb/s
 //! measured here); generic mode keeps TSO but hands the socket super-frames.
 

@@ -1,7 +1,7 @@
 //! Namespaces and veth pairs for the kernel interop tests: uniquely named (pid and a
 //! counter), addresses from 198.18.0.0/15, torn down by `Drop` even when a test fails.
 //! The kernel end of every pair has its offloads off, so raw readers see finished
-//! checksums and no GSO super-frames (LINUX-NOTES).
+//! checksums and no GSO super-frames (docs/LINUX-NOTES.md).
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::process::Command;
@@ -101,7 +101,7 @@ impl Netns {
     }
 
     /// Turns off checksum offload, TSO and GSO on `ifname`: a veth with them on leaves
-    /// checksums partial and passes super-frames to its peer (LINUX-NOTES).
+    /// checksums partial and passes super-frames to its peer (docs/LINUX-NOTES.md).
     pub fn offloads_off(&self, ifname: &str) {
         self.exec(
             "ethtool",

@@ -5,7 +5,7 @@
 //! and application sends ([`Interface::egress`]). Out: frames, written in place into the
 //! buffers a [`TxSink`] hands out, and the next deadline ([`Interface::poll_at`]).
 //!
-//! Run to completion (DESIGN.md, STYLE.md §4.2): `ingress` carries a frame through
+//! Run to completion (docs/ARCHITECTURE.md, docs/STYLE.md §4.2): `ingress` carries a frame through
 //! Ethernet → ARP or IPv4 → reassembly → ICMP/UDP/TCP in one call, and answers it
 //! (ARP reply, echo reply, TCP ACK) straight into the sink it was given; nothing is
 //! queued in between except datagrams in reassembly, packets waiting for ARP, and

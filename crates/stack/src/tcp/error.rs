@@ -1,4 +1,4 @@
-//! Per-operation error enums of the TCP socket API (STYLE.md §4.5): each says exactly what
+//! Per-operation error enums of the TCP socket API (docs/STYLE.md §4.5): each says exactly what
 //! can go wrong with one call, implements `Display` and `std::error::Error`, and is
 //! `#[non_exhaustive]` so new cases are not breaking changes.
 

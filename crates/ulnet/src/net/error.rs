@@ -1,4 +1,4 @@
-//! The engine's per-operation errors as `std::io::Error` kinds (STYLE.md §4.5), the
+//! The engine's per-operation errors as `std::io::Error` kinds (docs/STYLE.md §4.5), the
 //! mapping std users expect from the kernel's errno values.
 
 use std::io::{Error, ErrorKind};

@@ -1,5 +1,5 @@
 //! The runtime: the loop that drives one [`Interface`] over one [`Channel`], run to
-//! completion (DESIGN.md, seed 000).
+//! completion (docs/ARCHITECTURE.md, seed 000).
 //!
 //! Each iteration reads the clock once, takes a batch of received frames and carries
 //! every frame through [`Interface::ingress`] with the channel's transmit half as the
@@ -12,7 +12,7 @@
 //! interface's next deadline, so an idle runtime costs no CPU. A sleeping loop first
 //! keeps polling for a short while after its last frame ([`Runtime::set_spin`]): under
 //! load the next batch is usually microseconds away, while a wake-up from `poll(2)`
-//! costs tens of microseconds in a VM (LINUX-NOTES) and a context switch each way.
+//! costs tens of microseconds in a VM (docs/LINUX-NOTES.md) and a context switch each way.
 //!
 //! Sharing: the interface lives in a mutex inside [`Shared`]; the loop holds it for one
 //! iteration at a time. Other threads reach it through a [`Handle`]: lock, change
@@ -46,7 +46,7 @@ pub use backend::{
 };
 pub use clock::Clock;
 
-/// The default of [`Runtime::set_spin`]: about two vCPU wake-ups (LINUX-NOTES: 20-25 µs
+/// The default of [`Runtime::set_spin`]: about two vCPU wake-ups (docs/LINUX-NOTES.md: 20-25 µs
 /// each), so a loop that sleeps at once costs more than one that waits this long.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 
