@@ -4,7 +4,7 @@
 //! Every call that can change a connection takes `now`, as segment arrival and dispatch
 //! do: the engine reads no clock of its own, so timers armed by a user call start at the
 //! caller's time, not at whatever the engine saw last.
-//! The engine-facing side (segments in and out, timers) is in `layer.rs`, which also owns
+//! The engine-facing side (segments in and out, timers) is in `layer/`, which also owns
 //! the slab of connections: this file reaches a connection only through the layer's
 //! methods (`user_sock`, `with_user_sock`, ...) and the control block's user calls, never
 //! through slots or fields.

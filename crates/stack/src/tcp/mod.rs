@@ -6,7 +6,7 @@
 //! RFC 5961 (blind in-window attacks), RFC 6528 (ISNs), RFC 1122 §4.2 (host requirements).
 //!
 //! Where things live: [`Tcp`] is the whole engine and the only thing the IP layer and the
-//! socket API call: `layer.rs` (segments in, segments out, timers, tables) and `api.rs`
+//! socket API call: `layer/` (segments in, segments out, timers, tables; `layer/user.rs` the slab as the user calls see it) and `api.rs`
 //! (the application's calls), naming connections by the handles of `handle.rs`. Per
 //! connection: `socket.rs` (control block and user calls), `input.rs` (segment
 //! arrival), `recv.rs` (receive buffer, delayed ACK, SACK blocks), `output.rs` (segment

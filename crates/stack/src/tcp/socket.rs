@@ -2,7 +2,7 @@
 //! calls on it (RFC 9293 §3.10.1-§3.10.6: SEND, RECEIVE, CLOSE, ABORT, STATUS).
 //!
 //! Segment arrival lives in `input.rs`, segment generation in `output.rs`, timers in
-//! `timer.rs`, loss recovery in `recovery.rs`. The layer (`layer.rs`) owns sockets and
+//! `timer.rs`, loss recovery in `recovery.rs`. The layer (`layer/`) owns sockets and
 //! the tables that find them.
 //!
 //! Invariants:
