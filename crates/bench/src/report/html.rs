@@ -2,7 +2,7 @@
 //! browser with no network and can be mailed as one file.
 
 use super::plot::Drawn;
-use super::{seed_figure, tables, verdict};
+use super::{key_values, seed_figure, tables, verdict};
 use crate::results::Results;
 use crate::summary::Summary;
 
@@ -159,12 +159,7 @@ pub fn render(results: &Results, plots: &[Drawn]) -> String {
         if !r.systems.is_empty() {
             s.push_str("<h3>Systems</h3><ul>");
             for sys in &r.systems {
-                let setup = sys
-                    .setup
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let setup = key_values(&sys.setup);
                 s.push_str(&format!(
                     "<li><b>{}</b> (<code>{}</code>): {}</li>",
                     esc(&sys.label),
@@ -175,12 +170,7 @@ pub fn render(results: &Results, plots: &[Drawn]) -> String {
             s.push_str("</ul>");
         }
         if !r.params.is_empty() {
-            let p = r
-                .params
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let p = key_values(&r.params);
             s.push_str(&format!("<p>Parameters: <code>{}</code></p>", esc(&p)));
         }
         if !r.notes.is_empty() {

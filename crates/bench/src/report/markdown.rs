@@ -1,7 +1,7 @@
 //! `report.md`.
 
 use super::plot::Drawn;
-use super::{seed_figure, tables, verdict};
+use super::{key_values, seed_figure, tables, verdict};
 use crate::results::Results;
 use crate::summary::Summary;
 
@@ -49,25 +49,14 @@ pub fn render(results: &Results, plots: &[Drawn]) -> String {
         if !r.systems.is_empty() {
             s.push_str("Systems:\n\n");
             for sys in &r.systems {
-                let setup = sys
-                    .setup
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let setup = key_values(&sys.setup);
                 s.push_str(&format!("- **{}** (`{}`): {setup}\n", sys.label, sys.id));
             }
             s.push('\n');
         }
         if !r.params.is_empty() {
             s.push_str("Parameters: ");
-            s.push_str(
-                &r.params
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            );
+            s.push_str(&key_values(&r.params));
             s.push_str("\n\n");
         }
         for n in &r.notes {

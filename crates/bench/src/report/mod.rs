@@ -25,6 +25,14 @@ use crate::summary::Summary;
 
 pub use table::{render as render_table, Rendered};
 
+/// `key=value` pairs joined by commas (a system's setup, an experiment's parameters).
+pub fn key_values(map: &std::collections::BTreeMap<String, String>) -> String {
+    map.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The verdict sentences of `r` (from its experiment in the registry; none for an
 /// experiment this binary does not know).
 pub fn verdict(r: &ExperimentResult, s: &Summary) -> Vec<String> {
