@@ -339,18 +339,7 @@ impl Env {
                 let cfg = PacketConfig::new(&self.a_if).in_netns(&self.a_ns);
                 let mut ch = PacketChannel::open(&cfg).map_err(io_err)?;
                 self.packet_mode = Some(ch.capabilities().mode);
-                let frame = self.frame.clone();
-                let mut s = RingStarter {
-                    ch: &mut ch,
-                    frame: &frame,
-                    pending: 0,
-                    batch: BATCH,
-                    full: 0,
-                    deadline: Instant::now() + START_LIMIT,
-                };
-                let mut m = veth_round(&mut self.counter, &mut s, ops, warm, true)?;
-                m.insert("ring_full_retries".into(), s.full as f64);
-                Ok(m)
+                ring_round(&mut self.counter, &mut ch, &self.frame, ops, warm)
             }
             "xdp-ring" => {
                 let mut ch = open_xdp(&self.a_ns, &self.a_if)?;
@@ -365,18 +354,7 @@ impl Env {
                         "copy"
                     }
                 ));
-                let frame = self.frame.clone();
-                let mut s = RingStarter {
-                    ch: &mut ch,
-                    frame: &frame,
-                    pending: 0,
-                    batch: BATCH,
-                    full: 0,
-                    deadline: Instant::now() + START_LIMIT,
-                };
-                let mut m = veth_round(&mut self.counter, &mut s, ops, warm, true)?;
-                m.insert("ring_full_retries".into(), s.full as f64);
-                Ok(m)
+                ring_round(&mut self.counter, &mut ch, &self.frame, ops, warm)
             }
             "shm-ring" => super::shm::shm_round(ops, warm),
             other => Err(io::Error::other(format!("unknown method {other}"))),
@@ -486,6 +464,50 @@ fn syscall_round(ops: u64, warm: u64) -> io::Result<Metrics> {
     Ok(m)
 }
 
+/// The figures every method reports for `ops` starts: time per start (to the last start
+/// call returning) and per completion (to the last arrival), arrivals and kicks, and the
+/// window's CPU per start.
+pub(super) fn start_metrics(
+    cpu: &crate::harness::CpuUse,
+    ops: u64,
+    t_start: Duration,
+    t_complete: Duration,
+    arrived: u64,
+    kicks: u64,
+) -> Metrics {
+    let n = ops as f64;
+    let mut m = cpu.metrics(None, Some(ops));
+    m.insert("ops".into(), n);
+    m.insert("ns_per_start".into(), t_start.as_nanos() as f64 / n);
+    m.insert("ns_per_complete".into(), t_complete.as_nanos() as f64 / n);
+    m.insert("arrived".into(), arrived as f64);
+    m.insert("arrived_fraction".into(), arrived as f64 / n);
+    m.insert("kicks".into(), kicks as f64);
+    m.insert("kicks_per_start".into(), kicks as f64 / n);
+    m
+}
+
+/// Starts `ops` frames on a channel's transmit ring, one kick per batch.
+fn ring_round<C: Channel>(
+    counter: &mut RxCounter,
+    ch: &mut C,
+    frame: &[u8],
+    ops: u64,
+    warm: u64,
+) -> io::Result<Metrics> {
+    let mut s = RingStarter {
+        ch,
+        frame,
+        pending: 0,
+        batch: BATCH,
+        full: 0,
+        deadline: Instant::now() + START_LIMIT,
+    };
+    let mut m = veth_round(counter, &mut s, ops, warm, true)?;
+    m.insert("ring_full_retries".into(), s.full as f64);
+    Ok(m)
+}
+
 /// Times `ops` starts of `s`: from the first start to the last start call returning
 /// (the ring methods' last partial batch rung), then until B's counter shows them all
 /// (re-ringing meanwhile, as a ring whose kick met a busy device needs).
@@ -519,21 +541,9 @@ fn veth_round(
     let t_complete = t0.elapsed();
     let cpu = w.finish(Duration::ZERO)?;
     let kicks = s.kicks() - kicks0;
-    let mut m = cpu.metrics(None, Some(ops));
-    m.insert("ops".into(), ops as f64);
-    m.insert(
-        "ns_per_start".into(),
-        t_start.as_nanos() as f64 / ops as f64,
-    );
-    m.insert(
-        "ns_per_complete".into(),
-        t_complete.as_nanos() as f64 / ops as f64,
-    );
-    m.insert("arrived".into(), arrived as f64);
-    m.insert("arrived_fraction".into(), arrived as f64 / ops as f64);
-    m.insert("kicks".into(), kicks as f64);
-    m.insert("kicks_per_start".into(), kicks as f64 / ops as f64);
-    Ok(m)
+    Ok(start_metrics(
+        &cpu, ops, t_start, t_complete, arrived, kicks,
+    ))
 }
 
 #[cfg(test)]

@@ -148,20 +148,8 @@ pub(super) fn shm_round(ops: u64, warm: u64) -> io::Result<Metrics> {
         )));
     }
     let arrived = seen.count.saturating_sub(warm);
-    let mut m = cpu.metrics(None, Some(ops));
-    m.insert("ops".into(), ops as f64);
-    m.insert(
-        "ns_per_start".into(),
-        t_start.as_nanos() as f64 / ops as f64,
-    );
-    m.insert(
-        "ns_per_complete".into(),
-        t_complete.as_nanos() as f64 / ops as f64,
-    );
-    m.insert("arrived".into(), arrived as f64);
-    m.insert("arrived_fraction".into(), arrived as f64 / ops as f64);
-    m.insert("kicks".into(), 0.0);
-    m.insert("kicks_per_start".into(), 0.0);
+    // A memory write rings this doorbell: no kicks.
+    let mut m = super::methods::start_metrics(&cpu, ops, t_start, t_complete, arrived, 0);
     m.insert("ring_full_waits".into(), full_waits as f64);
     m.insert("consumer_cpu_s".into(), seen.cpu.as_secs_f64());
     Ok(m)

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use ulnet::channel::packet::{PacketChannel, PacketConfig};
 use ulnet::channel::tap::{TapChannel, TapConfig};
 use ulnet::channel::xdp::{XdpChannel, XdpOptions};
-use ulnet::channel::{Capabilities, Channel as _};
+use ulnet::channel::Capabilities;
 use ulnet::net::{Stack, TcpListener, TcpStream};
 use ulnet::runtime::{self, App, Backend, NetConfig, WaitMode};
 use ulnet::stack::iface::{Interface, IpCidr};

@@ -4,6 +4,8 @@
 //! iperf3), each measured inside a CPU window and checked byte for byte.
 
 use super::*;
+use ulnet::channel::Channel;
+use ulnet::net::StackBuilder;
 
 /// The step a [`RateWindows`] slides its window by.
 pub(super) const PEAK_STEP: Duration = Duration::from_millis(1);
@@ -236,36 +238,16 @@ pub(super) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStac
             o.netns = Some(a.ns.clone());
             o.addresses = vec![ip];
             let ch = retry_busy(|| XdpChannel::open(&o).map_err(io::Error::from))?;
-            let mac = runtime::interface_mac(Some(&a.ns), &a.ifname)?;
-            let caps = ch.capabilities();
-            (
-                builder
-                    .interface(&a.ifname)
-                    .mac(mac)
-                    .address_cidr(cidr(ip, a.prefix_len)?)
-                    .channel(ch),
-                caps,
-                ip,
-                false,
-            )
+            let (builder, caps) = on_veth(builder, a, ip, ch)?;
+            (builder, caps, ip, false)
         }
         Backend::Packet => {
             let ip = a.spare_ip(1);
             let mut c = PacketConfig::new(&a.ifname);
             c.netns = Some(a.ns.clone());
             let ch = PacketChannel::open(&c).map_err(io::Error::from)?;
-            let mac = runtime::interface_mac(Some(&a.ns), &a.ifname)?;
-            let caps = ch.capabilities();
-            (
-                builder
-                    .interface(&a.ifname)
-                    .mac(mac)
-                    .address_cidr(cidr(ip, a.prefix_len)?)
-                    .channel(ch),
-                caps,
-                ip,
-                false,
-            )
+            let (builder, caps) = on_veth(builder, a, ip, ch)?;
+            (builder, caps, ip, false)
         }
         Backend::Tap => {
             let ip = IpAddr::V4(TAP_ULNET_IP);
@@ -320,6 +302,24 @@ pub(super) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStac
         ),
         forwarding,
     })
+}
+
+/// The builder over `ch`, a channel opened on A's veth end, with A's MAC and `ip`; and
+/// the channel's capabilities (read before the builder takes it).
+fn on_veth<C: Channel + Send + 'static>(
+    builder: StackBuilder,
+    a: &Side,
+    ip: IpAddr,
+    ch: C,
+) -> io::Result<(StackBuilder, Capabilities)> {
+    let mac = runtime::interface_mac(Some(&a.ns), &a.ifname)?;
+    let caps = ch.capabilities();
+    let builder = builder
+        .interface(&a.ifname)
+        .mac(mac)
+        .address_cidr(cidr(ip, a.prefix_len)?)
+        .channel(ch);
+    Ok((builder, caps))
 }
 
 /// Stops the stack (after its bounded linger) and undoes the TAP forwarding.
