@@ -121,3 +121,42 @@ fn closed_port_answers_unreachable_within_rate_limit() {
     sim.run_for(Duration::from_millis(10));
     assert_eq!(sim.iface(1).stats().icmp_unreachables_sent, 6);
 }
+
+/// Egress raises a writable event only for a socket that had no room for the largest
+/// datagram it accepts: a blocked sender needs it, and every other reader of the
+/// socket would only be woken for nothing.
+#[test]
+fn writable_event_only_after_a_full_send_buffer() {
+    use ulnet_stack::socket::Event;
+    let mut sim = Sim::pair(2, LinkConfig::new());
+    know_each_other(&mut sim);
+    let roomy = {
+        let mut s = UdpSocket::new(UdpConfig::default());
+        s.bind(sa(1, 7)).unwrap();
+        sim.iface(0).sockets_mut().add_udp(s).unwrap()
+    };
+    let tight = {
+        let mut s = UdpSocket::new(UdpConfig {
+            tx_datagram_count: 1,
+            tx_len: 64,
+            ..UdpConfig::default()
+        });
+        s.bind(sa(1, 8)).unwrap();
+        sim.iface(0).sockets_mut().add_udp(s).unwrap()
+    };
+    for h in [roomy, tight] {
+        let s = sim.iface(0).sockets_mut().udp_mut(h).unwrap();
+        s.send_to(&[1; 10], sa(2, 9)).unwrap();
+    }
+    sim.run_for(Duration::from_millis(10));
+    let mut events = Vec::new();
+    while let Some(ev) = sim.iface(0).sockets_mut().poll_event() {
+        events.push(ev);
+    }
+    assert_eq!(events, [Event::Udp(tight)]);
+    assert_eq!(
+        sim.iface(0).sockets().udp(tight).unwrap().tx_queued(),
+        0,
+        "the datagram went out"
+    );
+}

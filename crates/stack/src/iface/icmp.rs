@@ -123,8 +123,8 @@ impl Interface {
         }
     }
 
-    /// Sends what the echo sockets queued; a socket whose queue moved gets a writable
-    /// event.
+    /// Sends what the echo sockets queued; a socket that had no room for the largest
+    /// request before gets a writable event.
     pub(super) fn egress_icmp(&mut self, now: Instant, tx: &mut dyn TxSink) {
         for i in 0..self.sockets.icmp_slot_count() {
             let Some(s) = self.sockets.icmp_at_mut(i) else {
@@ -133,6 +133,7 @@ impl Interface {
             if s.tx_queued() == 0 {
                 continue;
             }
+            let had_room = s.has_room_for_any();
             while let Some((dst, seq_no, len)) = s.peek_tx() {
                 let IpAddr::V4(dst) = dst else {
                     s.consume_tx(None);
@@ -163,7 +164,9 @@ impl Interface {
                 );
                 s.consume_tx(sent.is_ok().then_some(now));
             }
-            self.sockets.icmp_sent(i);
+            if !had_room {
+                self.sockets.icmp_sent(i);
+            }
         }
     }
 }

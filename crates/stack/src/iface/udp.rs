@@ -42,8 +42,8 @@ impl Interface {
 
     /// Sends what the UDP sockets queued. A datagram that cannot go now (no route,
     /// transmit ring full) is dropped and counted: UDP promises no delivery, and
-    /// keeping it would stall the socket. A socket whose queue moved gets a writable
-    /// event.
+    /// keeping it would stall the socket. A socket that had no room for the largest
+    /// datagram before gets a writable event (no one can be waiting on one that had).
     pub(super) fn egress_udp(&mut self, now: Instant, tx: &mut dyn TxSink) {
         let mtu = self.core.config.mtu;
         let tx_mode = self.core.config.checksum.tx;
@@ -57,6 +57,7 @@ impl Interface {
             if s.tx_queued() == 0 {
                 continue;
             }
+            let had_room = s.has_room_for_any();
             while let Some((dst, len)) = s.peek_tx() {
                 let IpAddr::V4(dst_ip) = dst.ip() else {
                     s.consume_tx();
@@ -102,7 +103,9 @@ impl Interface {
                     self.core.stats.udp_sent += 1;
                 }
             }
-            self.sockets.udp_sent(i);
+            if !had_room {
+                self.sockets.udp_sent(i);
+            }
         }
     }
 }

@@ -156,6 +156,13 @@ impl UdpSocket {
         self.tx.datagram_count()
     }
 
+    /// Whether the largest datagram a send may offer fits now, so no send can be waiting
+    /// for room. Egress raises a writable event only when this was false: an event on
+    /// every transmission would wake every blocked reader of the socket for nothing.
+    pub(crate) fn has_room_for_any(&self) -> bool {
+        self.tx.fits(MAX_PAYLOAD_LEN.min(self.tx.capacity()))
+    }
+
     /// Datagrams waiting to be received.
     pub fn rx_queued(&self) -> usize {
         self.rx.datagram_count()
