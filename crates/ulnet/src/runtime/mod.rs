@@ -6,6 +6,9 @@
 //! sink (answers go out in the same batch), lets the [`App`] react, runs
 //! [`Interface::egress`] for timers and queued sends, and flushes the transmit half once
 //! for the whole batch (the channel rings the doorbell only when the device sleeps).
+//! That iteration is the plain [`Driver`] (`driver.rs`: no thread, no lock, `now`
+//! passed in), which the simulator and the tests use directly in virtual time; the
+//! [`Runtime`] wraps it with the clock, the lock, the counters and the waiting below.
 //!
 //! Waiting ([`WaitMode`]): busy-polling spins on the ring; sleeping blocks in `poll(2)` on
 //! the channel's wait descriptor and an eventfd, with a timeout reaching to the
@@ -25,6 +28,7 @@
 
 mod backend;
 mod clock;
+mod driver;
 mod wait;
 
 use std::io;
@@ -34,10 +38,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ulnet_channel::{Channel, Tx};
-use ulnet_stack::iface::{Interface, TxSink};
-use ulnet_stack::socket::Event as SocketEvent;
-use ulnet_stack::tcp::Event;
+use ulnet_channel::Channel;
+use ulnet_stack::iface::Interface;
 use ulnet_stack::time::Instant;
 
 pub use backend::{
@@ -45,6 +47,7 @@ pub use backend::{
     PcapChannel,
 };
 pub use clock::Clock;
+pub use driver::{App, Driver, Flushed, Iteration};
 
 /// The default of [`Runtime::set_spin`]: about two vCPU wake-ups (docs/LINUX-NOTES.md: 20-25 µs
 /// each), so a loop that sleeps at once costs more than one that waits this long.
@@ -59,94 +62,6 @@ pub enum WaitMode {
     Sleep,
     /// Spin on the rings: one core at 100%, the lowest latency.
     BusyPoll,
-}
-
-/// Application logic run inside the loop, between ingress and egress, on the loop's
-/// thread (the cheapest place for a server: no locks handed over, no wake-ups).
-///
-/// The loop drains the TCP layer's readiness events, and the socket set's UDP and ICMP
-/// ones, once per iteration and shows them to every app, so several apps can share one
-/// stack (each ignores handles it does not own). An app must not call
-/// `Tcp::poll_event` or `SocketSet::poll_event` itself.
-pub trait App {
-    /// The UDP and ICMP readiness events of this iteration (a datagram or reply
-    /// arrived, room was freed), shown just before [`poll`](Self::poll). Apps that
-    /// read their sockets in `poll` anyway can ignore them (the default).
-    fn socket_events(&mut self, _iface: &mut Interface, _events: &[SocketEvent]) {}
-
-    /// Reacts to what the received batch changed (`events`, UDP datagrams, ICMP replies)
-    /// and queues sends; called once per iteration with the iteration's `now`.
-    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]);
-
-    /// The app's own next deadline (e.g. the next ping), so a sleeping loop wakes for it.
-    fn poll_at(&self) -> Option<Instant> {
-        None
-    }
-
-    /// True once the app is finished; [`Runtime::run`] then returns.
-    fn is_done(&self) -> bool {
-        false
-    }
-}
-
-/// An app that does nothing: the loop then only serves the stack (ARP, ping) and
-/// whatever other threads queue through a [`Handle`].
-impl App for () {
-    fn poll(&mut self, _now: Instant, _iface: &mut Interface, _events: &[Event]) {}
-}
-
-/// Two apps on one stack, polled in order; done when both are.
-impl<A: App, B: App> App for (A, B) {
-    fn socket_events(&mut self, iface: &mut Interface, events: &[SocketEvent]) {
-        self.0.socket_events(iface, events);
-        self.1.socket_events(iface, events);
-    }
-    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
-        self.0.poll(now, iface, events);
-        self.1.poll(now, iface, events);
-    }
-    fn poll_at(&self) -> Option<Instant> {
-        match (self.0.poll_at(), self.1.poll_at()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-    fn is_done(&self) -> bool {
-        self.0.is_done() && self.1.is_done()
-    }
-}
-
-/// Any number of apps on one stack; done when all are.
-impl App for Vec<Box<dyn App + Send>> {
-    fn socket_events(&mut self, iface: &mut Interface, events: &[SocketEvent]) {
-        for a in self.iter_mut() {
-            a.socket_events(iface, events);
-        }
-    }
-    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
-        for a in self.iter_mut() {
-            a.poll(now, iface, events);
-        }
-    }
-    fn poll_at(&self) -> Option<Instant> {
-        self.iter().filter_map(|a| a.poll_at()).min()
-    }
-    fn is_done(&self) -> bool {
-        self.iter().all(|a| a.is_done())
-    }
-}
-
-/// Moves the TCP layer's and the socket set's pending readiness events into `out` and
-/// `sockets`.
-fn drain_events(iface: &mut Interface, out: &mut Vec<Event>, sockets: &mut Vec<SocketEvent>) {
-    if let Some(tcp) = iface.tcp_mut() {
-        while let Some(e) = tcp.poll_event() {
-            out.push(e);
-        }
-    }
-    while let Some(e) = iface.sockets_mut().poll_event() {
-        sockets.push(e);
-    }
 }
 
 /// Counters of the loop.
@@ -261,40 +176,20 @@ impl Handle {
     }
 }
 
-/// The transmit half as the stack's sink, counting what it accepted.
-struct Sink<'a> {
-    tx: &'a mut dyn Tx,
-    sent: &'a mut u64,
-}
-
-impl TxSink for Sink<'_> {
-    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
-        let ok = self.tx.send(len, fill).is_ok();
-        *self.sent += u64::from(ok);
-        ok
-    }
-}
-
 /// The loop: one interface, one channel, one clock.
 #[derive(Debug)]
 pub struct Runtime<C> {
-    channel: C,
+    /// The channel, the event buffers and the flush debt: the iteration itself.
+    driver: Driver<C>,
     shared: Arc<Shared>,
     mode: WaitMode,
     clock: Clock,
-    batch_count: usize,
-    /// Frames may still be in the transmit ring from the last flush: flush once more.
-    flush_debt: bool,
     /// How long a sleeping loop keeps polling after the last frame it moved.
     spin: Duration,
     /// The `now` of the last iteration that received or sent a frame.
     last_active: Instant,
     /// The `now` of the last iteration.
     last_now: Instant,
-    /// TCP events for the app (reused: no allocation once it has grown).
-    events: Vec<Event>,
-    /// UDP and ICMP events for the app (at most one per socket; reused likewise).
-    socket_events: Vec<SocketEvent>,
     stats: RuntimeStats,
 }
 
@@ -305,7 +200,6 @@ impl<C: Channel> Runtime<C> {
     /// # Errors
     /// Creating the eventfd failed.
     pub fn new(channel: C, iface: Interface, mode: WaitMode, clock: Clock) -> io::Result<Self> {
-        let batch_count = channel.capabilities().batch_count.max(1);
         let now = clock.now();
         // A manual clock does not move while the loop spins: it would never sleep.
         let spin = match clock {
@@ -313,7 +207,7 @@ impl<C: Channel> Runtime<C> {
             Clock::Manual(_) => Duration::ZERO,
         };
         Ok(Runtime {
-            channel,
+            driver: Driver::new(channel),
             shared: Arc::new(Shared {
                 net: Mutex::new(iface),
                 changed: Condvar::new(),
@@ -327,13 +221,9 @@ impl<C: Channel> Runtime<C> {
             }),
             mode,
             clock,
-            batch_count,
-            flush_debt: false,
             spin,
             last_active: now,
             last_now: now,
-            events: Vec::with_capacity(256),
-            socket_events: Vec::with_capacity(128),
             stats: RuntimeStats::default(),
         })
     }
@@ -356,12 +246,12 @@ impl<C: Channel> Runtime<C> {
 
     /// The channel.
     pub fn channel(&self) -> &C {
-        &self.channel
+        self.driver.channel()
     }
 
     /// The channel, mutably.
     pub fn channel_mut(&mut self) -> &mut C {
-        &mut self.channel
+        self.driver.channel_mut()
     }
 
     /// Locks the interface (from the loop's own thread, between iterations).
@@ -392,52 +282,27 @@ impl<C: Channel> Runtime<C> {
         self.last_now = now;
         self.shared.now.store(now.total_micros(), Ordering::Relaxed);
         self.shared.kicked.store(false, Ordering::Relaxed);
-        let mut sent = 0u64;
         let received;
         let mut progressed;
         {
             let mut guard = self.shared.lock();
             let iface = &mut *guard;
-            received = self.channel.rx_batch(self.batch_count, &mut |frame, tx| {
-                iface.ingress(
-                    now,
-                    frame,
-                    &mut Sink {
-                        tx,
-                        sent: &mut sent,
-                    },
-                );
-            })?;
+            received = self.driver.receive(now, iface)?;
             progressed = received > 0;
-            drain_events(iface, &mut self.events, &mut self.socket_events);
-            progressed |= !self.events.is_empty() || !self.socket_events.is_empty();
-            app.socket_events(iface, &self.socket_events);
-            app.poll(now, iface, &self.events);
-            self.events.clear();
-            self.socket_events.clear();
+            progressed |= self.driver.serve(now, iface, app);
             // Only waiters care, and walking the timers on every spin of an idle loop
             // is not free.
             if !progressed && self.shared.waiters.load(Ordering::Relaxed) > 0 {
                 progressed = iface.poll_at().is_some_and(|t| t <= now);
             }
-            iface.egress(
-                now,
-                &mut Sink {
-                    tx: self.channel.tx(),
-                    sent: &mut sent,
-                },
-            );
-            // Timers may have changed sockets (an RTO gave up): the app hears it next
-            // iteration, and the loop does not sleep before that. Egress freed room in
-            // UDP and ICMP sockets likewise (writable events).
-            drain_events(iface, &mut self.events, &mut self.socket_events);
+            self.driver.transmit(now, iface);
+            // Timers may have changed sockets: the app hears it next iteration, and
+            // the loop does not sleep before that (`sleep` checks).
+            self.driver.drain_events(iface);
         }
-        if sent > 0 || self.flush_debt {
-            self.channel.tx().flush()?;
-            self.stats.flushes += 1;
-            // Copy-mode AF_XDP completes asynchronously: one more flush reclaims.
-            self.flush_debt = sent > 0;
-        }
+        // Outside the lock: the doorbell may be a system call.
+        let Flushed { sent, flushed } = self.driver.flush()?;
+        self.stats.flushes += u64::from(flushed);
         if received > 0 || sent > 0 {
             self.last_active = now;
         }
@@ -480,7 +345,7 @@ impl<C: Channel> Runtime<C> {
             }
         }
         // Whatever the last iteration queued (a FIN, an RST) still goes out.
-        self.channel.tx().flush()?;
+        self.driver.channel_mut().tx().flush()?;
         Ok(())
     }
 
@@ -493,7 +358,7 @@ impl<C: Channel> Runtime<C> {
                 (a, b) => a.or(b),
             }
         };
-        if !self.events.is_empty() || !self.socket_events.is_empty() {
+        if self.driver.has_events() {
             return Ok(());
         }
         let now = self.clock.now();
@@ -502,8 +367,8 @@ impl<C: Channel> Runtime<C> {
             Some(t) => Some(t - now),
             None => None,
         };
-        self.channel.prepare_wait()?;
-        self.flush_debt = false;
+        self.driver.channel_mut().prepare_wait()?;
+        self.driver.forgive_flush_debt();
         self.shared.sleeping.store(true, Ordering::SeqCst);
         if self.shared.kicked.swap(false, Ordering::SeqCst)
             || self.shared.stop.load(Ordering::SeqCst)
@@ -512,7 +377,11 @@ impl<C: Channel> Runtime<C> {
             return Ok(());
         }
         self.stats.sleeps += 1;
-        let r = wait::sleep(self.channel.wait_fd(), &self.shared.eventfd, timeout);
+        let r = wait::sleep(
+            self.driver.channel().wait_fd(),
+            &self.shared.eventfd,
+            timeout,
+        );
         self.shared.sleeping.store(false, Ordering::SeqCst);
         r
     }
