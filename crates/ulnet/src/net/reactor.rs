@@ -9,11 +9,13 @@
 //!
 //! Lost wake-ups are impossible because both sides hold the interface lock: a waiter
 //! checks its condition and reads the cell's sequence number under it, and the reactor
-//! bumps the cell under it (the loop calls apps with the interface locked).
+//! bumps the cell under it (the loop calls apps with the interface locked); the waiter
+//! then turns the loop itself until the number moves, and a turn by another thread that
+//! moved it wakes every thread asleep in `poll(2)` (`runtime/turn.rs`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::Waker;
 
 use ulnet_stack::iface::Interface;
@@ -40,45 +42,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A sequence number blocked threads sleep on until it moves.
+/// A sequence number that moves with every readiness event of one socket. A blocked
+/// thread reads it (under the interface lock, with its condition) and then turns the
+/// loop until it moves (`runtime/turn.rs`): no condition variable, so an event costs
+/// no system call when no one waits.
 #[derive(Debug, Default)]
 pub(crate) struct Notify {
-    seq: Mutex<u64>,
-    cv: Condvar,
+    seq: AtomicU64,
 }
 
 impl Notify {
     /// The current sequence number (read it under the interface lock).
     pub(crate) fn seq(&self) -> u64 {
-        *lock(&self.seq)
+        self.seq.load(Ordering::SeqCst)
     }
 
     fn bump(&self) {
-        *lock(&self.seq) += 1;
-        self.cv.notify_all();
-    }
-
-    /// Sleeps until the sequence number differs from `seen` or `deadline` passes;
-    /// false when the deadline passed first.
-    pub(crate) fn wait(&self, seen: u64, deadline: Option<std::time::Instant>) -> bool {
-        let mut g = lock(&self.seq);
-        while *g == seen {
-            match deadline {
-                None => g = self.cv.wait(g).unwrap_or_else(PoisonError::into_inner),
-                Some(d) => {
-                    let now = std::time::Instant::now();
-                    if now >= d {
-                        return false;
-                    }
-                    g = self
-                        .cv
-                        .wait_timeout(g, d - now)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
-                }
-            }
-        }
-        true
+        self.seq.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -265,15 +245,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn notify_wait_returns_on_bump_or_deadline() {
-        let n = Arc::new(Notify::default());
+    fn notify_moves_on_bump() {
+        let n = Notify::default();
         let seen = n.seq();
-        let d = std::time::Instant::now() + std::time::Duration::from_millis(10);
-        assert!(!n.wait(seen, Some(d)));
-        let n2 = Arc::clone(&n);
-        let t = std::thread::spawn(move || n2.bump());
-        assert!(n.wait(seen, None));
-        t.join().unwrap();
+        n.bump();
         assert_eq!(n.seq(), seen + 1);
     }
 

@@ -33,7 +33,7 @@ use ulnet_wire::EthernetAddress;
 
 use super::error::{err, stopped};
 use super::reactor::{Notify, Reactor, Registry};
-use crate::runtime::{self, App, Backend, Clock, Handle, NetConfig, Runtime, WaitMode};
+use crate::runtime::{self, App, Backend, Clock, Engine, Handle, NetConfig, Runtime, WaitMode};
 
 /// Opens a runtime over a channel the user supplied.
 type OpenCustom = Box<dyn FnOnce(&NetConfig) -> io::Result<Runtime<runtime::AnyChannel>> + Send>;
@@ -509,6 +509,8 @@ pub(crate) struct StackInner {
     registry: Arc<Registry>,
     local_ip: IpAddr,
     close_linger: Duration,
+    /// The loop, turned by its own thread and by application threads that wait.
+    engine: Arc<Engine>,
     thread: Mutex<Option<JoinHandle<io::Result<()>>>>,
 }
 
@@ -576,7 +578,7 @@ impl Stack {
     }
 
     fn start<C: Channel + Send + 'static>(
-        mut rt: Runtime<C>,
+        rt: Runtime<C>,
         apps: Vec<Box<dyn App + Send>>,
         close_linger: Duration,
     ) -> io::Result<Stack> {
@@ -589,16 +591,18 @@ impl Stack {
             .ok_or_else(|| err(io::ErrorKind::InvalidInput, "the interface has no address"))?;
         let handle = rt.handle();
         let registry = Arc::new(Registry::default());
-        let mut reactor = Reactor {
+        let reactor = Reactor {
             registry: Arc::clone(&registry),
             apps,
             socket_events: Vec::with_capacity(128),
         };
+        let engine = Arc::new(Engine::new(rt, reactor)?);
         let reg = Arc::clone(&registry);
+        let e = Arc::clone(&engine);
         let thread = std::thread::Builder::new()
             .name("ulnet-stack".into())
             .spawn(move || {
-                let r = rt.run(&mut reactor);
+                let r = e.run();
                 reg.close();
                 r
             })?;
@@ -608,6 +612,7 @@ impl Stack {
                 registry,
                 local_ip,
                 close_linger,
+                engine,
                 thread: Mutex::new(Some(thread)),
             }),
         })
@@ -685,7 +690,8 @@ impl Stack {
                 let mut g = self.inner.handle.lock();
                 if let Poll::Ready(r) = op(&mut g) {
                     drop(g);
-                    self.inner.handle.wake();
+                    // What `op` queued (data, a window update) leaves from this thread.
+                    self.inner.engine.turn_or_wake();
                     return r;
                 }
                 if self.registry().is_closed() {
@@ -696,11 +702,17 @@ impl Stack {
                 }
                 notify.seq()
             };
-            self.inner.handle.wake();
             if nonblocking {
+                self.inner.engine.turn_or_wake();
                 return Err(io::ErrorKind::WouldBlock.into());
             }
-            if !notify.wait(seen, deadline) {
+            // Drive the loop from this thread until the socket's readiness moves,
+            // rather than sleep until the loop's thread hands it over.
+            if !self
+                .inner
+                .engine
+                .drive_until(|| notify.seq() != seen, deadline)
+            {
                 return Err(err(timeout_kind, "operation timed out"));
             }
         }

@@ -29,6 +29,7 @@
 mod backend;
 mod clock;
 mod driver;
+mod turn;
 mod wait;
 
 use std::io;
@@ -48,6 +49,7 @@ pub use backend::{
 };
 pub use clock::Clock;
 pub use driver::{App, Driver, Flushed, Iteration};
+pub(crate) use turn::Engine;
 
 /// The default of [`Runtime::set_spin`]: about two vCPU wake-ups (docs/LINUX-NOTES.md: 20-25 µs
 /// each), so a loop that sleeps at once costs more than one that waits this long.
@@ -89,8 +91,14 @@ struct Shared {
     waiters: AtomicUsize,
     /// The loop's latest `now`, in microseconds.
     now: AtomicU64,
-    sleeping: AtomicBool,
-    kicked: AtomicBool,
+    /// Threads asleep in `poll(2)` on the eventfd (the loop's, and application threads
+    /// that turn the loop while they wait: `turn.rs`).
+    sleepers: AtomicUsize,
+    /// The eventfd was written since the last sleeper woke.
+    signalled: AtomicBool,
+    /// Wake-ups so far: a thread about to sleep that sees it moved since its last
+    /// look skips the sleep (no wake-up is lost, none is consumed for another thread).
+    kicks: AtomicU64,
     stop: AtomicBool,
     wakeups: AtomicU64,
     eventfd: OwnedFd,
@@ -100,14 +108,6 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, Interface> {
         // A panic in an app leaves the interface consistent enough to tear down.
         self.net.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn wake(&self) {
-        self.kicked.store(true, Ordering::SeqCst);
-        if self.sleeping.swap(false, Ordering::SeqCst) {
-            self.wakeups.fetch_add(1, Ordering::Relaxed);
-            wait::signal(&self.eventfd);
-        }
     }
 }
 
@@ -190,6 +190,10 @@ pub struct Runtime<C> {
     last_active: Instant,
     /// The `now` of the last iteration.
     last_now: Instant,
+    /// The wake-up count when the last iteration began (see `Shared::kicks`).
+    kicks_seen: u64,
+    /// The last iteration moved frames or produced events.
+    progressed: bool,
     stats: RuntimeStats,
 }
 
@@ -213,8 +217,9 @@ impl<C: Channel> Runtime<C> {
                 changed: Condvar::new(),
                 waiters: AtomicUsize::new(0),
                 now: AtomicU64::new(now.total_micros()),
-                sleeping: AtomicBool::new(false),
-                kicked: AtomicBool::new(false),
+                sleepers: AtomicUsize::new(0),
+                signalled: AtomicBool::new(false),
+                kicks: AtomicU64::new(0),
                 stop: AtomicBool::new(false),
                 wakeups: AtomicU64::new(0),
                 eventfd: wait::eventfd()?,
@@ -224,6 +229,8 @@ impl<C: Channel> Runtime<C> {
             spin,
             last_active: now,
             last_now: now,
+            kicks_seen: 0,
+            progressed: false,
             stats: RuntimeStats::default(),
         })
     }
@@ -281,7 +288,7 @@ impl<C: Channel> Runtime<C> {
         let now = self.clock.now();
         self.last_now = now;
         self.shared.now.store(now.total_micros(), Ordering::Relaxed);
-        self.shared.kicked.store(false, Ordering::Relaxed);
+        self.kicks_seen = self.shared.kicks();
         let received;
         let mut progressed;
         {
@@ -309,6 +316,7 @@ impl<C: Channel> Runtime<C> {
         self.stats.iterations += 1;
         self.stats.rx_frames += received as u64;
         self.stats.tx_frames += sent;
+        self.progressed = progressed || sent > 0 || self.driver.has_events();
         if (progressed || sent > 0) && self.shared.waiters.load(Ordering::SeqCst) > 0 {
             self.shared.changed.notify_all();
         }
@@ -338,19 +346,36 @@ impl<C: Channel> Runtime<C> {
                 // Yield rather than spin: the kernel work our transmissions cause may
                 // have been deferred to ksoftirqd on this CPU, and spinning past it
                 // would starve the very work we are waiting for.
-                WaitMode::Sleep if self.last_now - self.last_active < self.spin => {
+                WaitMode::Sleep if self.spinning() => {
                     std::thread::yield_now();
                 }
-                WaitMode::Sleep => self.sleep(app)?,
+                WaitMode::Sleep => {
+                    if let Some(timeout) = self.sleep_plan(app)? {
+                        let fd = self.driver.channel().wait_fd();
+                        self.shared.sleep(fd, timeout, self.kicks_seen)?;
+                    }
+                }
             }
         }
-        // Whatever the last iteration queued (a FIN, an RST) still goes out.
+        self.flush_all()
+    }
+
+    /// Whatever the last iteration queued (a FIN, an RST) still goes out.
+    fn flush_all(&mut self) -> io::Result<()> {
         self.driver.channel_mut().tx().flush()?;
         Ok(())
     }
 
-    /// Sleeps until a frame arrives, the next deadline (interface or app) or a wake-up.
-    fn sleep(&mut self, app: &dyn App) -> io::Result<()> {
+    /// Whether a sleeping loop is still within its spin time after the last frame it
+    /// moved.
+    fn spinning(&self) -> bool {
+        self.mode == WaitMode::Sleep && self.last_now - self.last_active < self.spin
+    }
+
+    /// Readies the channel for a sleep until a frame arrives, the next deadline
+    /// (interface or app) or a wake-up: `None` when the loop must not sleep now,
+    /// else the timeout (`None`: none).
+    fn sleep_plan(&mut self, app: &dyn App) -> io::Result<Option<Option<Duration>>> {
         let deadline = {
             let iface = self.shared.lock();
             match (iface.poll_at(), app.poll_at()) {
@@ -359,31 +384,18 @@ impl<C: Channel> Runtime<C> {
             }
         };
         if self.driver.has_events() {
-            return Ok(());
+            return Ok(None);
         }
         let now = self.clock.now();
         let timeout = match deadline {
-            Some(t) if t <= now => return Ok(()),
+            Some(t) if t <= now => return Ok(None),
             Some(t) => Some(t - now),
             None => None,
         };
         self.driver.channel_mut().prepare_wait()?;
         self.driver.forgive_flush_debt();
-        self.shared.sleeping.store(true, Ordering::SeqCst);
-        if self.shared.kicked.swap(false, Ordering::SeqCst)
-            || self.shared.stop.load(Ordering::SeqCst)
-        {
-            self.shared.sleeping.store(false, Ordering::SeqCst);
-            return Ok(());
-        }
         self.stats.sleeps += 1;
-        let r = wait::sleep(
-            self.driver.channel().wait_fd(),
-            &self.shared.eventfd,
-            timeout,
-        );
-        self.shared.sleeping.store(false, Ordering::SeqCst);
-        r
+        Ok(Some(timeout))
     }
 
     /// Runs the loop on a new thread until [`Handle::stop`] or the app finishes;

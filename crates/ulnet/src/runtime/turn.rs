@@ -1,0 +1,386 @@
+//! A loop any thread may turn: the application's own thread drives the stack while it
+//! waits, instead of handing every wake-up to the loop's thread (issue 11, seed 000's
+//! "run to completion" carried up to the socket API).
+//!
+//! A [`Runtime`] with its app (for the socket API, the reactor) lives behind a mutex in an
+//! [`Engine`]. One iteration of it is a *turn*; whoever holds the mutex may take one:
+//!
+//! - a thread blocked in a socket call turns the loop itself until its socket is ready
+//!   ([`Engine::drive_until`]), spinning for the runtime's spin time and then sleeping in
+//!   `poll(2)` on the channel and the eventfd, exactly as the loop's thread would;
+//! - a call that queued something (a write, a send) takes one turn if nobody else is
+//!   turning ([`Engine::turn_or_wake`]), so the data leaves from the caller's thread with
+//!   no wake-up of another thread;
+//! - the loop's own thread ([`Engine::run`]) turns whenever no application thread is
+//!   driving, and otherwise parks: briefly (1 ms) while the drivers are busy, longer
+//!   while they sleep, and it is unparked when the last driver leaves after a long park.
+//!
+//! On two cores with the application and the loop on one (the bench's layout, and what a
+//! pinned latency-sensitive service does), the hand-off cost two context switches and a
+//! futex wake per batch; now a blocked reader receives its data on its own thread.
+//!
+//! Invariants: at most one turn at a time (the mutex); the iface mutex is taken inside a
+//! turn, never held while waiting for the turn (lock order: turn, then interface); every
+//! turn that made progress wakes the threads sleeping in `poll(2)`, so a driver asleep is
+//! never left waiting on an event another thread's turn produced.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::Thread;
+use std::time::Duration;
+
+use ulnet_channel::Channel;
+
+use super::{wait, App, Runtime, Shared, WaitMode};
+
+/// How long the loop's thread parks while an application thread is turning the loop.
+const PARK_BUSY: Duration = Duration::from_millis(1);
+/// The longest park while the drivers sleep; past [`PARK_BUSY`] a leaving driver unparks
+/// the loop's thread, so this bounds nothing but the idle wake-up rate.
+const PARK_IDLE_MAX: Duration = Duration::from_millis(100);
+
+/// What one turn did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Turned {
+    /// Frames received.
+    pub received: usize,
+    /// Frames moved or events produced: the caller should turn again before waiting.
+    pub progressed: bool,
+}
+
+/// One runtime with its app, as the engine turns it.
+pub(crate) trait Turn: Send {
+    /// One iteration of the loop.
+    fn turn(&mut self) -> io::Result<Turned>;
+    /// Whether the loop is within its spin time after the last frame it moved.
+    fn spinning(&self) -> bool;
+    /// How the loop waits.
+    fn mode(&self) -> WaitMode;
+    /// Readies a sleep: `None` when the loop must not sleep now (a deadline passed,
+    /// events are pending), else the timeout (`None`: no deadline).
+    fn sleep_plan(&mut self) -> io::Result<Option<Option<Duration>>>;
+    /// The last flush before the loop ends.
+    fn finish(&mut self) -> io::Result<()>;
+}
+
+impl<C: Channel + Send, A: App + Send> Turn for (Runtime<C>, A) {
+    fn turn(&mut self) -> io::Result<Turned> {
+        let (rt, app) = self;
+        let received = rt.poll_once(app)?;
+        Ok(Turned {
+            received,
+            progressed: rt.progressed,
+        })
+    }
+    fn spinning(&self) -> bool {
+        self.0.spinning()
+    }
+    fn mode(&self) -> WaitMode {
+        self.0.mode
+    }
+    fn sleep_plan(&mut self) -> io::Result<Option<Option<Duration>>> {
+        let (rt, app) = self;
+        rt.sleep_plan(&*app)
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        self.0.flush_all()
+    }
+}
+
+/// A runtime shared by the loop's thread and the application's threads.
+pub(crate) struct Engine {
+    turn: Mutex<Box<dyn Turn>>,
+    shared: Arc<Shared>,
+    /// A duplicate of the channel's wait descriptor, so a thread can sleep on it
+    /// without holding the turn.
+    wait_fd: Option<OwnedFd>,
+    /// Application threads inside [`drive_until`](Self::drive_until).
+    drivers: AtomicUsize,
+    /// Turns taken by application threads (the loop's thread reads it to tell busy
+    /// drivers from sleeping ones).
+    app_turns: AtomicU64,
+    /// The loop's thread is in a long park: a leaving driver must unpark it.
+    deep_parked: AtomicBool,
+    thread: OnceLock<Thread>,
+    /// A turn failed on an application thread (a channel system call): the loop ends
+    /// with this error.
+    failed: Mutex<Option<io::Error>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("drivers", &self.drivers.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+fn relock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Engine {
+    /// Shares `rt` with `app` inside it.
+    ///
+    /// # Errors
+    /// The channel's wait descriptor could not be duplicated.
+    pub(crate) fn new<C, A>(rt: Runtime<C>, app: A) -> io::Result<Engine>
+    where
+        C: Channel + Send + 'static,
+        A: App + Send + 'static,
+    {
+        let shared = Arc::clone(&rt.shared);
+        let wait_fd = rt
+            .channel()
+            .wait_fd()
+            .map(|fd| fd.try_clone_to_owned())
+            .transpose()?;
+        Ok(Engine {
+            turn: Mutex::new(Box::new((rt, app))),
+            shared,
+            wait_fd,
+            drivers: AtomicUsize::new(0),
+            app_turns: AtomicU64::new(0),
+            deep_parked: AtomicBool::new(false),
+            thread: OnceLock::new(),
+            failed: Mutex::new(None),
+        })
+    }
+
+    fn stopped(&self) -> bool {
+        self.shared.stop.load(Ordering::SeqCst)
+    }
+
+    /// One turn with the turn held; wakes sleepers when it made progress.
+    fn turn_locked(&self, t: &mut dyn Turn) -> Option<Turned> {
+        match t.turn() {
+            Ok(turned) => {
+                if turned.progressed {
+                    // Whoever sleeps may be waiting for what this turn produced.
+                    self.shared.wake();
+                }
+                Some(turned)
+            }
+            Err(e) => {
+                relock(&self.failed).get_or_insert(e);
+                self.shared.stop.store(true, Ordering::SeqCst);
+                self.shared.wake();
+                if let Some(t) = self.thread.get() {
+                    t.unpark();
+                }
+                None
+            }
+        }
+    }
+
+    /// After a call queued something: one turn on the caller's thread when nobody else
+    /// is turning (the data leaves now, no thread is woken), else a wake-up of whoever
+    /// is (it may be asleep in `poll(2)`).
+    pub(crate) fn turn_or_wake(&self) {
+        match self.turn.try_lock() {
+            Ok(mut t) => {
+                self.turn_locked(&mut **t);
+            }
+            Err(_) => self.shared.wake(),
+        }
+    }
+
+    /// Turns the loop on the caller's thread until `ready()` (checked after every turn
+    /// and wake-up), `deadline` passes (false) or the loop stops (true).
+    pub(crate) fn drive_until(
+        &self,
+        mut ready: impl FnMut() -> bool,
+        deadline: Option<std::time::Instant>,
+    ) -> bool {
+        self.drivers.fetch_add(1, Ordering::SeqCst);
+        let r = self.drive(&mut ready, deadline);
+        if self.drivers.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.deep_parked.swap(false, Ordering::SeqCst)
+        {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+        }
+        r
+    }
+
+    fn drive(&self, ready: &mut dyn FnMut() -> bool, deadline: Option<std::time::Instant>) -> bool {
+        loop {
+            if ready() || self.stopped() {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            let left = match deadline {
+                Some(d) if d <= now => return false,
+                Some(d) => Some(d - now),
+                None => None,
+            };
+            let mut t = relock(&self.turn);
+            let Some(turned) = self.turn_locked(&mut **t) else {
+                return true;
+            };
+            self.app_turns.fetch_add(1, Ordering::Relaxed);
+            if turned.progressed {
+                continue;
+            }
+            match t.mode() {
+                WaitMode::BusyPoll => {
+                    drop(t);
+                    std::hint::spin_loop();
+                    continue;
+                }
+                WaitMode::Sleep if t.spinning() => {
+                    drop(t);
+                    // As the loop's thread does: yield, so kernel work our sends caused
+                    // (deferred to ksoftirqd on this CPU) can run.
+                    std::thread::yield_now();
+                    continue;
+                }
+                WaitMode::Sleep => {}
+            }
+            let plan = match t.sleep_plan() {
+                Ok(p) => p,
+                Err(e) => {
+                    drop(t);
+                    relock(&self.failed).get_or_insert(e);
+                    self.shared.stop.store(true, Ordering::SeqCst);
+                    return true;
+                }
+            };
+            drop(t);
+            let Some(timeout) = plan else {
+                continue;
+            };
+            // Read the wake-up count before the last look at `ready`: an event another
+            // thread produces after that look also moves the count, and the sleep is
+            // skipped.
+            let kicks = self.shared.kicks();
+            if ready() {
+                return true;
+            }
+            let timeout = match (timeout, left) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let fd = self.wait_fd.as_ref().map(AsFd::as_fd);
+            if let Err(e) = self.shared.sleep(fd, timeout, kicks) {
+                relock(&self.failed).get_or_insert(e);
+                self.shared.stop.store(true, Ordering::SeqCst);
+                return true;
+            }
+        }
+    }
+
+    /// The loop's own thread: turns while no application thread drives, parks while
+    /// one does. Returns when [`Handle::stop`](super::Handle::stop) is called, with the
+    /// error of a failed turn if there was one.
+    ///
+    /// # Errors
+    /// A channel or `poll(2)` system call failed (on any thread).
+    pub(crate) fn run(&self) -> io::Result<()> {
+        let _ = self.thread.set(std::thread::current());
+        let r = self.run_inner();
+        // The stop stays set (unlike `Runtime::run`'s): an engine is not run again, and
+        // application threads must not turn a stopped loop.
+        let last = relock(&self.turn).finish();
+        match relock(&self.failed).take() {
+            Some(e) => Err(e),
+            None => r.and(last),
+        }
+    }
+
+    fn run_inner(&self) -> io::Result<()> {
+        let mut park = PARK_BUSY;
+        while !self.stopped() {
+            if self.drivers.load(Ordering::SeqCst) > 0 {
+                let seen = self.app_turns.load(Ordering::Relaxed);
+                if park > PARK_BUSY {
+                    self.deep_parked.store(true, Ordering::SeqCst);
+                    // The last driver may have left between the check and the flag.
+                    if self.drivers.load(Ordering::SeqCst) == 0 {
+                        self.deep_parked.store(false, Ordering::SeqCst);
+                        continue;
+                    }
+                }
+                std::thread::park_timeout(park);
+                self.deep_parked.store(false, Ordering::SeqCst);
+                // Drivers that turned are busy: look again soon. Drivers asleep in
+                // `poll(2)` need nothing from this thread: back off.
+                park = if self.app_turns.load(Ordering::Relaxed) == seen {
+                    (park * 2).min(PARK_IDLE_MAX)
+                } else {
+                    PARK_BUSY
+                };
+                continue;
+            }
+            park = PARK_BUSY;
+            let kicks = self.shared.kicks();
+            let mut t = relock(&self.turn);
+            let Some(turned) = self.turn_locked(&mut **t) else {
+                break;
+            };
+            if turned.received > 0 {
+                continue;
+            }
+            match t.mode() {
+                WaitMode::BusyPoll => {
+                    drop(t);
+                    std::hint::spin_loop();
+                }
+                WaitMode::Sleep if t.spinning() => {
+                    drop(t);
+                    std::thread::yield_now();
+                }
+                WaitMode::Sleep => {
+                    let plan = t.sleep_plan()?;
+                    drop(t);
+                    if let Some(timeout) = plan {
+                        let fd = self.wait_fd.as_ref().map(AsFd::as_fd);
+                        self.shared.sleep(fd, timeout, kicks)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// The wake-up count, to pass to [`sleep`](Self::sleep) later.
+    pub(super) fn kicks(&self) -> u64 {
+        self.kicks.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps in `poll(2)` on `channel` and the eventfd unless a wake-up came since the
+    /// count was `kicks`. Any number of threads may sleep at once; one signal wakes
+    /// them all, and no thread consumes another's wake-up.
+    pub(super) fn sleep(
+        &self,
+        channel: Option<std::os::fd::BorrowedFd<'_>>,
+        timeout: Option<Duration>,
+        kicks: u64,
+    ) -> io::Result<()> {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        if self.kicks.load(Ordering::SeqCst) != kicks || self.stop.load(Ordering::SeqCst) {
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            return Ok(());
+        }
+        let r = wait::sleep(channel, &self.eventfd, timeout);
+        self.signalled.store(false, Ordering::SeqCst);
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+
+    /// Counts a wake-up and wakes the threads asleep in `poll(2)` (one eventfd write
+    /// per sleep, however many wake-ups; nothing when no one sleeps).
+    pub(super) fn wake(&self) {
+        self.kicks.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 && !self.signalled.swap(true, Ordering::SeqCst)
+        {
+            self.wakeups.fetch_add(1, Ordering::Relaxed);
+            wait::signal(&self.eventfd);
+        }
+    }
+}
