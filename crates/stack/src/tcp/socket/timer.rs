@@ -15,47 +15,13 @@
 
 use crate::time::{Duration, Instant};
 
-use super::config::TcpConfig;
-use super::error::ConnError;
-use super::recovery;
-use super::socket::{Cx, Socket};
-use super::state::State;
+use crate::tcp::config::TcpConfig;
+use crate::tcp::error::ConnError;
+use crate::tcp::recovery;
+use crate::tcp::state::State;
+use crate::tcp::timers::Timers;
 
-/// The deadlines of one connection, plus work the timers left for output.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Timers {
-    /// Retransmission or (with `persist`) window-probe deadline.
-    pub rtx: Option<Instant>,
-    /// `rtx` is the persist timer.
-    pub persist: bool,
-    /// Tail loss probe deadline (RFC 8985 §7.2).
-    pub pto: Option<Instant>,
-    /// A tail loss probe is due.
-    pub tlp_due: bool,
-    /// RACK reordering-window deadline (RFC 8985 §6.3).
-    pub reo: Option<Instant>,
-    /// Delayed-ACK deadline.
-    pub delack: Option<Instant>,
-    /// Keepalive / FIN-WAIT-2 / TIME-WAIT deadline.
-    pub idle: Option<Instant>,
-    /// A window probe is due.
-    pub probe_due: bool,
-    /// A keepalive probe is due.
-    pub keepalive_due: bool,
-    /// Unanswered keepalive probes.
-    pub keepalive_sent: u8,
-}
-
-impl Timers {
-    /// The earliest deadline.
-    #[inline]
-    pub(crate) fn next(&self) -> Option<Instant> {
-        [self.rtx, self.pto, self.reo, self.delack, self.idle]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-}
+use super::{Cx, Socket};
 
 impl Socket {
     /// Restarts the keepalive idle period after hearing from the peer.
@@ -128,13 +94,13 @@ impl Socket {
             self.ack_now = true;
         }
         if self.timers.reo.is_some_and(|t| t <= now) {
-            super::rack::detect(self, now, cx);
+            crate::tcp::rack::detect(self, now, cx);
         }
         // The probe goes first: RFC 8985 §7.2 arms it in place of the RTO, so when both are
         // due the probe is sent and the RTO restarts.
         if self.timers.pto.is_some_and(|t| t <= now) {
             self.timers.pto = None;
-            super::tlp::pto_expired(self, now);
+            crate::tcp::tlp::pto_expired(self, now);
         }
         if self.timers.rtx.is_some_and(|t| t <= now) {
             self.timers.rtx = None;

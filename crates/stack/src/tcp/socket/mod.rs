@@ -14,24 +14,30 @@
 //!   order) are written into its free space and tracked by the assembler.
 
 use alloc::boxed::Box;
-use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
+use ulnet_wire::{SeqNumber, TcpRepr};
 
 use crate::storage::RingBuffer;
 use crate::time::{Duration, Instant};
 
-use super::challenge::ChallengeLimiter;
-use super::config::{Keepalive, SocketOption, TcpConfig};
-use super::congestion::{CongestionControl, Controller};
-use super::error::{ConnError, RecvError, SendError, SocketError};
-use super::handle::ListenerHandle;
-use super::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
-use super::reassembly::Assembler;
-use super::recovery::Recovery;
-use super::rtt::{RttEstimator, RttSampler};
-use super::state::State;
-use super::stats::{ConnCounters, TcpInfo, TcpStats};
-use super::table::FourTuple;
-use super::timer::Timers;
+use crate::tcp::challenge::ChallengeLimiter;
+use crate::tcp::config::{Keepalive, SocketOption, TcpConfig};
+use crate::tcp::congestion::{CongestionControl, Controller};
+use crate::tcp::error::{ConnError, RecvError, SendError, SocketError};
+use crate::tcp::handle::ListenerHandle;
+use crate::tcp::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
+use crate::tcp::reassembly::Assembler;
+use crate::tcp::recovery::Recovery;
+use crate::tcp::rtt::{RttEstimator, RttSampler};
+use crate::tcp::state::State;
+use crate::tcp::stats::{ConnCounters, TcpInfo, TcpStats};
+use crate::tcp::table::FourTuple;
+use crate::tcp::timers::Timers;
+use crate::tcp::timewait::TimeWaitInit;
+
+pub(crate) mod input;
+pub(crate) mod output;
+mod recv;
+mod timer;
 
 /// Engine-wide state a socket needs while handling a segment or timer.
 pub(crate) struct Cx<'a> {
@@ -185,12 +191,12 @@ impl Socket {
         now: Instant,
     ) -> Box<Socket> {
         let ipv6 = tuple.local().is_ipv6();
-        let mss = super::config::mss_for_mtu(mtu, ipv6);
+        let mss = crate::tcp::config::mss_for_mtu(mtu, ipv6);
         let offer = Offer {
             mss,
             wscale: cfg
                 .window_scaling
-                .then(|| super::options::wscale_for(cfg.recv_buffer_len)),
+                .then(|| crate::tcp::options::wscale_for(cfg.recv_buffer_len)),
             timestamps: cfg.timestamps,
             sack: cfg.sack,
         };
@@ -207,7 +213,7 @@ impl Socket {
             max_snd_wnd: 0,
             snd_wl1: SeqNumber(0),
             snd_wl2: iss,
-            snd_mss: super::options::default_mss(ipv6).min(mss),
+            snd_mss: crate::tcp::options::default_mss(ipv6).min(mss),
             snd_wscale: 0,
             irs: SeqNumber(0),
             rcv_nxt: SeqNumber(0),
@@ -215,7 +221,7 @@ impl Socket {
             rcv_wnd_max: 0,
             rcv_wscale: 0,
             last_ack_sent: SeqNumber(0),
-            rcv_mss: super::options::default_mss(ipv6).min(mss),
+            rcv_mss: crate::tcp::options::default_mss(ipv6).min(mss),
             fin_seq: None,
             offer,
             ts_on: false,
@@ -434,63 +440,6 @@ impl Socket {
         new > cur && cur.saturating_mul(2) <= self.rcv_wnd_max && new >= cur.saturating_mul(2)
     }
 
-    /// Base options of a non-SYN segment: timestamps when in force, then SACK blocks.
-    pub(crate) fn segment_options(&self, now: Instant) -> TcpOptions {
-        let mut o = TcpOptions::none();
-        if self.ts_on {
-            o.timestamp = Some(TcpTimestamp {
-                tsval: self.tsval(now),
-                tsecr: self.ts_recent,
-            });
-        }
-        if self.sack_on {
-            super::recv::fill_sack_blocks(self, &mut o);
-        }
-        o
-    }
-
-    /// A bare ACK <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK> with current options.
-    pub(crate) fn ack_segment(&mut self, now: Instant) -> TcpRepr<'static> {
-        let options = self.segment_options(now);
-        let window = self.take_window_field(false);
-        self.note_ack_sent();
-        TcpRepr {
-            src_port: self.tuple.local().port(),
-            dst_port: self.tuple.remote().port(),
-            seq: self.snd_nxt,
-            ack: self.rcv_nxt,
-            flags: TcpFlags::ACK,
-            window,
-            urgent: 0,
-            options,
-            payload: &[],
-        }
-    }
-
-    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT).
-    pub(crate) fn rst_segment(&self) -> TcpRepr<'static> {
-        TcpRepr {
-            src_port: self.tuple.local().port(),
-            dst_port: self.tuple.remote().port(),
-            seq: self.snd_nxt,
-            ack: self.rcv_nxt,
-            flags: TcpFlags::RST | TcpFlags::ACK,
-            window: 0,
-            urgent: 0,
-            options: TcpOptions::none(),
-            payload: &[],
-        }
-    }
-
-    /// Bookkeeping for any segment that carries ACK=RCV.NXT.
-    pub(crate) fn note_ack_sent(&mut self) {
-        self.last_ack_sent = self.rcv_nxt;
-        self.ack_now = false;
-        self.ack_immediate = false;
-        self.timers.delack = None;
-        self.dsack = None;
-    }
-
     /// Moves to CLOSED with `error` (None for a clean close), dropping all timers.
     pub(crate) fn set_closed(&mut self, error: Option<ConnError>) {
         self.state = State::Closed;
@@ -622,7 +571,7 @@ impl Socket {
                 }
                 self.rx = RingBuffer::new(n);
                 if before_syn && self.offer.wscale.is_some() {
-                    self.offer.wscale = Some(super::options::wscale_for(n));
+                    self.offer.wscale = Some(crate::tcp::options::wscale_for(n));
                 }
             }
             SocketOption::SendBuffer(n) => {
@@ -758,6 +707,107 @@ impl Socket {
             || (matches!(self.state, State::Established | State::CloseWait)
                 && !self.fin_queued
                 && self.tx.window() > 0)
+    }
+
+    // ---- what the layer asks of a connection ----
+
+    /// The connection's pending error, if it ended with one.
+    #[inline]
+    pub(crate) fn error(&self) -> Option<ConnError> {
+        self.error
+    }
+
+    /// Bytes of in-order data waiting for the application.
+    #[inline]
+    pub(crate) fn recv_queue_len(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// The listener this passively opened connection still belongs to (SYN or accept
+    /// queue), if any.
+    #[inline]
+    pub(crate) fn origin(&self) -> Option<ListenerHandle> {
+        self.origin
+    }
+
+    /// Opened by a listener.
+    #[inline]
+    pub(crate) fn passive(&self) -> bool {
+        self.passive
+    }
+
+    /// The application let go of the socket (close or abort): it is freed once closed.
+    pub(crate) fn orphan(&mut self) {
+        self.orphan = true;
+    }
+
+    /// The earliest of the connection's deadlines.
+    #[inline]
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// Whether a SYN reaching this connection in TIME-WAIT is newer than what it saw (by
+    /// timestamp when both sides use them, else by sequence number), so it may reopen
+    /// the connection; then SND.NXT, which the new connection's ISS must exceed.
+    pub(crate) fn time_wait_reopen(&self, seg: &TcpRepr<'_>) -> Option<SeqNumber> {
+        let newer = match (self.ts_on, seg.options.timestamp) {
+            (true, Some(ts)) => (ts.tsval.wrapping_sub(self.ts_recent) as i32) > 0,
+            _ => seg.seq.diff(self.rcv_nxt) > 0,
+        };
+        newer.then_some(self.snd_nxt)
+    }
+
+    /// A connection in TIME-WAIT may shrink to a compact record once the application let
+    /// go of it and it owes the peer no ACK.
+    #[inline]
+    pub(crate) fn time_wait_compactable(&self) -> bool {
+        self.orphan && !self.ack_now
+    }
+
+    /// The compact TIME-WAIT record that replaces this connection (see
+    /// [`Socket::time_wait_compactable`]); records the window it advertises.
+    pub(crate) fn time_wait_record(&mut self) -> TimeWaitInit {
+        let window = self.take_window_field(false);
+        TimeWaitInit {
+            tuple: self.tuple,
+            snd_nxt: self.snd_nxt,
+            rcv_nxt: self.rcv_nxt,
+            ts_recent: self.ts_on.then_some(self.ts_recent),
+            window,
+        }
+    }
+
+    /// The path MTU towards the peer dropped: never send segments larger than `mss`.
+    pub(crate) fn clamp_mss(&mut self, mss: u16) {
+        if self.snd_mss > mss {
+            self.snd_mss = mss;
+            let m = usize::from(self.data_mss());
+            self.cc.set_mss(m);
+        }
+    }
+
+    /// Whether the connection has something to send now (or may, after a check).
+    pub(crate) fn wants_output(&self) -> bool {
+        if self.syn_pending
+            || self.ack_now
+            || self.timers.probe_due
+            || self.timers.keepalive_due
+            || self.timers.tlp_due
+        {
+            return true;
+        }
+        if !self.state.is_synchronized() || self.state == State::SynReceived {
+            return false;
+        }
+        if self.rec.fast_rtx
+            || self.rec.rtx_nxt.is_some()
+            || (self.rec.in_recovery && self.rec.sack_recovery)
+        {
+            return true;
+        }
+        let sent = self.snd_nxt.distance_from(self.tx_seq0()) as usize;
+        self.tx.len() > sent || (self.fin_queued && !self.fin_sent())
     }
 
     /// STATUS (RFC 9293 §3.10.6) as a [`TcpInfo`].

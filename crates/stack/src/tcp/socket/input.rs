@@ -12,12 +12,12 @@ use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
 
 use crate::time::{Duration, Instant};
 
-use super::error::ConnError;
-use super::options::ts_before;
-use super::recovery;
 use super::recv;
-use super::socket::{Cx, Socket};
-use super::state::State;
+use super::{Cx, Socket};
+use crate::tcp::error::ConnError;
+use crate::tcp::options::ts_before;
+use crate::tcp::recovery;
+use crate::tcp::state::State;
 
 /// RFC 7323 §5.5: TS.Recent older than 24 days is no longer a PAWS reference.
 const PAWS_IDLE_LIMIT: Duration = Duration::from_secs(24 * 24 * 3600);
@@ -482,7 +482,7 @@ fn ack(
     if s.snd_nxt != s.snd_una && !s.timers.persist && (is_dup || newly_sacked > 0) {
         recovery::on_dupack(s, now);
     }
-    super::rack::detect(s, now, cx);
+    crate::tcp::rack::detect(s, now, cx);
 
     if s.fin_queued && s.fin_acked() {
         match s.state {
@@ -538,8 +538,8 @@ fn new_ack(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, acked: u32) {
             s.timers.rtx = Some(now + s.rtt.rto());
         }
     }
-    super::tlp::on_ack(s, now);
-    super::tlp::arm(s, now);
+    crate::tcp::tlp::on_ack(s, now);
+    crate::tcp::tlp::arm(s, now);
 }
 
 /// §3.10.7.4 seventh and eighth: segment text and FIN. `seq` is the sequence number of

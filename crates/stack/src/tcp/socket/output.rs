@@ -11,11 +11,11 @@ use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
 
 use crate::time::Instant;
 
-use super::congestion::CongestionControl;
-use super::recovery;
-use super::socket::{Cx, Socket};
-use super::state::State;
-use super::tlp;
+use super::{Cx, Socket};
+use crate::tcp::congestion::CongestionControl;
+use crate::tcp::recovery;
+use crate::tcp::state::State;
+use crate::tcp::tlp;
 
 /// What one output step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,4 +403,63 @@ fn keepalive(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) ->
     s.counters.segs_out += 1;
     s.timers.keepalive_due = false;
     Output::Sent
+}
+
+impl Socket {
+    /// Base options of a non-SYN segment: timestamps when in force, then SACK blocks.
+    pub(crate) fn segment_options(&self, now: Instant) -> TcpOptions {
+        let mut o = TcpOptions::none();
+        if self.ts_on {
+            o.timestamp = Some(ulnet_wire::TcpTimestamp {
+                tsval: self.tsval(now),
+                tsecr: self.ts_recent,
+            });
+        }
+        if self.sack_on {
+            super::recv::fill_sack_blocks(self, &mut o);
+        }
+        o
+    }
+
+    /// A bare ACK <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK> with current options.
+    pub(crate) fn ack_segment(&mut self, now: Instant) -> TcpRepr<'static> {
+        let options = self.segment_options(now);
+        let window = self.take_window_field(false);
+        self.note_ack_sent();
+        TcpRepr {
+            src_port: self.tuple.local().port(),
+            dst_port: self.tuple.remote().port(),
+            seq: self.snd_nxt,
+            ack: self.rcv_nxt,
+            flags: TcpFlags::ACK,
+            window,
+            urgent: 0,
+            options,
+            payload: &[],
+        }
+    }
+
+    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT).
+    pub(crate) fn rst_segment(&self) -> TcpRepr<'static> {
+        TcpRepr {
+            src_port: self.tuple.local().port(),
+            dst_port: self.tuple.remote().port(),
+            seq: self.snd_nxt,
+            ack: self.rcv_nxt,
+            flags: TcpFlags::RST | TcpFlags::ACK,
+            window: 0,
+            urgent: 0,
+            options: TcpOptions::none(),
+            payload: &[],
+        }
+    }
+
+    /// Bookkeeping for any segment that carries ACK=RCV.NXT.
+    pub(crate) fn note_ack_sent(&mut self) {
+        self.last_ack_sent = self.rcv_nxt;
+        self.ack_now = false;
+        self.ack_immediate = false;
+        self.timers.delack = None;
+        self.dsack = None;
+    }
 }
