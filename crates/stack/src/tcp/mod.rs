@@ -51,6 +51,7 @@ mod listen;
 mod options;
 mod rack;
 mod recovery;
+mod seq;
 mod socket;
 mod state;
 mod stats;

@@ -87,14 +87,14 @@ fn reo_wnd(s: &mut Socket) -> Option<Duration> {
 /// timer fired: arms the timer, or marks the segment lost (fast retransmit, entering
 /// recovery when this loss starts a new episode).
 pub(crate) fn detect(s: &mut Socket, now: Instant, cx: &mut Cx<'_>) {
-    if !s.rack_on || !s.sack_on || s.snd_una == s.snd_nxt || s.timers.persist {
+    if !s.rack_on || !s.sack_on || s.snd.una() == s.snd.nxt() || s.timers.persist {
         s.timers.reo = None;
         return;
     }
-    if s.rec.rack.una != s.snd_una {
-        let una = s.snd_una;
+    if s.rec.rack.una != s.snd.una() {
+        let una = s.snd.una();
         let mark = if una.diff(s.rec.high_rxt) < 0 {
-            s.snd_nxt
+            s.snd.nxt()
         } else {
             una + 1
         };
@@ -126,6 +126,6 @@ pub(crate) fn detect(s: &mut Socket, now: Instant, cx: &mut Cx<'_>) {
         s.rec.fast_rtx = true;
     }
     // Not again for this transmission: the retransmission sets a new mark.
-    let nxt = s.snd_nxt;
-    s.rec.rack.reset(s.snd_una, nxt);
+    let nxt = s.snd.nxt();
+    s.rec.rack.reset(s.snd.una(), nxt);
 }

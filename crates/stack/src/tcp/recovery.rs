@@ -87,7 +87,7 @@ impl Recovery {
     ///
     /// [`TcpInfo::lost`]: super::TcpInfo::lost
     pub(crate) fn lost_bytes(&self, s: &Socket) -> u32 {
-        let out = s.snd_nxt.distance_from(s.snd_una);
+        let out = s.snd.in_flight();
         if self.rtx_nxt.is_some() {
             return out;
         }
@@ -100,23 +100,26 @@ impl Recovery {
         let Some(high) = self.sb.highest_sacked() else {
             return 0;
         };
-        let below = high.distance_from(s.snd_una).min(out);
+        let below = high.distance_from(s.snd.una()).min(out);
         below.saturating_sub(self.sacked_bytes())
     }
 
     /// Bytes presumed in the network (RFC 6675 pipe; see the module docs).
     pub(crate) fn pipe(&self, s: &Socket) -> u32 {
-        let out = s.snd_nxt.distance_from(s.snd_una);
+        let out = s.snd.in_flight();
         if let Some(p) = self.rtx_nxt {
-            return p.distance_from(s.snd_una);
+            return p.distance_from(s.snd.una());
         }
         if !(self.in_recovery && self.sack_recovery) {
             return out;
         }
         let mss = usize::from(s.data_mss());
-        let p = self
-            .sb
-            .pipe(s.snd_una, s.snd_nxt, self.high_rxt.max(s.snd_una), mss);
+        let p = self.sb.pipe(
+            s.snd.una(),
+            s.snd.nxt(),
+            self.high_rxt.max(s.snd.una()),
+            mss,
+        );
         p.min(out as usize) as u32
     }
 }
@@ -129,8 +132,8 @@ pub(crate) fn on_sack_blocks(
     ack: SeqNumber,
     blocks: &[(SeqNumber, SeqNumber)],
 ) -> u32 {
-    let una = ack.max(s.snd_una);
-    let u = s.rec.sb.update_checked(una, s.snd_nxt, blocks);
+    let una = ack.max(s.snd.una());
+    let u = s.rec.sb.update_checked(una, s.snd.nxt(), blocks);
     if u.dsack {
         s.rec.dsacks += 1;
         s.rec.tlp.on_dsack();
@@ -141,14 +144,14 @@ pub(crate) fn on_sack_blocks(
 /// New data was cumulatively acknowledged (`acked` bytes of sequence space past
 /// `prior_una`); SND.UNA is already advanced.
 pub(crate) fn on_new_ack(s: &mut Socket, now: Instant, prior_una: SeqNumber, acked: u32) {
-    let una = s.snd_una;
+    let una = s.snd.una();
     s.rec.sb.update(una, &[]);
     if let Some(p) = s.rec.rtx_nxt {
         let p = p.max(una);
-        s.rec.rtx_nxt = (p.diff(s.snd_nxt) < 0).then_some(p);
+        s.rec.rtx_nxt = (p.diff(s.snd.nxt()) < 0).then_some(p);
     }
     s.rec.high_rxt = s.rec.high_rxt.max(una);
-    let flight_before = s.snd_nxt.distance_from(prior_una).max(s.flight_at_send) as usize;
+    let flight_before = s.snd.nxt().distance_from(prior_una).max(s.flight_at_send) as usize;
     if s.rec.in_recovery {
         if una.diff(s.rec.recover) >= 0 {
             // RFC 6582 §3.2 step 3: the full ACK ends recovery.
@@ -185,7 +188,7 @@ pub(crate) fn on_dupack(s: &mut Socket, now: Instant) {
         || (s.sack_on
             && s.rec
                 .sb
-                .is_lost(s.snd_una, mss as usize, usize::from(DUP_THRESH)));
+                .is_lost(s.snd.una(), mss as usize, usize::from(DUP_THRESH)));
     // RFC 6582 §3.2 step 2: only when the ACK covers more than `recover`, so one window
     // of losses causes one reduction.
     if lost && fresh_episode(s) {
@@ -196,17 +199,17 @@ pub(crate) fn on_dupack(s: &mut Socket, now: Instant) {
 /// RFC 6582 §3.2 step 2: a loss starts a new recovery (and a window reduction) only when
 /// the cumulative ACK has passed `recover`, so one window of losses causes one reduction.
 pub(crate) fn fresh_episode(s: &Socket) -> bool {
-    s.snd_una.diff(s.rec.recover) > 0 || s.rec.recover == s.iss
+    s.snd.una().diff(s.rec.recover) > 0 || s.rec.recover == s.snd.iss()
 }
 
 /// Enters fast recovery (RFC 5681 §3.2 step 2-4, RFC 6675 §5 step 4): retransmit the
 /// segment at SND.UNA and reduce the window once.
 pub(crate) fn enter_recovery(s: &mut Socket, now: Instant) {
-    let flight = s.snd_nxt.distance_from(s.snd_una) as usize;
+    let flight = s.snd.in_flight() as usize;
     s.rec.in_recovery = true;
     s.rec.sack_recovery = s.sack_on;
-    s.rec.recover = s.snd_nxt;
-    s.rec.high_rxt = s.snd_una;
+    s.rec.recover = s.snd.nxt();
+    s.rec.high_rxt = s.snd.una();
     s.rec.fast_rtx = true;
     s.counters.fast_recoveries += 1;
     s.cc.on_congestion_event(now, flight);
@@ -219,17 +222,17 @@ pub(crate) fn enter_recovery(s: &mut Socket, now: Instant) {
 /// The retransmission timer fired (RFC 6298 §5.4-5.6, RFC 5681 §3.1): loss window,
 /// forget SACK information (RFC 2018 §8), and go back to SND.UNA.
 pub(crate) fn on_rto(s: &mut Socket, now: Instant) {
-    let flight = s.snd_nxt.distance_from(s.snd_una) as usize;
+    let flight = s.snd.in_flight() as usize;
     s.cc.on_rto(now, flight);
     s.rec.in_recovery = false;
     s.rec.dupacks = 0;
     s.rec.fast_rtx = false;
-    s.rec.recover = s.snd_nxt;
-    s.rec.high_rxt = s.snd_una;
+    s.rec.recover = s.snd.nxt();
+    s.rec.high_rxt = s.snd.una();
     s.rec.sb.clear();
-    s.rec.rtx_nxt = (s.snd_nxt != s.snd_una).then_some(s.snd_una);
+    s.rec.rtx_nxt = (s.snd.nxt() != s.snd.una()).then_some(s.snd.una());
     s.rec.tlp = super::tlp::TlpState::default();
-    s.rec.rack.reset(s.snd_una, s.snd_nxt);
+    s.rec.rack.reset(s.snd.una(), s.snd.nxt());
     s.timers.pto = None;
     s.timers.tlp_due = false;
     s.timers.reo = None;
@@ -238,11 +241,11 @@ pub(crate) fn on_rto(s: &mut Socket, now: Instant) {
 /// What may be sent next as a retransmission: (first sequence number, longest length).
 pub(crate) fn next_retransmission(s: &Socket) -> Option<(SeqNumber, u32)> {
     let mss = u32::from(s.data_mss());
-    if s.snd_una == s.snd_nxt {
+    if s.snd.una() == s.snd.nxt() {
         return None;
     }
     if s.rec.fast_rtx {
-        return Some((s.snd_una, mss));
+        return Some((s.snd.una(), mss));
     }
     let cwnd = s.cc.cwnd().min(u32::MAX as usize) as u32;
     let pipe = s.rec.pipe(s);
@@ -253,13 +256,13 @@ pub(crate) fn next_retransmission(s: &Socket) -> Option<(SeqNumber, u32)> {
         // RFC 6675 §4 NextSeg: rule 1 (a lost hole), rule 2 (new data: left to the
         // new-data path), rule 3 (any hole, when no new data can go).
         let seq0 = s.tx_seq0();
-        let sent = s.snd_nxt.distance_from(seq0) as usize;
+        let sent = s.snd.nxt().distance_from(seq0) as usize;
         let unsent = s.tx.len().saturating_sub(sent);
-        let wnd_room = (s.snd_una + s.snd_wnd).distance_from(s.snd_nxt) as usize;
-        let high_rxt = s.rec.high_rxt.max(s.snd_una);
+        let wnd_room = s.snd.wnd_room() as usize;
+        let high_rxt = s.rec.high_rxt.max(s.snd.una());
         return match s.rec.sb.next_seg(
-            s.snd_una,
-            s.snd_nxt,
+            s.snd.una(),
+            s.snd.nxt(),
             high_rxt,
             mss as usize,
             unsent.min(wnd_room),
@@ -272,7 +275,7 @@ pub(crate) fn next_retransmission(s: &Socket) -> Option<(SeqNumber, u32)> {
         if pipe.saturating_add(mss) > cwnd.max(mss) && pipe > 0 {
             return None;
         }
-        let len = s.snd_nxt.distance_from(p).min(mss);
+        let len = s.snd.nxt().distance_from(p).min(mss);
         return Some((p, len));
     }
     None
@@ -281,16 +284,16 @@ pub(crate) fn next_retransmission(s: &Socket) -> Option<(SeqNumber, u32)> {
 /// A retransmission of `[seq, end)` was sent.
 pub(crate) fn on_retransmitted(s: &mut Socket, seq: SeqNumber, end: SeqNumber) {
     s.counters.retransmits += 1;
-    if seq == s.snd_una {
+    if seq == s.snd.una() {
         s.rec.fast_rtx = false;
         // RACK (RFC 8985 §6.2): only data sent after this copy can show it lost.
-        s.rec.rack.reset(s.snd_una, s.snd_nxt);
+        s.rec.rack.reset(s.snd.una(), s.snd.nxt());
         s.timers.reo = None;
     }
     s.rec.high_rxt = s.rec.high_rxt.max(end);
     if let Some(p) = s.rec.rtx_nxt {
         if seq.diff(p) <= 0 && end.diff(p) > 0 {
-            s.rec.rtx_nxt = (end.diff(s.snd_nxt) < 0).then_some(end);
+            s.rec.rtx_nxt = (end.diff(s.snd.nxt()) < 0).then_some(end);
         }
     }
     // Karn's rule (RFC 6298 §3): no RTT sample from a retransmitted segment.
@@ -308,7 +311,7 @@ pub(crate) fn send_allowance(s: &Socket) -> u32 {
         let mss = u32::from(s.data_mss());
         allow = allow.max(
             cwnd.saturating_add(u32::from(s.rec.dupacks) * mss)
-                .saturating_sub(s.snd_nxt.distance_from(s.snd_una)),
+                .saturating_sub(s.snd.in_flight()),
         );
     }
     allow

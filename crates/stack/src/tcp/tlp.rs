@@ -67,7 +67,7 @@ pub(crate) fn may_probe(s: &Socket) -> bool {
                 | State::Closing
                 | State::LastAck
         )
-        && s.snd_una != s.snd_nxt
+        && s.snd.una() != s.snd.nxt()
         && !s.rec.in_recovery
         && s.rec.rtx_nxt.is_none()
         && s.rec.tlp.end.is_none()
@@ -84,7 +84,7 @@ pub(crate) fn arm(s: &mut Socket, now: Instant) {
     }
     let pto = match s.rtt.srtt() {
         Some(srtt) => {
-            let flight = s.snd_nxt.distance_from(s.snd_una);
+            let flight = s.snd.in_flight();
             let extra = if flight <= u32::from(s.data_mss()) {
                 WORST_CASE_DELACK
             } else {
@@ -113,7 +113,7 @@ pub(crate) fn pto_expired(s: &mut Socket, now: Instant) {
 /// The probe `[.., end)` went out (`is_rtx`: it repeated data).
 pub(crate) fn on_probe_sent(s: &mut Socket, now: Instant, is_rtx: bool) {
     s.rec.tlp = TlpState {
-        end: Some(s.snd_nxt),
+        end: Some(s.snd.nxt()),
         is_rtx,
         dsack: false,
     };
@@ -127,7 +127,7 @@ pub(crate) fn on_probe_sent(s: &mut Socket, now: Instant, is_rtx: bool) {
 /// D-SACK saying the original arrived, react as to any loss, once per window.
 pub(crate) fn on_ack(s: &mut Socket, now: Instant) {
     let Some(end) = s.rec.tlp.end else { return };
-    if s.snd_una.diff(end) < 0 {
+    if s.snd.una().diff(end) < 0 {
         return;
     }
     let repaired = s.rec.tlp.is_rtx && !s.rec.tlp.dsack;
@@ -136,6 +136,6 @@ pub(crate) fn on_ack(s: &mut Socket, now: Instant) {
         let cwnd = s.cc.cwnd();
         s.cc.on_congestion_event(now, cwnd);
         s.cc.on_recovery_exit(now);
-        s.rec.recover = s.snd_nxt;
+        s.rec.recover = s.snd.nxt();
     }
 }

@@ -28,6 +28,7 @@ use crate::tcp::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
 use crate::tcp::reassembly::Assembler;
 use crate::tcp::recovery::Recovery;
 use crate::tcp::rtt::{RttEstimator, RttSampler};
+use crate::tcp::seq::SendSeq;
 use crate::tcp::state::State;
 use crate::tcp::stats::{ConnCounters, TcpInfo, TcpStats};
 use crate::tcp::table::FourTuple;
@@ -56,16 +57,8 @@ pub(crate) struct Socket {
     /// Opened by a listener (RST in SYN-RECEIVED then returns to LISTEN, RFC 9293).
     pub(crate) passive: bool,
 
-    // Send sequence space (RFC 9293 §3.3.1).
-    pub(crate) iss: SeqNumber,
-    pub(crate) snd_una: SeqNumber,
-    pub(crate) snd_nxt: SeqNumber,
-    pub(crate) snd_wnd: u32,
-    pub(crate) max_snd_wnd: u32,
-    pub(crate) snd_wl1: SeqNumber,
-    pub(crate) snd_wl2: SeqNumber,
-    pub(crate) snd_mss: u16,
-    pub(crate) snd_wscale: u8,
+    /// Send sequence space (RFC 9293 §3.3.1).
+    pub(crate) snd: SendSeq,
 
     // Receive sequence space.
     pub(crate) irs: SeqNumber,
@@ -206,15 +199,7 @@ impl Socket {
             state: State::Closed,
             origin: None,
             passive: false,
-            iss,
-            snd_una: iss,
-            snd_nxt: iss,
-            snd_wnd: 0,
-            max_snd_wnd: 0,
-            snd_wl1: SeqNumber(0),
-            snd_wl2: iss,
-            snd_mss: crate::tcp::options::default_mss(ipv6).min(mss),
-            snd_wscale: 0,
+            snd: SendSeq::new(iss, crate::tcp::options::default_mss(ipv6).min(mss)),
             irs: SeqNumber(0),
             rcv_nxt: SeqNumber(0),
             rcv_adv: SeqNumber(0),
@@ -293,10 +278,8 @@ impl Socket {
             self.ts_recent_age = now;
         }
         // The SYN's window is never scaled (RFC 7323 §2.2).
-        self.snd_wnd = u32::from(syn.window);
-        self.max_snd_wnd = self.snd_wnd;
-        self.snd_wl1 = syn.seq;
-        self.snd_wl2 = self.iss;
+        self.snd
+            .init_window(u32::from(syn.window), syn.seq, self.snd.iss());
         self.rcv_adv = self.rcv_nxt;
         self.state = State::SynReceived;
         self.syn_pending = true;
@@ -304,8 +287,8 @@ impl Socket {
     }
 
     pub(crate) fn apply_negotiated(&mut self, n: Negotiated) {
-        self.snd_mss = n.snd_mss;
-        self.snd_wscale = n.snd_wscale;
+        self.snd
+            .set_negotiated(n.snd_mss, n.snd_wscale, n.timestamps);
         self.rcv_wscale = n.rcv_wscale;
         self.ws_on = n.window_scaling;
         self.ts_on = n.timestamps;
@@ -323,18 +306,13 @@ impl Socket {
     /// segment carries (RFC 6691, RFC 9293 §3.7.1 Eff.snd.MSS).
     #[inline]
     pub(crate) fn data_mss(&self) -> u16 {
-        let opt = if self.ts_on { TS_OPTION_LEN } else { 0 };
-        self.snd_mss.saturating_sub(opt).max(1)
+        self.snd.data_mss()
     }
 
     /// Sequence number of the first byte in the send buffer.
     #[inline]
     pub(crate) fn tx_seq0(&self) -> SeqNumber {
-        if self.snd_una == self.iss {
-            self.iss + 1
-        } else {
-            self.snd_una
-        }
+        self.snd.buf_start()
     }
 
     /// True once our FIN has been sent (it may still be unacknowledged).
@@ -346,7 +324,8 @@ impl Socket {
     /// True once our FIN is acknowledged.
     #[inline]
     pub(crate) fn fin_acked(&self) -> bool {
-        self.fin_sent_seq.is_some_and(|f| self.snd_una.diff(f) > 0)
+        self.fin_sent_seq
+            .is_some_and(|f| self.snd.una().diff(f) > 0)
     }
 
     /// Our timestamp clock now.
@@ -561,7 +540,7 @@ impl Socket {
         now: Instant,
     ) -> Result<(), SocketError> {
         // Nothing sent yet: what the SYN announces may still change.
-        let before_syn = self.state == State::Closed && self.snd_nxt == self.iss;
+        let before_syn = self.state == State::Closed && self.snd.nxt() == self.snd.iss();
         match opt {
             SocketOption::RecvBuffer(n) => {
                 let n = n.max(1);
@@ -585,8 +564,7 @@ impl Socket {
                 if before_syn {
                     self.offer.mss = self.offer.mss.min(m);
                 }
-                if self.snd_mss > m {
-                    self.snd_mss = m;
+                if self.snd.clamp_mss(m) {
                     let mss = usize::from(self.data_mss());
                     self.cc.set_mss(mss);
                 }
@@ -755,7 +733,7 @@ impl Socket {
             (true, Some(ts)) => (ts.tsval.wrapping_sub(self.ts_recent) as i32) > 0,
             _ => seg.seq.diff(self.rcv_nxt) > 0,
         };
-        newer.then_some(self.snd_nxt)
+        newer.then_some(self.snd.nxt())
     }
 
     /// A connection in TIME-WAIT may shrink to a compact record once the application let
@@ -771,7 +749,7 @@ impl Socket {
         let window = self.take_window_field(false);
         TimeWaitInit {
             tuple: self.tuple,
-            snd_nxt: self.snd_nxt,
+            snd_nxt: self.snd.nxt(),
             rcv_nxt: self.rcv_nxt,
             ts_recent: self.ts_on.then_some(self.ts_recent),
             window,
@@ -780,8 +758,7 @@ impl Socket {
 
     /// The path MTU towards the peer dropped: never send segments larger than `mss`.
     pub(crate) fn clamp_mss(&mut self, mss: u16) {
-        if self.snd_mss > mss {
-            self.snd_mss = mss;
+        if self.snd.clamp_mss(mss) {
             let m = usize::from(self.data_mss());
             self.cc.set_mss(m);
         }
@@ -806,7 +783,7 @@ impl Socket {
         {
             return true;
         }
-        let sent = self.snd_nxt.distance_from(self.tx_seq0()) as usize;
+        let sent = self.snd.nxt().distance_from(self.tx_seq0()) as usize;
         self.tx.len() > sent || (self.fin_queued && !self.fin_sent())
     }
 
@@ -820,7 +797,7 @@ impl Socket {
             rttvar: self.rtt.rttvar(),
             rto: self.rtt.rto(),
             snd_mss: self.data_mss(),
-            snd_wnd: self.snd_wnd,
+            snd_wnd: self.snd.wnd(),
             rcv_wnd: self.rcv_wnd(),
             bytes_in_flight: self.rec.pipe(self),
             sacked_bytes: self.rec.sacked_bytes(),
@@ -839,7 +816,7 @@ impl Socket {
             bytes_received: self.counters.bytes_received,
             send_queue_len: self.tx.len(),
             recv_queue_len: self.rx.len(),
-            window_scale: self.ws_on.then_some((self.snd_wscale, self.rcv_wscale)),
+            window_scale: self.ws_on.then_some((self.snd.wscale(), self.rcv_wscale)),
             timestamps: self.ts_on,
             sack: self.sack_on,
             congestion: self.cc.algorithm(),

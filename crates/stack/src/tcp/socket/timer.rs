@@ -39,7 +39,7 @@ impl Socket {
             self.timers.probe_due = false;
             self.retries = 0;
             self.rtt.reset_backoff();
-            self.timers.rtx = (self.snd_nxt != self.snd_una).then(|| now + self.rtt.rto());
+            self.timers.rtx = (self.snd.nxt() != self.snd.una()).then(|| now + self.rtt.rto());
         }
     }
 
@@ -51,8 +51,11 @@ impl Socket {
     /// SND.NXT and gets a challenge ACK (RFC 5961 §5.2); the byte is then sent again and
     /// acknowledged as a duplicate, so nothing is lost.
     pub(crate) fn retract_probe(&mut self) {
-        self.snd_nxt = self.snd_una;
-        if self.fin_sent_seq.is_some_and(|f| f.diff(self.snd_nxt) >= 0) {
+        self.snd.retract_to_una();
+        if self
+            .fin_sent_seq
+            .is_some_and(|f| f.diff(self.snd.nxt()) >= 0)
+        {
             self.fin_sent_seq = None;
         }
         self.sampler.on_retransmit();
@@ -124,7 +127,7 @@ impl Socket {
 
     fn rtx_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
         match self.state {
-            State::SynSent | State::SynReceived if self.snd_una == self.iss => {
+            State::SynSent | State::SynReceived if self.snd.una() == self.snd.iss() => {
                 if self.retries >= cx.cfg.syn_retries {
                     self.give_up(cx);
                     return;
@@ -137,7 +140,7 @@ impl Socket {
                 self.counters.timeouts += 1;
             }
             _ => {
-                if self.snd_una == self.snd_nxt {
+                if self.snd.una() == self.snd.nxt() {
                     return;
                 }
                 let user_expired = match (self.user_timeout, self.unacked_since) {
@@ -160,7 +163,7 @@ impl Socket {
     }
 
     fn persist_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
-        if self.snd_wnd > 0 && self.snd_una == self.snd_nxt && self.tx.is_empty() {
+        if self.snd.wnd() > 0 && self.snd.una() == self.snd.nxt() && self.tx.is_empty() {
             self.timers.persist = false;
             return;
         }
@@ -182,7 +185,7 @@ impl Socket {
             State::FinWait2 => self.give_up(cx),
             State::Established | State::CloseWait => {
                 let Some(k) = self.keepalive else { return };
-                if self.snd_una != self.snd_nxt || !self.tx.is_empty() {
+                if self.snd.una() != self.snd.nxt() || !self.tx.is_empty() {
                     // Data is in flight: the RTO watches the peer, not keepalive.
                     self.timers.idle = Some(now + k.interval);
                     return;
