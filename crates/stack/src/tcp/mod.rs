@@ -49,7 +49,6 @@ mod handle;
 mod layer;
 mod listen;
 mod options;
-mod rack;
 mod recovery;
 mod seq;
 mod socket;
@@ -58,7 +57,6 @@ mod stats;
 mod table;
 mod timers;
 mod timewait;
-mod tlp;
 
 pub use config::{Keepalive, SocketOption, TcpConfig};
 pub use congestion::Algorithm;

@@ -16,7 +16,6 @@ use super::recv;
 use super::{Cx, Socket};
 use crate::tcp::error::ConnError;
 use crate::tcp::options::ts_before;
-use crate::tcp::recovery;
 use crate::tcp::state::State;
 
 /// RFC 7323 §5.5: TS.Recent older than 24 days is no longer a PAWS reference.
@@ -438,7 +437,8 @@ fn ack(
         && s.snd.nxt() != s.snd.una();
 
     let newly_sacked = if s.sack_on && !seg.options.sack_blocks.is_empty() {
-        recovery::on_sack_blocks(s, ack, seg.options.sack_blocks.as_slice())
+        s.rec
+            .on_sack_blocks(&s.snd, ack, seg.options.sack_blocks.as_slice())
     } else {
         0
     };
@@ -469,9 +469,10 @@ fn ack(
     // (§5 step 2, IsLost). A zero window explains the silence; its repeated ACKs are
     // not loss signals.
     if s.snd.nxt() != s.snd.una() && !s.timers.persist && (is_dup || newly_sacked > 0) {
-        recovery::on_dupack(s, now);
+        let (rec, mut p) = s.loss();
+        rec.on_dupack(&mut p, now);
     }
-    crate::tcp::rack::detect(s, now, cx);
+    s.rack_detect(now, cx.stats);
 
     if s.fin_queued && s.fin_acked() {
         match s.state {
@@ -513,7 +514,9 @@ fn new_ack(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, acked: u32) {
     s.retries = 0;
     s.rtt.reset_backoff();
 
-    recovery::on_new_ack(s, now, prior_una, acked);
+    let flight_at_send = s.flight_at_send;
+    let (rec, mut p) = s.loss();
+    rec.on_new_ack(&mut p, now, prior_una, acked, flight_at_send);
 
     // RFC 6298 §5.2 and §5.3: stop the timer when all is acknowledged, else restart it.
     if s.snd.una() == s.snd.nxt() {
@@ -527,8 +530,9 @@ fn new_ack(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, acked: u32) {
             s.timers.rtx = Some(now + s.rtt.rto());
         }
     }
-    crate::tcp::tlp::on_ack(s, now);
-    crate::tcp::tlp::arm(s, now);
+    let (rec, mut p) = s.loss();
+    rec.tlp_on_ack(&mut p, now);
+    s.arm_tlp(now);
 }
 
 /// §3.10.7.4 seventh and eighth: segment text and FIN. `seq` is the sequence number of

@@ -26,7 +26,7 @@ use crate::tcp::error::{ConnError, RecvError, SendError, SocketError};
 use crate::tcp::handle::ListenerHandle;
 use crate::tcp::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
 use crate::tcp::reassembly::Assembler;
-use crate::tcp::recovery::Recovery;
+use crate::tcp::recovery::{Recovery, Sender};
 use crate::tcp::rtt::{RttEstimator, RttSampler};
 use crate::tcp::seq::SendSeq;
 use crate::tcp::state::State;
@@ -137,10 +137,6 @@ pub(crate) struct Socket {
     pub(crate) user_timeout: Option<Duration>,
     pub(crate) nodelay: bool,
     pub(crate) delack_on: bool,
-    /// Tail loss probes on (RFC 8985 §7; [`TcpConfig::tail_loss_probe`]).
-    pub(crate) tlp_on: bool,
-    /// RACK loss detection on (RFC 8985 §6; [`TcpConfig::rack`]).
-    pub(crate) rack_on: bool,
 
     pub(crate) error: Option<ConnError>,
     pub(crate) counters: ConnCounters,
@@ -237,7 +233,7 @@ impl Socket {
             syn_retransmitted: false,
             cc: Controller::new(cfg.congestion, usize::from(mss), iw),
             initial_window: iw,
-            rec: Recovery::new(iss, cfg.max_ooo_ranges),
+            rec: Recovery::new(iss, cfg.max_ooo_ranges, cfg.rack, cfg.tail_loss_probe),
             timers: Timers::default(),
             retries: 0,
             probe_end: None,
@@ -248,8 +244,6 @@ impl Socket {
             user_timeout: cfg.user_timeout,
             nodelay: !cfg.nagle,
             delack_on: !cfg.delayed_ack.is_zero(),
-            tlp_on: cfg.tail_loss_probe,
-            rack_on: cfg.rack,
             error: None,
             counters: ConnCounters::default(),
         })
@@ -293,6 +287,7 @@ impl Socket {
         self.ws_on = n.window_scaling;
         self.ts_on = n.timestamps;
         self.sack_on = n.sack;
+        self.rec.set_sack(n.sack);
         // Nothing was sent yet: start the controller with the real SMSS, so the initial
         // window (RFC 6928) is counted in the segments actually used.
         self.cc = Controller::new(
@@ -687,6 +682,54 @@ impl Socket {
                 && self.tx.window() > 0)
     }
 
+    // ---- loss recovery's view of the connection ----
+
+    /// Loss recovery, and the parts of the connection it reads and steers, borrowed
+    /// apart.
+    #[inline]
+    fn loss(&mut self) -> (&mut Recovery, Sender<'_>) {
+        (
+            &mut self.rec,
+            Sender {
+                seq: &self.snd,
+                cc: &mut self.cc,
+                rtt: &self.rtt,
+                timers: &mut self.timers,
+                counters: &mut self.counters,
+            },
+        )
+    }
+
+    /// The connection's half of "may a tail loss probe be sent" (RFC 8985 §7.2): a state
+    /// that sends data, and no window probe outstanding.
+    #[inline]
+    fn probe_open(&self) -> bool {
+        matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        ) && self.probe_end.is_none()
+    }
+
+    /// (Re)starts the tail loss probe timer, or stops it when no probe may be sent
+    /// (RFC 8985 §7.2).
+    fn arm_tlp(&mut self, now: Instant) {
+        let open = self.probe_open();
+        let (rec, mut p) = self.loss();
+        rec.tlp_arm(&mut p, now, open);
+    }
+
+    /// RACK for the segment at SND.UNA (RFC 8985 §6), counting a loss it declares.
+    fn rack_detect(&mut self, now: Instant, stats: &mut TcpStats) {
+        let (rec, mut p) = self.loss();
+        if rec.rack_detect(&mut p, now) {
+            stats.rack_losses += 1;
+        }
+    }
+
     // ---- what the layer asks of a connection ----
 
     /// The connection's pending error, if it ended with one.
@@ -777,10 +820,7 @@ impl Socket {
         if !self.state.is_synchronized() || self.state == State::SynReceived {
             return false;
         }
-        if self.rec.fast_rtx
-            || self.rec.rtx_nxt.is_some()
-            || (self.rec.in_recovery && self.rec.sack_recovery)
-        {
+        if self.rec.retransmission_pending() {
             return true;
         }
         let sent = self.snd.nxt().distance_from(self.tx_seq0()) as usize;
@@ -799,15 +839,15 @@ impl Socket {
             snd_mss: self.data_mss(),
             snd_wnd: self.snd.wnd(),
             rcv_wnd: self.rcv_wnd(),
-            bytes_in_flight: self.rec.pipe(self),
+            bytes_in_flight: self.rec.pipe(&self.snd),
             sacked_bytes: self.rec.sacked_bytes(),
             retransmits: self.counters.retransmits,
             bytes_retrans: self.counters.bytes_retrans,
             ca_state: self.rec.ca_state(),
-            lost: self.rec.lost_bytes(self),
+            lost: self.rec.lost_bytes(&self.snd),
             rcv_mss: self.rcv_mss,
             backoff: self.retries,
-            dsacks_received: self.rec.dsacks,
+            dsacks_received: self.rec.dsacks(),
             fast_recoveries: self.counters.fast_recoveries,
             timeouts: self.counters.timeouts,
             segs_out: self.counters.segs_out,

@@ -13,9 +13,7 @@ use crate::time::Instant;
 
 use super::{Cx, Socket};
 use crate::tcp::congestion::CongestionControl;
-use crate::tcp::recovery;
 use crate::tcp::state::State;
-use crate::tcp::tlp;
 
 /// What one output step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +59,7 @@ pub(crate) fn output(
     }
 
     // Retransmissions first.
-    if let Some((seq, max)) = recovery::next_retransmission(s) {
+    if let Some((seq, max)) = s.rec.next_retransmission(&s.snd, &s.cc, s.tx.len()) {
         let r = data(s, now, cx, seq, max, Kind::Retransmit, scratch, emit);
         if r != Output::Idle {
             return r;
@@ -177,7 +175,7 @@ fn new_data_plan(s: &mut Socket, now: Instant) -> Option<(SeqNumber, u32)> {
         // RFC 5681 §4.1: cwnd was reset to the restart window after idling.
     }
     let wnd_room = s.snd.wnd_room();
-    let cc_room = recovery::send_allowance(s);
+    let cc_room = s.rec.send_allowance(&s.snd, &s.cc);
     let len = unsent.min(wnd_room).min(cc_room).min(mss);
     if len == 0 {
         if wnd_room == 0 && outstanding == 0 {
@@ -270,7 +268,11 @@ fn data(
         s.fin_sent_seq = Some(end_data);
     }
     if kind == Kind::Retransmit {
-        recovery::on_retransmitted(s, seq, end);
+        let (rec, mut p) = s.loss();
+        rec.on_retransmitted(&mut p, seq, end);
+        // Karn's rule (RFC 6298 §3): no RTT sample from a retransmitted segment.
+        s.sampler.on_retransmit();
+        s.rtt_ambiguous = true;
         s.counters.bytes_retrans += n as u64;
         cx.stats.retransmitted_segments += 1;
         cx.stats.retransmitted_bytes += n as u64;
@@ -280,7 +282,7 @@ fn data(
     s.probe_end = only_probe.then_some(s.snd.nxt());
     if kind == Kind::New && end != seq {
         // RFC 8985 §7.2: new data (re)starts the loss probe timer.
-        tlp::arm(s, now);
+        s.arm_tlp(now);
     }
     Output::Sent
 }
@@ -294,7 +296,7 @@ fn data(
 fn last_of_burst(s: &Socket, n: u32) -> bool {
     let mss = u32::from(s.data_mss());
     let wnd_room = s.snd.wnd_room();
-    let room = wnd_room.min(recovery::send_allowance(s));
+    let room = wnd_room.min(s.rec.send_allowance(&s.snd, &s.cc));
     room.saturating_sub(n) < mss
 }
 
@@ -308,7 +310,7 @@ fn loss_probe(
     scratch: &mut [u8],
     emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
 ) -> Output {
-    if !tlp::may_probe(s) {
+    if !s.rec.may_probe(&s.snd, &s.timers, s.probe_open()) {
         s.timers.tlp_due = false;
         return Output::Idle;
     }
@@ -327,7 +329,8 @@ fn loss_probe(
     let r = data(s, now, cx, seq, len, kind, scratch, emit);
     if r == Output::Sent {
         cx.stats.loss_probes += 1;
-        tlp::on_probe_sent(s, now, kind == Kind::Retransmit);
+        let (rec, mut p) = s.loss();
+        rec.on_probe_sent(&mut p, now, kind == Kind::Retransmit);
     } else if r == Output::Idle {
         s.timers.tlp_due = false;
     }

@@ -17,7 +17,6 @@ use crate::time::{Duration, Instant};
 
 use crate::tcp::config::TcpConfig;
 use crate::tcp::error::ConnError;
-use crate::tcp::recovery;
 use crate::tcp::state::State;
 use crate::tcp::timers::Timers;
 
@@ -97,13 +96,15 @@ impl Socket {
             self.ack_now = true;
         }
         if self.timers.reo.is_some_and(|t| t <= now) {
-            crate::tcp::rack::detect(self, now, cx);
+            self.rack_detect(now, cx.stats);
         }
         // The probe goes first: RFC 8985 §7.2 arms it in place of the RTO, so when both are
         // due the probe is sent and the RTO restarts.
         if self.timers.pto.is_some_and(|t| t <= now) {
             self.timers.pto = None;
-            crate::tcp::tlp::pto_expired(self, now);
+            let open = self.probe_open();
+            let (rec, mut p) = self.loss();
+            rec.pto_expired(&mut p, now, open);
         }
         if self.timers.rtx.is_some_and(|t| t <= now) {
             self.timers.rtx = None;
@@ -156,7 +157,8 @@ impl Socket {
                 self.rtt.backoff();
                 self.sampler.on_retransmit();
                 self.rtt_ambiguous = true;
-                recovery::on_rto(self, now);
+                let (rec, mut p) = self.loss();
+                rec.on_rto(&mut p, now);
                 self.timers.rtx = Some(now + self.rtt.rto());
             }
         }
