@@ -9,8 +9,8 @@
 //! information that lets fast recovery or RACK (`rack.rs`) repair the loss, or, for a lost
 //! last segment, acknowledges everything.
 //!
-//! The timer lives in `timer.rs` (`pto`, `tlp_due`); the probe itself is built by
-//! `output.rs`. One probe per episode: no other is armed until the probe is acknowledged
+//! The timer lives in `timers.rs` (`pto`, `tlp_due`); the probe itself is built by
+//! `socket/output.rs`. One probe per episode: no other is armed until the probe is acknowledged
 //! or a retransmission timeout ends the episode.
 
 use ulnet_wire::SeqNumber;

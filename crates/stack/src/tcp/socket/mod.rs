@@ -1,13 +1,18 @@
 //! The per-connection control block ([`Socket`], RFC 9293 §3.3.1 "TCB") and the user
 //! calls on it (RFC 9293 §3.10.1-§3.10.6: SEND, RECEIVE, CLOSE, ABORT, STATUS).
 //!
-//! Segment arrival lives in `input.rs`, segment generation in `output.rs`, timers in
-//! `timer.rs`, loss recovery in `recovery.rs`. The layer (`layer/`) owns sockets and
-//! the tables that find them.
+//! The block's fields are private to this module; its children add to it: segment
+//! arrival in `input.rs`, the receive half in `recv.rs`, segment generation in
+//! `output.rs`, timer expiry in `timer.rs`. The parts it is built from own their fields
+//! and keep their own invariants without knowing `Socket`: the send sequence space
+//! (`tcp/seq.rs`), loss recovery (`tcp/recovery/`, handed the parts it steers through
+//! [`Sender`]), congestion control, RTT, the deadlines (`tcp/timers.rs`). The layer
+//! (`layer/`) owns sockets and the tables that find them, and asks them through named
+//! methods.
 //!
 //! Invariants:
-//! - `snd_una <= snd_nxt`, and `snd_nxt` only grows (retransmissions use their own
-//!   pointers); both within 2^31 of each other.
+//! - `snd_una <= snd_nxt`, and `snd_nxt` only grows except when a refused window probe
+//!   is retracted (kept by `SendSeq`, see `tcp/seq.rs`).
 //! - The send buffer holds exactly the bytes from `tx_seq0()` on: unacknowledged, then
 //!   unsent. A queued FIN sits right after the last buffered byte.
 //! - The receive buffer holds in-order bytes up to `rcv_nxt`; bytes after it (out of
@@ -50,96 +55,96 @@ pub(crate) struct Cx<'a> {
 /// One connection (RFC 9293 §3.3.1 Transmission Control Block).
 #[derive(Debug)]
 pub(crate) struct Socket {
-    pub(crate) tuple: FourTuple,
-    pub(crate) state: State,
+    tuple: FourTuple,
+    state: State,
     /// Set while a passively opened connection is in its listener's SYN or accept queue.
-    pub(crate) origin: Option<ListenerHandle>,
+    origin: Option<ListenerHandle>,
     /// Opened by a listener (RST in SYN-RECEIVED then returns to LISTEN, RFC 9293).
-    pub(crate) passive: bool,
+    passive: bool,
 
     /// Send sequence space (RFC 9293 §3.3.1).
-    pub(crate) snd: SendSeq,
+    snd: SendSeq,
 
     // Receive sequence space.
-    pub(crate) irs: SeqNumber,
-    pub(crate) rcv_nxt: SeqNumber,
+    irs: SeqNumber,
+    rcv_nxt: SeqNumber,
     /// Right edge of the window we last advertised (never moved left, RFC 9293 §3.8.6).
-    pub(crate) rcv_adv: SeqNumber,
+    rcv_adv: SeqNumber,
     /// The largest window ever offered (RCV.ADV - RCV.NXT), for the window-update rule.
-    pub(crate) rcv_wnd_max: u32,
-    pub(crate) rcv_wscale: u8,
-    pub(crate) last_ack_sent: SeqNumber,
+    rcv_wnd_max: u32,
+    rcv_wscale: u8,
+    last_ack_sent: SeqNumber,
     /// Largest segment payload seen from the peer (for "every second full-sized segment").
-    pub(crate) rcv_mss: u16,
+    rcv_mss: u16,
     /// The peer's FIN, seen beyond a hole; processed when `rcv_nxt` reaches it.
-    pub(crate) fin_seq: Option<SeqNumber>,
+    fin_seq: Option<SeqNumber>,
 
     // Options.
-    pub(crate) offer: Offer,
-    pub(crate) ts_on: bool,
-    pub(crate) sack_on: bool,
-    pub(crate) ws_on: bool,
-    pub(crate) ts_recent: u32,
-    pub(crate) ts_recent_age: Instant,
-    pub(crate) ts_offset: u32,
+    offer: Offer,
+    ts_on: bool,
+    sack_on: bool,
+    ws_on: bool,
+    ts_recent: u32,
+    ts_recent_age: Instant,
+    ts_offset: u32,
 
     // Buffers.
-    pub(crate) tx: RingBuffer,
-    pub(crate) rx: RingBuffer,
-    pub(crate) asm: Assembler,
+    tx: RingBuffer,
+    rx: RingBuffer,
+    asm: Assembler,
 
     // User-side flags.
     /// The application shut down writing (or closed): a FIN follows the buffered data.
-    pub(crate) fin_queued: bool,
+    fin_queued: bool,
     /// The sequence number our FIN took, once sent.
-    pub(crate) fin_sent_seq: Option<SeqNumber>,
-    pub(crate) rd_shut: bool,
+    fin_sent_seq: Option<SeqNumber>,
+    rd_shut: bool,
     /// The application let go of the socket (close or abort); it is freed when closed.
-    pub(crate) orphan: bool,
+    orphan: bool,
 
     // Acknowledgement state.
-    pub(crate) ack_now: bool,
+    ack_now: bool,
     /// An ACK must answer the segment being processed, before the next one (see
     /// `recv.rs`).
-    pub(crate) ack_immediate: bool,
+    ack_immediate: bool,
     /// A SYN or SYN-ACK must be (re)sent.
-    pub(crate) syn_pending: bool,
+    syn_pending: bool,
     /// The most recent out-of-order block (first SACK block, RFC 2018 §4).
-    pub(crate) last_ooo: Option<(SeqNumber, SeqNumber)>,
+    last_ooo: Option<(SeqNumber, SeqNumber)>,
     /// A duplicate block to report first (RFC 2883 D-SACK).
-    pub(crate) dsack: Option<(SeqNumber, SeqNumber)>,
+    dsack: Option<(SeqNumber, SeqNumber)>,
 
     // Retransmission and congestion.
-    pub(crate) rtt: RttEstimator,
-    pub(crate) sampler: RttSampler,
+    rtt: RttEstimator,
+    sampler: RttSampler,
     /// A retransmission made the sampler's result unsafe; timestamps may still measure.
-    pub(crate) rtt_ambiguous: bool,
-    pub(crate) syn_retransmitted: bool,
-    pub(crate) cc: Controller,
+    rtt_ambiguous: bool,
+    syn_retransmitted: bool,
+    cc: Controller,
     /// Initial window in segments (RFC 6928), for every controller this socket starts.
-    pub(crate) initial_window: usize,
-    pub(crate) rec: Recovery,
-    pub(crate) timers: Timers,
+    initial_window: usize,
+    rec: Recovery,
+    timers: Timers,
     /// Bytes outstanding right after our latest transmission: how much of cwnd the sender
     /// used at its last chance to send. ACKs processed in one batch shrink the flight
     /// before the sender can refill it; the controller's RFC 7661 "is cwnd in use" test
     /// must not mistake that for an application-limited sender.
-    pub(crate) flight_at_send: u32,
+    flight_at_send: u32,
     /// SND.NXT right after a window probe that took new sequence space, while nothing
     /// but that probe is outstanding (so an ACK that does not take it can retract it).
-    pub(crate) probe_end: Option<SeqNumber>,
+    probe_end: Option<SeqNumber>,
     /// Consecutive unanswered retransmissions / probes.
-    pub(crate) retries: u8,
+    retries: u8,
     /// When the oldest unacknowledged data was first sent (user timeout, RFC 5482).
-    pub(crate) unacked_since: Option<Instant>,
-    pub(crate) last_rcv: Instant,
-    pub(crate) keepalive: Option<Keepalive>,
-    pub(crate) user_timeout: Option<Duration>,
-    pub(crate) nodelay: bool,
-    pub(crate) delack_on: bool,
+    unacked_since: Option<Instant>,
+    last_rcv: Instant,
+    keepalive: Option<Keepalive>,
+    user_timeout: Option<Duration>,
+    nodelay: bool,
+    delack_on: bool,
 
-    pub(crate) error: Option<ConnError>,
-    pub(crate) counters: ConnCounters,
+    error: Option<ConnError>,
+    counters: ConnCounters,
 }
 
 /// How the application wants to shut a connection down.
