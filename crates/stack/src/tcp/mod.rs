@@ -8,9 +8,13 @@
 //! Where things live: [`Tcp`] is the whole engine and the only thing the IP layer and the
 //! socket API call: `layer/` (segments in, segments out, timers, tables; `layer/user.rs` the slab as the user calls see it) and `api.rs`
 //! (the application's calls), naming connections by the handles of `handle.rs`. Per
-//! connection: `socket.rs` (control block and user calls), `input.rs` (segment
-//! arrival), `recv.rs` (receive buffer, delayed ACK, SACK blocks), `output.rs` (segment
-//! generation), `recovery.rs` (loss recovery), `timer.rs` (all timers), `options.rs`
+//! connection: `socket/` (the control block, its fields private to that module:
+//! `socket/mod.rs` the block and user calls, `socket/input.rs` segment arrival,
+//! `socket/recv.rs` receive buffer, delayed ACK and SACK blocks, `socket/output.rs`
+//! segment generation, `socket/timer.rs` what each timer does when it fires), built from
+//! parts that own their fields and do not know `Socket`: `seq.rs` (send sequence
+//! space), `recovery/` (loss recovery with the SACK scoreboard, `recovery/rack.rs` and
+//! `recovery/tlp.rs`), `congestion/`, `rtt.rs`, `timers.rs` (the deadlines), `options.rs`
 //! (negotiation). Around them: `listen.rs`, `timewait.rs`,
 //! `table.rs`, `challenge.rs` (RFC 5961 rate limit), `stats.rs`, `config.rs`.
 //!
@@ -20,7 +24,7 @@
 //! window scaling, timestamps with PAWS and RTTM, SACK and D-SACK both ways, RFC 6298
 //! retransmission with Karn and backoff, SYN retransmission, zero-window probes,
 //! keepalive, user timeout, NewReno / SACK recovery / CUBIC per socket, tail loss probes
-//! and RACK-style loss detection at SND.UNA (RFC 8985, `tlp.rs` and `rack.rs`), limited
+//! and RACK-style loss detection at SND.UNA (RFC 8985, `recovery/tlp.rs` and `recovery/rack.rs`), limited
 //! transmit, delayed ACK, Nagle, SWS avoidance on both sides, bounded SYN and accept
 //! queues, RFC 6528 ISNs and RFC 6056 ephemeral ports; a configurable initial window and
 //! RTO floors (whole RTO and, like Linux, its variance term); per-socket receive / send
@@ -46,21 +50,17 @@ mod challenge;
 mod config;
 mod error;
 mod handle;
-mod input;
 mod layer;
 mod listen;
 mod options;
-mod output;
-mod rack;
 mod recovery;
-mod recv;
+mod seq;
 mod socket;
 mod state;
 mod stats;
 mod table;
-mod timer;
+mod timers;
 mod timewait;
-mod tlp;
 
 pub use config::{Keepalive, SocketOption, TcpConfig};
 pub use congestion::Algorithm;

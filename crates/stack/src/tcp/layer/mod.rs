@@ -28,21 +28,20 @@ use crate::time::Instant;
 
 use super::challenge::ChallengeLimiter;
 use super::config::{mss_for_mtu, TcpConfig};
-use super::congestion::CongestionControl;
 use super::error::ConnError;
 mod user;
 
 use super::handle::{Event, ListenerHandle, SocketHandle};
-use super::input::{self, rst_for};
 use super::isn::IsnGenerator;
 use super::listen::Listener;
 use super::options::ts_clock;
-use super::output::{self, Output};
+use super::socket::input::{self, rst_for};
+use super::socket::output::{self, Output};
 use super::socket::{Cx, Socket};
 use super::state::State;
 use super::stats::TcpStats;
 use super::table::{ConnTable, FourTuple, KeyedState};
-use super::timewait::{TimeWaitInit, TimeWaitTable, TwVerdict};
+use super::timewait::{TimeWaitTable, TwVerdict};
 use crate::ports::EphemeralPorts;
 
 /// Segments one `dispatch` call sends from one connection before moving to the next
@@ -80,7 +79,7 @@ struct ListenerSlot {
 type Snapshot = (State, usize, bool, Option<ConnError>);
 
 fn snapshot(s: &Socket) -> Snapshot {
-    (s.state, s.rx.len(), s.can_send(), s.error)
+    (s.state(), s.recv_queue_len(), s.can_send(), s.error())
 }
 
 /// The TCP engine. See the module docs.
@@ -276,12 +275,12 @@ impl Tcp {
         let f = seg.flags;
         let slot = &mut self.slots[idx as usize];
         let sock = slot.sock.as_mut()?;
-        if sock.state == State::SynReceived
-            && sock.passive
+        if sock.state() == State::SynReceived
+            && sock.passive()
             && f.contains(TcpFlags::ACK)
             && !f.intersects(TcpFlags::SYN | TcpFlags::RST)
         {
-            let full = sock.origin.is_some_and(|o| {
+            let full = sock.origin().is_some_and(|o| {
                 self.listeners
                     .get(o.index as usize)
                     .and_then(|l| l.listener.as_ref())
@@ -292,16 +291,11 @@ impl Tcp {
                 return None;
             }
         }
-        if sock.state == State::TimeWait
+        if sock.state() == State::TimeWait
             && f.contains(TcpFlags::SYN)
             && !f.intersects(TcpFlags::ACK | TcpFlags::RST)
         {
-            let newer = match (sock.ts_on, seg.options.timestamp) {
-                (true, Some(ts)) => (ts.tsval.wrapping_sub(sock.ts_recent) as i32) > 0,
-                _ => seg.seq.diff(sock.rcv_nxt) > 0,
-            };
-            if newer {
-                let min = sock.snd_nxt;
+            if let Some(min) = sock.time_wait_reopen(seg) {
                 sock.set_closed(None);
                 self.stats.time_wait_reused += 1;
                 self.settle(idx, now, None);
@@ -437,7 +431,7 @@ impl Tcp {
             let Some(sock) = slot.sock.as_mut() else {
                 continue;
             };
-            let (local, remote) = (sock.tuple.local().ip(), sock.tuple.remote().ip());
+            let (local, remote) = (sock.tuple().local().ip(), sock.tuple().remote().ip());
             let before = snapshot(sock);
             let mut cx = Cx {
                 cfg: &self.cfg,
@@ -516,7 +510,7 @@ impl Tcp {
         self.heap.clear();
         for (i, slot) in self.slots.iter_mut().enumerate() {
             slot.queued_deadline = None;
-            if let Some(d) = slot.sock.as_ref().and_then(|s| s.timers.next()) {
+            if let Some(d) = slot.sock.as_ref().and_then(|s| s.next_deadline()) {
                 self.heap.push(Reverse((d, i as u32, slot.generation)));
                 slot.queued_deadline = Some(d);
             }
@@ -539,7 +533,7 @@ impl Tcp {
     // ---------------------------------------------------------------- bookkeeping
 
     fn insert_socket(&mut self, sock: Box<Socket>) -> u32 {
-        let tuple = sock.tuple;
+        let tuple = sock.tuple();
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize].sock = Some(sock);
@@ -606,11 +600,11 @@ impl Tcp {
         };
         let after = snapshot(sock);
         let changed = before != Some(after);
-        let state = sock.state;
+        let state = sock.state();
 
         if slot.in_syn_queue && (state == State::Closed || state != State::SynReceived) {
             slot.in_syn_queue = false;
-            if let Some(o) = sock.origin {
+            if let Some(o) = sock.origin() {
                 if let Some(l) = self.listeners.get_mut(o.index as usize) {
                     if l.generation == o.generation {
                         if let Some(l) = l.listener.as_mut() {
@@ -625,7 +619,7 @@ impl Tcp {
                     index: idx,
                     generation: slot.generation,
                 };
-                let origin = sock.origin;
+                let origin = sock.origin();
                 if let Some(o) = origin {
                     let ls = &mut self.listeners[o.index as usize];
                     if ls.generation == o.generation {
@@ -645,28 +639,21 @@ impl Tcp {
         let Some(sock) = slot.sock.as_mut() else {
             return;
         };
-        match sock.state {
+        match sock.state() {
             State::Closed => {
                 if slot.in_table {
-                    self.table.remove(&sock.tuple);
+                    self.table.remove(&sock.tuple());
                     slot.in_table = false;
                 }
-                if sock.orphan || sock.origin.is_some() {
+                if !sock.user_visible() {
                     self.free_slot(idx);
                     return;
                 }
             }
-            State::TimeWait if sock.orphan && !sock.ack_now => {
-                let window = sock.take_window_field(false);
-                let init = TimeWaitInit {
-                    tuple: sock.tuple,
-                    snd_nxt: sock.snd_nxt,
-                    rcv_nxt: sock.rcv_nxt,
-                    ts_recent: sock.ts_on.then_some(sock.ts_recent),
-                    window,
-                };
+            State::TimeWait if sock.time_wait_compactable() => {
+                let init = sock.time_wait_record();
                 if slot.in_table {
-                    self.table.remove(&sock.tuple);
+                    self.table.remove(&init.tuple);
                 }
                 self.stats.time_wait_created += 1;
                 if self.tw.insert(now, init) {
@@ -682,17 +669,17 @@ impl Tcp {
         let Some(sock) = slot.sock.as_mut() else {
             return;
         };
-        if let Some(d) = sock.timers.next() {
+        if let Some(d) = sock.next_deadline() {
             if slot.queued_deadline.is_none_or(|q| d < q) {
                 self.heap.push(Reverse((d, idx, slot.generation)));
                 slot.queued_deadline = Some(d);
             }
         }
-        if schedule_output && !slot.in_ready && wants_output(sock) {
+        if schedule_output && !slot.in_ready && sock.wants_output() {
             slot.in_ready = true;
             self.ready.push_back(idx);
         }
-        let visible = !sock.orphan && sock.origin.is_none();
+        let visible = sock.user_visible();
         if changed && visible && !slot.in_events {
             slot.in_events = true;
             self.events.push_back(Event::Socket(SocketHandle {
@@ -742,32 +729,10 @@ impl Tcp {
         let mss = mss_for_mtu(mtu, remote.is_ipv6());
         for slot in &mut self.slots {
             if let Some(s) = slot.sock.as_mut() {
-                if s.tuple.remote().ip() == remote && s.snd_mss > mss {
-                    s.snd_mss = mss;
-                    let m = usize::from(s.data_mss());
-                    s.cc.set_mss(m);
+                if s.tuple().remote().ip() == remote {
+                    s.clamp_mss(mss);
                 }
             }
         }
     }
-}
-
-/// Whether the connection has something to send now (or may, after a check).
-fn wants_output(s: &Socket) -> bool {
-    if s.syn_pending
-        || s.ack_now
-        || s.timers.probe_due
-        || s.timers.keepalive_due
-        || s.timers.tlp_due
-    {
-        return true;
-    }
-    if !s.state.is_synchronized() || s.state == State::SynReceived {
-        return false;
-    }
-    if s.rec.fast_rtx || s.rec.rtx_nxt.is_some() || (s.rec.in_recovery && s.rec.sack_recovery) {
-        return true;
-    }
-    let sent = s.snd_nxt.distance_from(s.tx_seq0()) as usize;
-    s.tx.len() > sent || (s.fin_queued && !s.fin_sent())
 }

@@ -169,7 +169,7 @@ impl Tcp {
             .slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.sock.as_ref().is_some_and(|k| k.origin == Some(l)))
+            .filter(|(_, s)| s.sock.as_ref().is_some_and(|k| k.origin() == Some(l)))
             .map(|(i, _)| i as u32)
             .collect();
         for idx in children {
@@ -190,14 +190,14 @@ impl Tcp {
         let Some(s) = self.slots[idx as usize].sock.as_mut() else {
             return;
         };
-        let (local, remote) = (s.tuple.local().ip(), s.tuple.remote().ip());
+        let (local, remote) = (s.tuple().local().ip(), s.tuple().remote().ip());
         if let Some(rst) = s.abort() {
             if self.pending_rst.len() < MAX_PENDING_RST {
                 self.pending_rst.push_back((local, remote, rst));
                 self.stats.resets_sent += 1;
             }
         }
-        s.orphan = true;
+        s.orphan();
         self.settle(idx, now, None);
     }
 

@@ -12,12 +12,11 @@ use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
 
 use crate::time::{Duration, Instant};
 
-use super::error::ConnError;
-use super::options::ts_before;
-use super::recovery;
 use super::recv;
-use super::socket::{Cx, Socket};
-use super::state::State;
+use super::{Cx, Socket};
+use crate::tcp::error::ConnError;
+use crate::tcp::options::ts_before;
+use crate::tcp::state::State;
 
 /// RFC 7323 §5.5: TS.Recent older than 24 days is no longer a PAWS reference.
 const PAWS_IDLE_LIMIT: Duration = Duration::from_secs(24 * 24 * 3600);
@@ -116,7 +115,7 @@ fn syn_sent(
 ) {
     let f = seg.flags;
     let has_ack = f.contains(TcpFlags::ACK);
-    if has_ack && (seg.ack.diff(s.iss) <= 0 || seg.ack.diff(s.snd_nxt) > 0) {
+    if has_ack && (seg.ack.diff(s.snd.iss()) <= 0 || seg.ack.diff(s.snd.nxt()) > 0) {
         if !f.contains(TcpFlags::RST) {
             reply(&rst_for(seg));
             cx.stats.resets_sent += 1;
@@ -149,13 +148,10 @@ fn syn_sent(
         s.ts_recent_age = now;
     }
     // RFC 7323 §2.2: the window of a SYN segment is never scaled.
-    s.snd_wnd = u32::from(seg.window);
-    s.max_snd_wnd = s.snd_wnd;
-    s.snd_wl1 = seg.seq;
-    s.snd_wl2 = seg.ack;
+    s.snd.init_window(u32::from(seg.window), seg.seq, seg.ack);
     s.last_rcv = now;
     if has_ack {
-        s.snd_una = seg.ack;
+        s.snd.ack_to(seg.ack);
         syn_acked(s, now, seg, cx);
         s.state = State::Established;
         cx.stats.established += 1;
@@ -224,15 +220,12 @@ fn synchronized(
         && !rst
         && f.contains(TcpFlags::ACK)
         && seg.seq == s.irs
-        && seg.ack.diff(s.snd_una) > 0
-        && seg.ack.diff(s.snd_nxt) <= 0
+        && seg.ack.diff(s.snd.una()) > 0
+        && seg.ack.diff(s.snd.nxt()) <= 0
     {
-        s.snd_una = seg.ack;
+        s.snd.ack_to(seg.ack);
         syn_acked(s, now, seg, cx);
-        s.snd_wnd = u32::from(seg.window);
-        s.max_snd_wnd = s.snd_wnd;
-        s.snd_wl1 = seg.seq;
-        s.snd_wl2 = seg.ack;
+        s.snd.init_window(u32::from(seg.window), seg.seq, seg.ack);
         s.state = if s.fin_queued {
             State::FinWait1
         } else {
@@ -373,13 +366,11 @@ fn synchronized(
     s.last_rcv = now;
 
     if s.state == State::SynReceived {
-        if seg.ack.diff(s.snd_una) > 0 && seg.ack.diff(s.snd_nxt) <= 0 {
-            s.snd_una = seg.ack;
+        if seg.ack.diff(s.snd.una()) > 0 && seg.ack.diff(s.snd.nxt()) <= 0 {
+            s.snd.ack_to(seg.ack);
             syn_acked(s, now, seg, cx);
-            s.snd_wnd = u32::from(seg.window) << s.snd_wscale;
-            s.max_snd_wnd = s.snd_wnd;
-            s.snd_wl1 = seg.seq;
-            s.snd_wl2 = seg.ack;
+            let wnd = u32::from(seg.window) << s.snd.wscale();
+            s.snd.init_window(wnd, seg.seq, seg.ack);
             s.state = if s.fin_queued {
                 State::FinWait1
             } else {
@@ -420,33 +411,34 @@ fn ack(
 ) -> bool {
     let ack = seg.ack;
     // RFC 5961 §5.2: acceptable iff SND.UNA - MAX.SND.WND <= SEG.ACK <= SND.NXT.
-    if ack.diff(s.snd_nxt) > 0 {
+    if ack.diff(s.snd.nxt()) > 0 {
         cx.stats.dropped_bad_ack += 1;
         challenge_ack(s, now, cx, reply);
         return false;
     }
-    let oldest = s.snd_una - s.max_snd_wnd.min(1 << 30);
+    let oldest = s.snd.una() - s.snd.max_wnd().min(1 << 30);
     if ack.diff(oldest) < 0 {
         cx.stats.dropped_bad_ack += 1;
         challenge_ack(s, now, cx, reply);
         return false;
     }
 
-    let window = u32::from(seg.window) << s.snd_wscale;
-    let acked = ack.distance_from(s.snd_una);
+    let window = u32::from(seg.window) << s.snd.wscale();
+    let acked = ack.distance_from(s.snd.una());
     let fin = seg.flags.contains(TcpFlags::FIN);
     // RFC 5681 §2 "duplicate acknowledgment".
     let is_dup = acked == 0
-        && ack == s.snd_una
+        && ack == s.snd.una()
         && seg.payload.is_empty()
         && !fin
-        && window == s.snd_wnd
+        && window == s.snd.wnd()
         && window > 0
         && !s.timers.persist
-        && s.snd_nxt != s.snd_una;
+        && s.snd.nxt() != s.snd.una();
 
     let newly_sacked = if s.sack_on && !seg.options.sack_blocks.is_empty() {
-        recovery::on_sack_blocks(s, ack, seg.options.sack_blocks.as_slice())
+        s.rec
+            .on_sack_blocks(&s.snd, ack, seg.options.sack_blocks.as_slice())
     } else {
         0
     };
@@ -454,18 +446,15 @@ fn ack(
     if acked > 0 {
         new_ack(s, now, seg, acked);
     }
-    if s.probe_end == Some(s.snd_nxt) && s.snd_nxt != s.snd_una {
+    if s.probe_end == Some(s.snd.nxt()) && s.snd.nxt() != s.snd.una() {
         // Nothing but a window probe is outstanding, and this ACK did not take it.
         s.retract_probe();
     }
 
     // RFC 9293 §3.10.7.4: update the send window from the newest segment only.
-    if s.snd_wl1.diff(seg.seq) < 0 || (s.snd_wl1 == seg.seq && s.snd_wl2.diff(ack) <= 0) {
-        let was_zero = s.snd_wnd == 0;
-        s.snd_wnd = window;
-        s.snd_wl1 = seg.seq;
-        s.snd_wl2 = ack;
-        s.max_snd_wnd = s.max_snd_wnd.max(window);
+    if s.snd.window_update_allowed(seg.seq, ack) {
+        let was_zero = s.snd.wnd() == 0;
+        s.snd.update_window(window, seg.seq, ack);
         if was_zero && window > 0 {
             s.leave_persist(now);
         }
@@ -479,10 +468,11 @@ fn ack(
     // also moves SND.UNA, so recovery starts on the first ACK that reveals a loss
     // (§5 step 2, IsLost). A zero window explains the silence; its repeated ACKs are
     // not loss signals.
-    if s.snd_nxt != s.snd_una && !s.timers.persist && (is_dup || newly_sacked > 0) {
-        recovery::on_dupack(s, now);
+    if s.snd.nxt() != s.snd.una() && !s.timers.persist && (is_dup || newly_sacked > 0) {
+        let (rec, mut p) = s.loss();
+        rec.on_dupack(&mut p, now);
     }
-    super::rack::detect(s, now, cx);
+    s.rack_detect(now, cx.stats);
 
     if s.fin_queued && s.fin_acked() {
         match s.state {
@@ -506,8 +496,8 @@ fn new_ack(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, acked: u32) {
     let seq0 = s.tx_seq0();
     let data = (seg.ack.distance_from(seq0) as usize).min(s.tx.len());
     s.tx.dequeue_allocated(data);
-    let prior_una = s.snd_una;
-    s.snd_una = seg.ack;
+    let prior_una = s.snd.una();
+    s.snd.ack_to(seg.ack);
     s.counters.bytes_acked += data as u64;
 
     // RTT: the µs sampler (Karn's rule applies), else RTTM when a retransmission made
@@ -524,10 +514,12 @@ fn new_ack(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, acked: u32) {
     s.retries = 0;
     s.rtt.reset_backoff();
 
-    recovery::on_new_ack(s, now, prior_una, acked);
+    let flight_at_send = s.flight_at_send;
+    let (rec, mut p) = s.loss();
+    rec.on_new_ack(&mut p, now, prior_una, acked, flight_at_send);
 
     // RFC 6298 §5.2 and §5.3: stop the timer when all is acknowledged, else restart it.
-    if s.snd_una == s.snd_nxt {
+    if s.snd.una() == s.snd.nxt() {
         s.unacked_since = None;
         if !s.timers.persist {
             s.timers.rtx = None;
@@ -538,8 +530,9 @@ fn new_ack(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, acked: u32) {
             s.timers.rtx = Some(now + s.rtt.rto());
         }
     }
-    super::tlp::on_ack(s, now);
-    super::tlp::arm(s, now);
+    let (rec, mut p) = s.loss();
+    rec.tlp_on_ack(&mut p, now);
+    s.arm_tlp(now);
 }
 
 /// §3.10.7.4 seventh and eighth: segment text and FIN. `seq` is the sequence number of

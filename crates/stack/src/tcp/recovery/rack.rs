@@ -28,8 +28,7 @@ use ulnet_wire::SeqNumber;
 
 use crate::time::{Duration, Instant};
 
-use super::recovery;
-use super::socket::{Cx, Socket};
+use super::{Recovery, Sender};
 
 /// Most multiples of SRTT/4 the reordering window grows to (RFC 8985 §6.2: up to SRTT).
 const MAX_REO_MULT: u32 = 4;
@@ -67,65 +66,66 @@ impl RackState {
     }
 }
 
-fn reo_wnd(s: &mut Socket) -> Option<Duration> {
-    let srtt = s.rtt.srtt()?;
-    let r = &mut s.rec.rack;
-    if s.rec.dsacks != r.dsacks_seen {
-        // RFC 8985 §6.2 step 4: a D-SACK means we retransmitted needlessly; widen.
-        r.dsacks_seen = s.rec.dsacks;
-        r.reordering_seen = true;
-        r.reo_mult = (r.reo_mult + 1).min(MAX_REO_MULT);
+impl Recovery {
+    fn reo_wnd(&mut self, srtt: Option<Duration>) -> Option<Duration> {
+        let srtt = srtt?;
+        let r = &mut self.rack;
+        if self.dsacks != r.dsacks_seen {
+            // RFC 8985 §6.2 step 4: a D-SACK means we retransmitted needlessly; widen.
+            r.dsacks_seen = self.dsacks;
+            r.reordering_seen = true;
+            r.reo_mult = (r.reo_mult + 1).min(MAX_REO_MULT);
+        }
+        let in_recovery = self.in_recovery || self.rtx_nxt.is_some();
+        if in_recovery && !r.reordering_seen {
+            return Some(Duration::ZERO);
+        }
+        Some((srtt / 4).saturating_mul(r.reo_mult).min(srtt))
     }
-    let in_recovery = s.rec.in_recovery || s.rec.rtx_nxt.is_some();
-    if in_recovery && !r.reordering_seen {
-        return Some(Duration::ZERO);
-    }
-    Some((srtt / 4).saturating_mul(r.reo_mult).min(srtt))
-}
 
-/// Runs RACK for the segment at SND.UNA after an ACK was processed or the reordering
-/// timer fired: arms the timer, or marks the segment lost (fast retransmit, entering
-/// recovery when this loss starts a new episode).
-pub(crate) fn detect(s: &mut Socket, now: Instant, cx: &mut Cx<'_>) {
-    if !s.rack_on || !s.sack_on || s.snd_una == s.snd_nxt || s.timers.persist {
-        s.timers.reo = None;
-        return;
-    }
-    if s.rec.rack.una != s.snd_una {
-        let una = s.snd_una;
-        let mark = if una.diff(s.rec.high_rxt) < 0 {
-            s.snd_nxt
-        } else {
-            una + 1
+    /// Runs RACK for the segment at SND.UNA after an ACK was processed or the reordering
+    /// timer fired: arms the timer, or marks the segment lost (fast retransmit, entering
+    /// recovery when this loss starts a new episode). Returns true when it declared a loss.
+    pub(crate) fn rack_detect(&mut self, p: &mut Sender<'_>, now: Instant) -> bool {
+        if !self.rack_on || !self.sack || p.seq.una() == p.seq.nxt() || p.timers.persist {
+            p.timers.reo = None;
+            return false;
+        }
+        if self.rack.una != p.seq.una() {
+            let una = p.seq.una();
+            let mark = if una.diff(self.high_rxt) < 0 {
+                p.seq.nxt()
+            } else {
+                una + 1
+            };
+            self.rack.reset(una, mark);
+            p.timers.reo = None;
+        }
+        let sent_later_delivered = self
+            .sb
+            .highest_sacked()
+            .is_some_and(|h| h.diff(self.rack.mark) > 0);
+        if !sent_later_delivered || self.fast_rtx {
+            p.timers.reo = None;
+            return false;
+        }
+        let Some(wnd) = self.reo_wnd(p.rtt.srtt()) else {
+            p.timers.reo = None;
+            return false;
         };
-        s.rec.rack.reset(una, mark);
-        s.timers.reo = None;
+        let due = *p.timers.reo.get_or_insert(now + wnd);
+        if due > now {
+            return false;
+        }
+        p.timers.reo = None;
+        if !self.in_recovery && self.rtx_nxt.is_none() && self.fresh_episode(p.seq) {
+            self.enter_recovery(p, now);
+        } else {
+            self.fast_rtx = true;
+        }
+        // Not again for this transmission: the retransmission sets a new mark.
+        let nxt = p.seq.nxt();
+        self.rack.reset(p.seq.una(), nxt);
+        true
     }
-    let sent_later_delivered = s
-        .rec
-        .sb
-        .highest_sacked()
-        .is_some_and(|h| h.diff(s.rec.rack.mark) > 0);
-    if !sent_later_delivered || s.rec.fast_rtx {
-        s.timers.reo = None;
-        return;
-    }
-    let Some(wnd) = reo_wnd(s) else {
-        s.timers.reo = None;
-        return;
-    };
-    let due = *s.timers.reo.get_or_insert(now + wnd);
-    if due > now {
-        return;
-    }
-    s.timers.reo = None;
-    cx.stats.rack_losses += 1;
-    if !s.rec.in_recovery && s.rec.rtx_nxt.is_none() && recovery::fresh_episode(s) {
-        recovery::enter_recovery(s, now);
-    } else {
-        s.rec.fast_rtx = true;
-    }
-    // Not again for this transmission: the retransmission sets a new mark.
-    let nxt = s.snd_nxt;
-    s.rec.rack.reset(s.snd_una, nxt);
 }

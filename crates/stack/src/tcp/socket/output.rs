@@ -11,11 +11,9 @@ use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
 
 use crate::time::Instant;
 
-use super::congestion::CongestionControl;
-use super::recovery;
-use super::socket::{Cx, Socket};
-use super::state::State;
-use super::tlp;
+use super::{Cx, Socket};
+use crate::tcp::congestion::CongestionControl;
+use crate::tcp::state::State;
 
 /// What one output step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +59,7 @@ pub(crate) fn output(
     }
 
     // Retransmissions first.
-    if let Some((seq, max)) = recovery::next_retransmission(s) {
+    if let Some((seq, max)) = s.rec.next_retransmission(&s.snd, &s.cc, s.tx.len()) {
         let r = data(s, now, cx, seq, max, Kind::Retransmit, scratch, emit);
         if r != Output::Idle {
             return r;
@@ -122,7 +120,7 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
     let repr = TcpRepr {
         src_port: s.tuple.local().port(),
         dst_port: s.tuple.remote().port(),
-        seq: s.iss,
+        seq: s.snd.iss(),
         ack: if synack { s.rcv_nxt } else { SeqNumber(0) },
         flags: if synack {
             TcpFlags::SYN | TcpFlags::ACK
@@ -143,11 +141,10 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
     if synack {
         s.note_ack_sent();
     }
-    if s.snd_nxt == s.iss {
-        s.snd_nxt = s.iss + 1;
-    }
+    // The SYN takes one sequence number.
+    s.snd.sent_to(s.snd.iss() + 1);
     if !s.syn_retransmitted {
-        s.sampler.start(s.iss + 1, now);
+        s.sampler.start(s.snd.iss() + 1, now);
     }
     if s.timers.rtx.is_none() {
         s.timers.rtx = Some(now + s.rtt.rto());
@@ -166,19 +163,19 @@ fn new_data_plan(s: &mut Socket, now: Instant) -> Option<(SeqNumber, u32)> {
         return None;
     }
     let seq0 = s.tx_seq0();
-    let sent = s.snd_nxt.distance_from(seq0) as usize;
+    let sent = s.snd.nxt().distance_from(seq0) as usize;
     let unsent = s.tx.len().saturating_sub(sent) as u32;
     if unsent == 0 {
         // Only a FIN may be left to send; it takes no window (like every stack).
-        return s.fin_queued.then_some((s.snd_nxt, 0));
+        return s.fin_queued.then_some((s.snd.nxt(), 0));
     }
     let mss = u32::from(s.data_mss());
-    let outstanding = s.snd_nxt.distance_from(s.snd_una);
+    let outstanding = s.snd.in_flight();
     if outstanding == 0 && s.cc.on_idle_restart(now, s.rtt.rto()) {
         // RFC 5681 §4.1: cwnd was reset to the restart window after idling.
     }
-    let wnd_room = (s.snd_una + s.snd_wnd).distance_from(s.snd_nxt);
-    let cc_room = recovery::send_allowance(s);
+    let wnd_room = s.snd.wnd_room();
+    let cc_room = s.rec.send_allowance(&s.snd, &s.cc);
     let len = unsent.min(wnd_room).min(cc_room).min(mss);
     if len == 0 {
         if wnd_room == 0 && outstanding == 0 {
@@ -192,7 +189,7 @@ fn new_data_plan(s: &mut Socket, now: Instant) -> Option<(SeqNumber, u32)> {
         // RFC 1122 §4.2.3.4: send a short segment only if it is all we have and Nagle
         // allows, or it is at least half the largest window the peer offered.
         let nagle_ok = s.nodelay || outstanding == 0;
-        let half_window = s.max_snd_wnd > 0 && len >= s.max_snd_wnd / 2;
+        let half_window = s.snd.max_wnd() > 0 && len >= s.snd.max_wnd() / 2;
         if !((all && nagle_ok) || half_window) {
             if outstanding == 0 && len < unsent && wnd_room < mss {
                 // Held back by the peer's small window with nothing in flight: the
@@ -202,7 +199,7 @@ fn new_data_plan(s: &mut Socket, now: Instant) -> Option<(SeqNumber, u32)> {
             return None;
         }
     }
-    Some((s.snd_nxt, len))
+    Some((s.snd.nxt(), len))
 }
 
 /// Builds and emits a segment of up to `max` payload bytes starting at `seq` (FIN
@@ -271,17 +268,21 @@ fn data(
         s.fin_sent_seq = Some(end_data);
     }
     if kind == Kind::Retransmit {
-        recovery::on_retransmitted(s, seq, end);
+        let (rec, mut p) = s.loss();
+        rec.on_retransmitted(&mut p, seq, end);
+        // Karn's rule (RFC 6298 §3): no RTT sample from a retransmitted segment.
+        s.sampler.on_retransmit();
+        s.rtt_ambiguous = true;
         s.counters.bytes_retrans += n as u64;
         cx.stats.retransmitted_segments += 1;
         cx.stats.retransmitted_bytes += n as u64;
     }
-    let only_probe = kind == Kind::Probe && seq == s.snd_una && end.diff(s.snd_nxt) >= 0;
+    let only_probe = kind == Kind::Probe && seq == s.snd.una() && end.diff(s.snd.nxt()) >= 0;
     after_send(s, now, seq, end);
-    s.probe_end = only_probe.then_some(s.snd_nxt);
+    s.probe_end = only_probe.then_some(s.snd.nxt());
     if kind == Kind::New && end != seq {
         // RFC 8985 §7.2: new data (re)starts the loss probe timer.
-        tlp::arm(s, now);
+        s.arm_tlp(now);
     }
     Output::Sent
 }
@@ -294,8 +295,8 @@ fn data(
 /// few round trips.
 fn last_of_burst(s: &Socket, n: u32) -> bool {
     let mss = u32::from(s.data_mss());
-    let wnd_room = (s.snd_una + s.snd_wnd).distance_from(s.snd_nxt);
-    let room = wnd_room.min(recovery::send_allowance(s));
+    let wnd_room = s.snd.wnd_room();
+    let room = wnd_room.min(s.rec.send_allowance(&s.snd, &s.cc));
     room.saturating_sub(n) < mss
 }
 
@@ -309,26 +310,27 @@ fn loss_probe(
     scratch: &mut [u8],
     emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
 ) -> Output {
-    if !tlp::may_probe(s) {
+    if !s.rec.may_probe(&s.snd, &s.timers, s.probe_open()) {
         s.timers.tlp_due = false;
         return Output::Idle;
     }
     let mss = u32::from(s.data_mss());
     let seq0 = s.tx_seq0();
-    let sent = s.snd_nxt.distance_from(seq0);
+    let sent = s.snd.nxt().distance_from(seq0);
     let unsent = (s.tx.len() as u32).saturating_sub(sent);
-    let wnd_room = (s.snd_una + s.snd_wnd).distance_from(s.snd_nxt);
+    let wnd_room = s.snd.wnd_room();
     let (seq, len, kind) = if unsent > 0 && wnd_room > 0 && !s.fin_sent() {
-        (s.snd_nxt, unsent.min(wnd_room).min(mss), Kind::New)
+        (s.snd.nxt(), unsent.min(wnd_room).min(mss), Kind::New)
     } else {
-        let data_end = s.snd_nxt - u32::from(s.fin_sent());
+        let data_end = s.snd.nxt() - u32::from(s.fin_sent());
         let back = data_end.distance_from(seq0).min(mss);
         (data_end - back, back, Kind::Retransmit)
     };
     let r = data(s, now, cx, seq, len, kind, scratch, emit);
     if r == Output::Sent {
         cx.stats.loss_probes += 1;
-        tlp::on_probe_sent(s, now, kind == Kind::Retransmit);
+        let (rec, mut p) = s.loss();
+        rec.on_probe_sent(&mut p, now, kind == Kind::Retransmit);
     } else if r == Output::Idle {
         s.timers.tlp_due = false;
     }
@@ -337,18 +339,18 @@ fn loss_probe(
 
 /// Bookkeeping common to every segment that takes sequence space.
 fn after_send(s: &mut Socket, now: Instant, seq: SeqNumber, end: SeqNumber) {
-    if end.diff(s.snd_nxt) > 0 {
-        if seq.diff(s.snd_nxt) >= 0 {
+    if end.diff(s.snd.nxt()) > 0 {
+        if seq.diff(s.snd.nxt()) >= 0 {
             s.sampler.start(end, now);
         }
-        s.snd_nxt = end;
+        s.snd.sent_to(end);
     }
-    s.flight_at_send = s.snd_nxt.distance_from(s.snd_una);
+    s.flight_at_send = s.snd.in_flight();
     if s.unacked_since.is_none() && end != seq {
         s.unacked_since = Some(now);
     }
     // RFC 6298 §5.1: start the timer if it is not running.
-    if s.timers.rtx.is_none() && s.snd_nxt != s.snd_una {
+    if s.timers.rtx.is_none() && s.snd.nxt() != s.snd.una() {
         s.timers.rtx = Some(now + s.rtt.rto());
     }
 }
@@ -362,22 +364,22 @@ fn probe(
     scratch: &mut [u8],
     emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
 ) -> Output {
-    let room = (s.snd_una + s.snd_wnd).distance_from(s.snd_nxt);
+    let room = s.snd.wnd_room();
     if room > 0 {
         // The window is open but too small for SWS avoidance: the override timeout of
         // RFC 1122 §4.2.3.4 (4) sends what fits, and the RTO takes over.
-        let r = data(s, now, cx, s.snd_nxt, room, Kind::New, scratch, emit);
+        let r = data(s, now, cx, s.snd.nxt(), room, Kind::New, scratch, emit);
         if r != Output::Blocked {
             s.timers.probe_due = false;
             s.timers.persist = false;
-            s.timers.rtx = (s.snd_nxt != s.snd_una).then(|| now + s.rtt.rto());
+            s.timers.rtx = (s.snd.nxt() != s.snd.una()).then(|| now + s.rtt.rto());
         }
         return r;
     }
-    let seq = if s.snd_nxt != s.snd_una {
-        s.snd_una
+    let seq = if s.snd.nxt() != s.snd.una() {
+        s.snd.una()
     } else {
-        s.snd_nxt
+        s.snd.nxt()
     };
     let r = data(s, now, cx, seq, 1, Kind::Probe, scratch, emit);
     if r != Output::Blocked {
@@ -395,7 +397,7 @@ fn probe(
 fn keepalive(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool) -> Output {
     let saved = s.rcv_adv;
     let mut a = s.ack_segment(now);
-    a.seq = s.snd_nxt - 1;
+    a.seq = s.snd.nxt() - 1;
     if !emit(&a) {
         s.rcv_adv = saved;
         return Output::Blocked;
@@ -403,4 +405,63 @@ fn keepalive(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) ->
     s.counters.segs_out += 1;
     s.timers.keepalive_due = false;
     Output::Sent
+}
+
+impl Socket {
+    /// Base options of a non-SYN segment: timestamps when in force, then SACK blocks.
+    pub(crate) fn segment_options(&self, now: Instant) -> TcpOptions {
+        let mut o = TcpOptions::none();
+        if self.ts_on {
+            o.timestamp = Some(ulnet_wire::TcpTimestamp {
+                tsval: self.tsval(now),
+                tsecr: self.ts_recent,
+            });
+        }
+        if self.sack_on {
+            super::recv::fill_sack_blocks(self, &mut o);
+        }
+        o
+    }
+
+    /// A bare ACK <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK> with current options.
+    pub(crate) fn ack_segment(&mut self, now: Instant) -> TcpRepr<'static> {
+        let options = self.segment_options(now);
+        let window = self.take_window_field(false);
+        self.note_ack_sent();
+        TcpRepr {
+            src_port: self.tuple.local().port(),
+            dst_port: self.tuple.remote().port(),
+            seq: self.snd.nxt(),
+            ack: self.rcv_nxt,
+            flags: TcpFlags::ACK,
+            window,
+            urgent: 0,
+            options,
+            payload: &[],
+        }
+    }
+
+    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT).
+    pub(crate) fn rst_segment(&self) -> TcpRepr<'static> {
+        TcpRepr {
+            src_port: self.tuple.local().port(),
+            dst_port: self.tuple.remote().port(),
+            seq: self.snd.nxt(),
+            ack: self.rcv_nxt,
+            flags: TcpFlags::RST | TcpFlags::ACK,
+            window: 0,
+            urgent: 0,
+            options: TcpOptions::none(),
+            payload: &[],
+        }
+    }
+
+    /// Bookkeeping for any segment that carries ACK=RCV.NXT.
+    pub(crate) fn note_ack_sent(&mut self) {
+        self.last_ack_sent = self.rcv_nxt;
+        self.ack_now = false;
+        self.ack_immediate = false;
+        self.timers.delack = None;
+        self.dsack = None;
+    }
 }

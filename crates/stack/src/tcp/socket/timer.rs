@@ -15,47 +15,12 @@
 
 use crate::time::{Duration, Instant};
 
-use super::config::TcpConfig;
-use super::error::ConnError;
-use super::recovery;
-use super::socket::{Cx, Socket};
-use super::state::State;
+use crate::tcp::config::TcpConfig;
+use crate::tcp::error::ConnError;
+use crate::tcp::state::State;
+use crate::tcp::timers::Timers;
 
-/// The deadlines of one connection, plus work the timers left for output.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Timers {
-    /// Retransmission or (with `persist`) window-probe deadline.
-    pub rtx: Option<Instant>,
-    /// `rtx` is the persist timer.
-    pub persist: bool,
-    /// Tail loss probe deadline (RFC 8985 §7.2).
-    pub pto: Option<Instant>,
-    /// A tail loss probe is due.
-    pub tlp_due: bool,
-    /// RACK reordering-window deadline (RFC 8985 §6.3).
-    pub reo: Option<Instant>,
-    /// Delayed-ACK deadline.
-    pub delack: Option<Instant>,
-    /// Keepalive / FIN-WAIT-2 / TIME-WAIT deadline.
-    pub idle: Option<Instant>,
-    /// A window probe is due.
-    pub probe_due: bool,
-    /// A keepalive probe is due.
-    pub keepalive_due: bool,
-    /// Unanswered keepalive probes.
-    pub keepalive_sent: u8,
-}
-
-impl Timers {
-    /// The earliest deadline.
-    #[inline]
-    pub(crate) fn next(&self) -> Option<Instant> {
-        [self.rtx, self.pto, self.reo, self.delack, self.idle]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-}
+use super::{Cx, Socket};
 
 impl Socket {
     /// Restarts the keepalive idle period after hearing from the peer.
@@ -73,7 +38,7 @@ impl Socket {
             self.timers.probe_due = false;
             self.retries = 0;
             self.rtt.reset_backoff();
-            self.timers.rtx = (self.snd_nxt != self.snd_una).then(|| now + self.rtt.rto());
+            self.timers.rtx = (self.snd.nxt() != self.snd.una()).then(|| now + self.rtt.rto());
         }
     }
 
@@ -85,8 +50,11 @@ impl Socket {
     /// SND.NXT and gets a challenge ACK (RFC 5961 §5.2); the byte is then sent again and
     /// acknowledged as a duplicate, so nothing is lost.
     pub(crate) fn retract_probe(&mut self) {
-        self.snd_nxt = self.snd_una;
-        if self.fin_sent_seq.is_some_and(|f| f.diff(self.snd_nxt) >= 0) {
+        self.snd.retract_to_una();
+        if self
+            .fin_sent_seq
+            .is_some_and(|f| f.diff(self.snd.nxt()) >= 0)
+        {
             self.fin_sent_seq = None;
         }
         self.sampler.on_retransmit();
@@ -128,13 +96,15 @@ impl Socket {
             self.ack_now = true;
         }
         if self.timers.reo.is_some_and(|t| t <= now) {
-            super::rack::detect(self, now, cx);
+            self.rack_detect(now, cx.stats);
         }
         // The probe goes first: RFC 8985 §7.2 arms it in place of the RTO, so when both are
         // due the probe is sent and the RTO restarts.
         if self.timers.pto.is_some_and(|t| t <= now) {
             self.timers.pto = None;
-            super::tlp::pto_expired(self, now);
+            let open = self.probe_open();
+            let (rec, mut p) = self.loss();
+            rec.pto_expired(&mut p, now, open);
         }
         if self.timers.rtx.is_some_and(|t| t <= now) {
             self.timers.rtx = None;
@@ -158,7 +128,7 @@ impl Socket {
 
     fn rtx_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
         match self.state {
-            State::SynSent | State::SynReceived if self.snd_una == self.iss => {
+            State::SynSent | State::SynReceived if self.snd.una() == self.snd.iss() => {
                 if self.retries >= cx.cfg.syn_retries {
                     self.give_up(cx);
                     return;
@@ -171,7 +141,7 @@ impl Socket {
                 self.counters.timeouts += 1;
             }
             _ => {
-                if self.snd_una == self.snd_nxt {
+                if self.snd.una() == self.snd.nxt() {
                     return;
                 }
                 let user_expired = match (self.user_timeout, self.unacked_since) {
@@ -187,14 +157,15 @@ impl Socket {
                 self.rtt.backoff();
                 self.sampler.on_retransmit();
                 self.rtt_ambiguous = true;
-                recovery::on_rto(self, now);
+                let (rec, mut p) = self.loss();
+                rec.on_rto(&mut p, now);
                 self.timers.rtx = Some(now + self.rtt.rto());
             }
         }
     }
 
     fn persist_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
-        if self.snd_wnd > 0 && self.snd_una == self.snd_nxt && self.tx.is_empty() {
+        if self.snd.wnd() > 0 && self.snd.una() == self.snd.nxt() && self.tx.is_empty() {
             self.timers.persist = false;
             return;
         }
@@ -216,7 +187,7 @@ impl Socket {
             State::FinWait2 => self.give_up(cx),
             State::Established | State::CloseWait => {
                 let Some(k) = self.keepalive else { return };
-                if self.snd_una != self.snd_nxt || !self.tx.is_empty() {
+                if self.snd.una() != self.snd.nxt() || !self.tx.is_empty() {
                     // Data is in flight: the RTO watches the peer, not keepalive.
                     self.timers.idle = Some(now + k.interval);
                     return;

@@ -14,8 +14,8 @@ use ulnet_wire::{SeqNumber, TcpOptions};
 
 use crate::time::Instant;
 
-use super::sack::sack_blocks;
-use super::socket::{Cx, Socket};
+use super::{Cx, Socket};
+use crate::tcp::sack::sack_blocks;
 
 /// Stores the payload of an acceptable segment whose first byte is `seq`. Updates
 /// RCV.NXT, the ACK policy and SACK state. Returns the bytes newly delivered in order.

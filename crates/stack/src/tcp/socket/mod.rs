@@ -1,37 +1,49 @@
 //! The per-connection control block ([`Socket`], RFC 9293 §3.3.1 "TCB") and the user
 //! calls on it (RFC 9293 §3.10.1-§3.10.6: SEND, RECEIVE, CLOSE, ABORT, STATUS).
 //!
-//! Segment arrival lives in `input.rs`, segment generation in `output.rs`, timers in
-//! `timer.rs`, loss recovery in `recovery.rs`. The layer (`layer/`) owns sockets and
-//! the tables that find them.
+//! The block's fields are private to this module; its children add to it: segment
+//! arrival in `input.rs`, the receive half in `recv.rs`, segment generation in
+//! `output.rs`, timer expiry in `timer.rs`. The parts it is built from own their fields
+//! and keep their own invariants without knowing `Socket`: the send sequence space
+//! (`tcp/seq.rs`), loss recovery (`tcp/recovery/`, handed the parts it steers through
+//! [`Sender`]), congestion control, RTT, the deadlines (`tcp/timers.rs`). The layer
+//! (`layer/`) owns sockets and the tables that find them, and asks them through named
+//! methods.
 //!
 //! Invariants:
-//! - `snd_una <= snd_nxt`, and `snd_nxt` only grows (retransmissions use their own
-//!   pointers); both within 2^31 of each other.
+//! - `snd_una <= snd_nxt`, and `snd_nxt` only grows except when a refused window probe
+//!   is retracted (kept by `SendSeq`, see `tcp/seq.rs`).
 //! - The send buffer holds exactly the bytes from `tx_seq0()` on: unacknowledged, then
 //!   unsent. A queued FIN sits right after the last buffered byte.
 //! - The receive buffer holds in-order bytes up to `rcv_nxt`; bytes after it (out of
 //!   order) are written into its free space and tracked by the assembler.
 
 use alloc::boxed::Box;
-use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
+use ulnet_wire::{SeqNumber, TcpRepr};
 
 use crate::storage::RingBuffer;
 use crate::time::{Duration, Instant};
 
-use super::challenge::ChallengeLimiter;
-use super::config::{Keepalive, SocketOption, TcpConfig};
-use super::congestion::{CongestionControl, Controller};
-use super::error::{ConnError, RecvError, SendError, SocketError};
-use super::handle::ListenerHandle;
-use super::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
-use super::reassembly::Assembler;
-use super::recovery::Recovery;
-use super::rtt::{RttEstimator, RttSampler};
-use super::state::State;
-use super::stats::{ConnCounters, TcpInfo, TcpStats};
-use super::table::FourTuple;
-use super::timer::Timers;
+use crate::tcp::challenge::ChallengeLimiter;
+use crate::tcp::config::{Keepalive, SocketOption, TcpConfig};
+use crate::tcp::congestion::{CongestionControl, Controller};
+use crate::tcp::error::{ConnError, RecvError, SendError, SocketError};
+use crate::tcp::handle::ListenerHandle;
+use crate::tcp::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
+use crate::tcp::reassembly::Assembler;
+use crate::tcp::recovery::{Recovery, Sender};
+use crate::tcp::rtt::{RttEstimator, RttSampler};
+use crate::tcp::seq::SendSeq;
+use crate::tcp::state::State;
+use crate::tcp::stats::{ConnCounters, TcpInfo, TcpStats};
+use crate::tcp::table::FourTuple;
+use crate::tcp::timers::Timers;
+use crate::tcp::timewait::TimeWaitInit;
+
+pub(crate) mod input;
+pub(crate) mod output;
+mod recv;
+mod timer;
 
 /// Engine-wide state a socket needs while handling a segment or timer.
 pub(crate) struct Cx<'a> {
@@ -43,108 +55,96 @@ pub(crate) struct Cx<'a> {
 /// One connection (RFC 9293 §3.3.1 Transmission Control Block).
 #[derive(Debug)]
 pub(crate) struct Socket {
-    pub(crate) tuple: FourTuple,
-    pub(crate) state: State,
+    tuple: FourTuple,
+    state: State,
     /// Set while a passively opened connection is in its listener's SYN or accept queue.
-    pub(crate) origin: Option<ListenerHandle>,
+    origin: Option<ListenerHandle>,
     /// Opened by a listener (RST in SYN-RECEIVED then returns to LISTEN, RFC 9293).
-    pub(crate) passive: bool,
+    passive: bool,
 
-    // Send sequence space (RFC 9293 §3.3.1).
-    pub(crate) iss: SeqNumber,
-    pub(crate) snd_una: SeqNumber,
-    pub(crate) snd_nxt: SeqNumber,
-    pub(crate) snd_wnd: u32,
-    pub(crate) max_snd_wnd: u32,
-    pub(crate) snd_wl1: SeqNumber,
-    pub(crate) snd_wl2: SeqNumber,
-    pub(crate) snd_mss: u16,
-    pub(crate) snd_wscale: u8,
+    /// Send sequence space (RFC 9293 §3.3.1).
+    snd: SendSeq,
 
     // Receive sequence space.
-    pub(crate) irs: SeqNumber,
-    pub(crate) rcv_nxt: SeqNumber,
+    irs: SeqNumber,
+    rcv_nxt: SeqNumber,
     /// Right edge of the window we last advertised (never moved left, RFC 9293 §3.8.6).
-    pub(crate) rcv_adv: SeqNumber,
+    rcv_adv: SeqNumber,
     /// The largest window ever offered (RCV.ADV - RCV.NXT), for the window-update rule.
-    pub(crate) rcv_wnd_max: u32,
-    pub(crate) rcv_wscale: u8,
-    pub(crate) last_ack_sent: SeqNumber,
+    rcv_wnd_max: u32,
+    rcv_wscale: u8,
+    last_ack_sent: SeqNumber,
     /// Largest segment payload seen from the peer (for "every second full-sized segment").
-    pub(crate) rcv_mss: u16,
+    rcv_mss: u16,
     /// The peer's FIN, seen beyond a hole; processed when `rcv_nxt` reaches it.
-    pub(crate) fin_seq: Option<SeqNumber>,
+    fin_seq: Option<SeqNumber>,
 
     // Options.
-    pub(crate) offer: Offer,
-    pub(crate) ts_on: bool,
-    pub(crate) sack_on: bool,
-    pub(crate) ws_on: bool,
-    pub(crate) ts_recent: u32,
-    pub(crate) ts_recent_age: Instant,
-    pub(crate) ts_offset: u32,
+    offer: Offer,
+    ts_on: bool,
+    sack_on: bool,
+    ws_on: bool,
+    ts_recent: u32,
+    ts_recent_age: Instant,
+    ts_offset: u32,
 
     // Buffers.
-    pub(crate) tx: RingBuffer,
-    pub(crate) rx: RingBuffer,
-    pub(crate) asm: Assembler,
+    tx: RingBuffer,
+    rx: RingBuffer,
+    asm: Assembler,
 
     // User-side flags.
     /// The application shut down writing (or closed): a FIN follows the buffered data.
-    pub(crate) fin_queued: bool,
+    fin_queued: bool,
     /// The sequence number our FIN took, once sent.
-    pub(crate) fin_sent_seq: Option<SeqNumber>,
-    pub(crate) rd_shut: bool,
+    fin_sent_seq: Option<SeqNumber>,
+    rd_shut: bool,
     /// The application let go of the socket (close or abort); it is freed when closed.
-    pub(crate) orphan: bool,
+    orphan: bool,
 
     // Acknowledgement state.
-    pub(crate) ack_now: bool,
+    ack_now: bool,
     /// An ACK must answer the segment being processed, before the next one (see
     /// `recv.rs`).
-    pub(crate) ack_immediate: bool,
+    ack_immediate: bool,
     /// A SYN or SYN-ACK must be (re)sent.
-    pub(crate) syn_pending: bool,
+    syn_pending: bool,
     /// The most recent out-of-order block (first SACK block, RFC 2018 §4).
-    pub(crate) last_ooo: Option<(SeqNumber, SeqNumber)>,
+    last_ooo: Option<(SeqNumber, SeqNumber)>,
     /// A duplicate block to report first (RFC 2883 D-SACK).
-    pub(crate) dsack: Option<(SeqNumber, SeqNumber)>,
+    dsack: Option<(SeqNumber, SeqNumber)>,
 
     // Retransmission and congestion.
-    pub(crate) rtt: RttEstimator,
-    pub(crate) sampler: RttSampler,
+    rtt: RttEstimator,
+    sampler: RttSampler,
     /// A retransmission made the sampler's result unsafe; timestamps may still measure.
-    pub(crate) rtt_ambiguous: bool,
-    pub(crate) syn_retransmitted: bool,
-    pub(crate) cc: Controller,
+    rtt_ambiguous: bool,
+    syn_retransmitted: bool,
+    cc: Controller,
     /// Initial window in segments (RFC 6928), for every controller this socket starts.
-    pub(crate) initial_window: usize,
-    pub(crate) rec: Recovery,
-    pub(crate) timers: Timers,
+    initial_window: usize,
+    rec: Recovery,
+    timers: Timers,
     /// Bytes outstanding right after our latest transmission: how much of cwnd the sender
     /// used at its last chance to send. ACKs processed in one batch shrink the flight
     /// before the sender can refill it; the controller's RFC 7661 "is cwnd in use" test
     /// must not mistake that for an application-limited sender.
-    pub(crate) flight_at_send: u32,
+    flight_at_send: u32,
     /// SND.NXT right after a window probe that took new sequence space, while nothing
     /// but that probe is outstanding (so an ACK that does not take it can retract it).
-    pub(crate) probe_end: Option<SeqNumber>,
+    probe_end: Option<SeqNumber>,
     /// Consecutive unanswered retransmissions / probes.
-    pub(crate) retries: u8,
+    retries: u8,
     /// When the oldest unacknowledged data was first sent (user timeout, RFC 5482).
-    pub(crate) unacked_since: Option<Instant>,
-    pub(crate) last_rcv: Instant,
-    pub(crate) keepalive: Option<Keepalive>,
-    pub(crate) user_timeout: Option<Duration>,
-    pub(crate) nodelay: bool,
-    pub(crate) delack_on: bool,
-    /// Tail loss probes on (RFC 8985 §7; [`TcpConfig::tail_loss_probe`]).
-    pub(crate) tlp_on: bool,
-    /// RACK loss detection on (RFC 8985 §6; [`TcpConfig::rack`]).
-    pub(crate) rack_on: bool,
+    unacked_since: Option<Instant>,
+    last_rcv: Instant,
+    keepalive: Option<Keepalive>,
+    user_timeout: Option<Duration>,
+    nodelay: bool,
+    delack_on: bool,
 
-    pub(crate) error: Option<ConnError>,
-    pub(crate) counters: ConnCounters,
+    error: Option<ConnError>,
+    counters: ConnCounters,
 }
 
 /// How the application wants to shut a connection down.
@@ -185,12 +185,12 @@ impl Socket {
         now: Instant,
     ) -> Box<Socket> {
         let ipv6 = tuple.local().is_ipv6();
-        let mss = super::config::mss_for_mtu(mtu, ipv6);
+        let mss = crate::tcp::config::mss_for_mtu(mtu, ipv6);
         let offer = Offer {
             mss,
             wscale: cfg
                 .window_scaling
-                .then(|| super::options::wscale_for(cfg.recv_buffer_len)),
+                .then(|| crate::tcp::options::wscale_for(cfg.recv_buffer_len)),
             timestamps: cfg.timestamps,
             sack: cfg.sack,
         };
@@ -200,22 +200,14 @@ impl Socket {
             state: State::Closed,
             origin: None,
             passive: false,
-            iss,
-            snd_una: iss,
-            snd_nxt: iss,
-            snd_wnd: 0,
-            max_snd_wnd: 0,
-            snd_wl1: SeqNumber(0),
-            snd_wl2: iss,
-            snd_mss: super::options::default_mss(ipv6).min(mss),
-            snd_wscale: 0,
+            snd: SendSeq::new(iss, crate::tcp::options::default_mss(ipv6).min(mss)),
             irs: SeqNumber(0),
             rcv_nxt: SeqNumber(0),
             rcv_adv: SeqNumber(0),
             rcv_wnd_max: 0,
             rcv_wscale: 0,
             last_ack_sent: SeqNumber(0),
-            rcv_mss: super::options::default_mss(ipv6).min(mss),
+            rcv_mss: crate::tcp::options::default_mss(ipv6).min(mss),
             fin_seq: None,
             offer,
             ts_on: false,
@@ -246,7 +238,7 @@ impl Socket {
             syn_retransmitted: false,
             cc: Controller::new(cfg.congestion, usize::from(mss), iw),
             initial_window: iw,
-            rec: Recovery::new(iss, cfg.max_ooo_ranges),
+            rec: Recovery::new(iss, cfg.max_ooo_ranges, cfg.rack, cfg.tail_loss_probe),
             timers: Timers::default(),
             retries: 0,
             probe_end: None,
@@ -257,8 +249,6 @@ impl Socket {
             user_timeout: cfg.user_timeout,
             nodelay: !cfg.nagle,
             delack_on: !cfg.delayed_ack.is_zero(),
-            tlp_on: cfg.tail_loss_probe,
-            rack_on: cfg.rack,
             error: None,
             counters: ConnCounters::default(),
         })
@@ -287,10 +277,8 @@ impl Socket {
             self.ts_recent_age = now;
         }
         // The SYN's window is never scaled (RFC 7323 §2.2).
-        self.snd_wnd = u32::from(syn.window);
-        self.max_snd_wnd = self.snd_wnd;
-        self.snd_wl1 = syn.seq;
-        self.snd_wl2 = self.iss;
+        self.snd
+            .init_window(u32::from(syn.window), syn.seq, self.snd.iss());
         self.rcv_adv = self.rcv_nxt;
         self.state = State::SynReceived;
         self.syn_pending = true;
@@ -298,12 +286,13 @@ impl Socket {
     }
 
     pub(crate) fn apply_negotiated(&mut self, n: Negotiated) {
-        self.snd_mss = n.snd_mss;
-        self.snd_wscale = n.snd_wscale;
+        self.snd
+            .set_negotiated(n.snd_mss, n.snd_wscale, n.timestamps);
         self.rcv_wscale = n.rcv_wscale;
         self.ws_on = n.window_scaling;
         self.ts_on = n.timestamps;
         self.sack_on = n.sack;
+        self.rec.set_sack(n.sack);
         // Nothing was sent yet: start the controller with the real SMSS, so the initial
         // window (RFC 6928) is counted in the segments actually used.
         self.cc = Controller::new(
@@ -317,18 +306,13 @@ impl Socket {
     /// segment carries (RFC 6691, RFC 9293 §3.7.1 Eff.snd.MSS).
     #[inline]
     pub(crate) fn data_mss(&self) -> u16 {
-        let opt = if self.ts_on { TS_OPTION_LEN } else { 0 };
-        self.snd_mss.saturating_sub(opt).max(1)
+        self.snd.data_mss()
     }
 
     /// Sequence number of the first byte in the send buffer.
     #[inline]
     pub(crate) fn tx_seq0(&self) -> SeqNumber {
-        if self.snd_una == self.iss {
-            self.iss + 1
-        } else {
-            self.snd_una
-        }
+        self.snd.buf_start()
     }
 
     /// True once our FIN has been sent (it may still be unacknowledged).
@@ -340,7 +324,8 @@ impl Socket {
     /// True once our FIN is acknowledged.
     #[inline]
     pub(crate) fn fin_acked(&self) -> bool {
-        self.fin_sent_seq.is_some_and(|f| self.snd_una.diff(f) > 0)
+        self.fin_sent_seq
+            .is_some_and(|f| self.snd.una().diff(f) > 0)
     }
 
     /// Our timestamp clock now.
@@ -432,63 +417,6 @@ impl Socket {
         let cur = self.rcv_wnd();
         let new = self.window_to_advertise();
         new > cur && cur.saturating_mul(2) <= self.rcv_wnd_max && new >= cur.saturating_mul(2)
-    }
-
-    /// Base options of a non-SYN segment: timestamps when in force, then SACK blocks.
-    pub(crate) fn segment_options(&self, now: Instant) -> TcpOptions {
-        let mut o = TcpOptions::none();
-        if self.ts_on {
-            o.timestamp = Some(TcpTimestamp {
-                tsval: self.tsval(now),
-                tsecr: self.ts_recent,
-            });
-        }
-        if self.sack_on {
-            super::recv::fill_sack_blocks(self, &mut o);
-        }
-        o
-    }
-
-    /// A bare ACK <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK> with current options.
-    pub(crate) fn ack_segment(&mut self, now: Instant) -> TcpRepr<'static> {
-        let options = self.segment_options(now);
-        let window = self.take_window_field(false);
-        self.note_ack_sent();
-        TcpRepr {
-            src_port: self.tuple.local().port(),
-            dst_port: self.tuple.remote().port(),
-            seq: self.snd_nxt,
-            ack: self.rcv_nxt,
-            flags: TcpFlags::ACK,
-            window,
-            urgent: 0,
-            options,
-            payload: &[],
-        }
-    }
-
-    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT).
-    pub(crate) fn rst_segment(&self) -> TcpRepr<'static> {
-        TcpRepr {
-            src_port: self.tuple.local().port(),
-            dst_port: self.tuple.remote().port(),
-            seq: self.snd_nxt,
-            ack: self.rcv_nxt,
-            flags: TcpFlags::RST | TcpFlags::ACK,
-            window: 0,
-            urgent: 0,
-            options: TcpOptions::none(),
-            payload: &[],
-        }
-    }
-
-    /// Bookkeeping for any segment that carries ACK=RCV.NXT.
-    pub(crate) fn note_ack_sent(&mut self) {
-        self.last_ack_sent = self.rcv_nxt;
-        self.ack_now = false;
-        self.ack_immediate = false;
-        self.timers.delack = None;
-        self.dsack = None;
     }
 
     /// Moves to CLOSED with `error` (None for a clean close), dropping all timers.
@@ -612,7 +540,7 @@ impl Socket {
         now: Instant,
     ) -> Result<(), SocketError> {
         // Nothing sent yet: what the SYN announces may still change.
-        let before_syn = self.state == State::Closed && self.snd_nxt == self.iss;
+        let before_syn = self.state == State::Closed && self.snd.nxt() == self.snd.iss();
         match opt {
             SocketOption::RecvBuffer(n) => {
                 let n = n.max(1);
@@ -622,7 +550,7 @@ impl Socket {
                 }
                 self.rx = RingBuffer::new(n);
                 if before_syn && self.offer.wscale.is_some() {
-                    self.offer.wscale = Some(super::options::wscale_for(n));
+                    self.offer.wscale = Some(crate::tcp::options::wscale_for(n));
                 }
             }
             SocketOption::SendBuffer(n) => {
@@ -636,8 +564,7 @@ impl Socket {
                 if before_syn {
                     self.offer.mss = self.offer.mss.min(m);
                 }
-                if self.snd_mss > m {
-                    self.snd_mss = m;
+                if self.snd.clamp_mss(m) {
                     let mss = usize::from(self.data_mss());
                     self.cc.set_mss(mss);
                 }
@@ -760,6 +687,151 @@ impl Socket {
                 && self.tx.window() > 0)
     }
 
+    // ---- loss recovery's view of the connection ----
+
+    /// Loss recovery, and the parts of the connection it reads and steers, borrowed
+    /// apart.
+    #[inline]
+    fn loss(&mut self) -> (&mut Recovery, Sender<'_>) {
+        (
+            &mut self.rec,
+            Sender {
+                seq: &self.snd,
+                cc: &mut self.cc,
+                rtt: &self.rtt,
+                timers: &mut self.timers,
+                counters: &mut self.counters,
+            },
+        )
+    }
+
+    /// The connection's half of "may a tail loss probe be sent" (RFC 8985 §7.2): a state
+    /// that sends data, and no window probe outstanding.
+    #[inline]
+    fn probe_open(&self) -> bool {
+        matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        ) && self.probe_end.is_none()
+    }
+
+    /// (Re)starts the tail loss probe timer, or stops it when no probe may be sent
+    /// (RFC 8985 §7.2).
+    fn arm_tlp(&mut self, now: Instant) {
+        let open = self.probe_open();
+        let (rec, mut p) = self.loss();
+        rec.tlp_arm(&mut p, now, open);
+    }
+
+    /// RACK for the segment at SND.UNA (RFC 8985 §6), counting a loss it declares.
+    fn rack_detect(&mut self, now: Instant, stats: &mut TcpStats) {
+        let (rec, mut p) = self.loss();
+        if rec.rack_detect(&mut p, now) {
+            stats.rack_losses += 1;
+        }
+    }
+
+    // ---- what the layer asks of a connection ----
+
+    /// The connection's pending error, if it ended with one.
+    #[inline]
+    pub(crate) fn error(&self) -> Option<ConnError> {
+        self.error
+    }
+
+    /// Bytes of in-order data waiting for the application.
+    #[inline]
+    pub(crate) fn recv_queue_len(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// The listener this passively opened connection still belongs to (SYN or accept
+    /// queue), if any.
+    #[inline]
+    pub(crate) fn origin(&self) -> Option<ListenerHandle> {
+        self.origin
+    }
+
+    /// Opened by a listener.
+    #[inline]
+    pub(crate) fn passive(&self) -> bool {
+        self.passive
+    }
+
+    /// The application let go of the socket (close or abort): it is freed once closed.
+    pub(crate) fn orphan(&mut self) {
+        self.orphan = true;
+    }
+
+    /// The earliest of the connection's deadlines.
+    #[inline]
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// Whether a SYN reaching this connection in TIME-WAIT is newer than what it saw (by
+    /// timestamp when both sides use them, else by sequence number), so it may reopen
+    /// the connection; then SND.NXT, which the new connection's ISS must exceed.
+    pub(crate) fn time_wait_reopen(&self, seg: &TcpRepr<'_>) -> Option<SeqNumber> {
+        let newer = match (self.ts_on, seg.options.timestamp) {
+            (true, Some(ts)) => (ts.tsval.wrapping_sub(self.ts_recent) as i32) > 0,
+            _ => seg.seq.diff(self.rcv_nxt) > 0,
+        };
+        newer.then_some(self.snd.nxt())
+    }
+
+    /// A connection in TIME-WAIT may shrink to a compact record once the application let
+    /// go of it and it owes the peer no ACK.
+    #[inline]
+    pub(crate) fn time_wait_compactable(&self) -> bool {
+        self.orphan && !self.ack_now
+    }
+
+    /// The compact TIME-WAIT record that replaces this connection (see
+    /// [`Socket::time_wait_compactable`]); records the window it advertises.
+    pub(crate) fn time_wait_record(&mut self) -> TimeWaitInit {
+        let window = self.take_window_field(false);
+        TimeWaitInit {
+            tuple: self.tuple,
+            snd_nxt: self.snd.nxt(),
+            rcv_nxt: self.rcv_nxt,
+            ts_recent: self.ts_on.then_some(self.ts_recent),
+            window,
+        }
+    }
+
+    /// The path MTU towards the peer dropped: never send segments larger than `mss`.
+    pub(crate) fn clamp_mss(&mut self, mss: u16) {
+        if self.snd.clamp_mss(mss) {
+            let m = usize::from(self.data_mss());
+            self.cc.set_mss(m);
+        }
+    }
+
+    /// Whether the connection has something to send now (or may, after a check).
+    pub(crate) fn wants_output(&self) -> bool {
+        if self.syn_pending
+            || self.ack_now
+            || self.timers.probe_due
+            || self.timers.keepalive_due
+            || self.timers.tlp_due
+        {
+            return true;
+        }
+        if !self.state.is_synchronized() || self.state == State::SynReceived {
+            return false;
+        }
+        if self.rec.retransmission_pending() {
+            return true;
+        }
+        let sent = self.snd.nxt().distance_from(self.tx_seq0()) as usize;
+        self.tx.len() > sent || (self.fin_queued && !self.fin_sent())
+    }
+
     /// STATUS (RFC 9293 §3.10.6) as a [`TcpInfo`].
     pub(crate) fn info(&self) -> TcpInfo {
         TcpInfo {
@@ -770,17 +842,17 @@ impl Socket {
             rttvar: self.rtt.rttvar(),
             rto: self.rtt.rto(),
             snd_mss: self.data_mss(),
-            snd_wnd: self.snd_wnd,
+            snd_wnd: self.snd.wnd(),
             rcv_wnd: self.rcv_wnd(),
-            bytes_in_flight: self.rec.pipe(self),
+            bytes_in_flight: self.rec.pipe(&self.snd),
             sacked_bytes: self.rec.sacked_bytes(),
             retransmits: self.counters.retransmits,
             bytes_retrans: self.counters.bytes_retrans,
             ca_state: self.rec.ca_state(),
-            lost: self.rec.lost_bytes(self),
+            lost: self.rec.lost_bytes(&self.snd),
             rcv_mss: self.rcv_mss,
             backoff: self.retries,
-            dsacks_received: self.rec.dsacks,
+            dsacks_received: self.rec.dsacks(),
             fast_recoveries: self.counters.fast_recoveries,
             timeouts: self.counters.timeouts,
             segs_out: self.counters.segs_out,
@@ -789,7 +861,7 @@ impl Socket {
             bytes_received: self.counters.bytes_received,
             send_queue_len: self.tx.len(),
             recv_queue_len: self.rx.len(),
-            window_scale: self.ws_on.then_some((self.snd_wscale, self.rcv_wscale)),
+            window_scale: self.ws_on.then_some((self.snd.wscale(), self.rcv_wscale)),
             timestamps: self.ts_on,
             sack: self.sack_on,
             congestion: self.cc.algorithm(),

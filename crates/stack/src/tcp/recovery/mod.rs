@@ -1,0 +1,382 @@
+//! Loss detection and recovery on the sender: duplicate-ACK counting and fast
+//! retransmit (RFC 5681 §3.2), NewReno partial ACKs (RFC 6582), limited transmit
+//! (RFC 3042), SACK-based recovery (RFC 6675), and go-back-N after a timeout.
+//!
+//! The congestion controller (`congestion/`) owns cwnd and ssthresh; this module decides
+//! *what* to retransmit and tells the controller about events. The SACK scoreboard
+//! (`sack.rs`) remembers which bytes the peer holds.
+//!
+//! `pipe` (RFC 6675 §4 SetPipe) is computed as in FACK: during SACK recovery every
+//! unSACKed byte below the highest SACKed byte counts as lost (so it leaves the pipe)
+//! until it is retransmitted (then it counts again). Outside SACK recovery the pipe is
+//! all outstanding data; after a timeout, data past the go-back-N pointer is presumed
+//! lost.
+
+use ulnet_wire::SeqNumber;
+
+use crate::time::Instant;
+
+use super::congestion::{CongestionControl, Controller};
+use super::rtt::RttEstimator;
+use super::sack::{NextSeg, Scoreboard};
+use super::seq::SendSeq;
+use super::stats::{CaState, ConnCounters};
+use super::timers::Timers;
+
+mod rack;
+mod tlp;
+
+/// The parts of a connection loss recovery reads and steers: the send sequence space,
+/// the congestion controller it tells about losses, the RTT estimate its timers derive
+/// from, the deadlines it arms (`pto`, `reo`, and `rtx` around a probe), and the
+/// counters it reports to.
+pub(crate) struct Sender<'a> {
+    pub(crate) seq: &'a SendSeq,
+    pub(crate) cc: &'a mut Controller,
+    pub(crate) rtt: &'a RttEstimator,
+    pub(crate) timers: &'a mut Timers,
+    pub(crate) counters: &'a mut ConnCounters,
+}
+
+/// RFC 5681 §3.2 / RFC 6675 DupThresh.
+pub(crate) const DUP_THRESH: u8 = 3;
+
+/// Recovery state of one connection: what the sender believes lost, the SACK
+/// scoreboard, RACK and TLP.
+#[derive(Debug)]
+pub(crate) struct Recovery {
+    /// SACK is in use on this connection (RFC 2018, negotiated).
+    sack: bool,
+    /// RACK loss detection on (RFC 8985 §6; [`TcpConfig::rack`]).
+    ///
+    /// [`TcpConfig::rack`]: super::TcpConfig::rack
+    rack_on: bool,
+    /// Tail loss probes on (RFC 8985 §7; [`TcpConfig::tail_loss_probe`]).
+    ///
+    /// [`TcpConfig::tail_loss_probe`]: super::TcpConfig::tail_loss_probe
+    tlp_on: bool,
+    dupacks: u8,
+    in_recovery: bool,
+    /// This episode uses SACK (RFC 6675) rather than NewReno inflation.
+    sack_recovery: bool,
+    /// RFC 6582 "recover": the highest sequence sent when recovery (or a timeout) began.
+    recover: SeqNumber,
+    /// The segment at SND.UNA must be retransmitted now (fast retransmit, partial ACK).
+    fast_rtx: bool,
+    /// RFC 6675 HighRxt: the highest byte retransmitted in this episode.
+    high_rxt: SeqNumber,
+    /// After a timeout: the next byte to retransmit, go-back-N.
+    rtx_nxt: Option<SeqNumber>,
+    /// D-SACK blocks received (RFC 2883): spurious retransmissions the peer reported.
+    dsacks: u64,
+    sb: Scoreboard,
+    /// Tail loss probe episode (RFC 8985 §7).
+    tlp: tlp::TlpState,
+    /// RACK-style time-based loss detection for the segment at SND.UNA (RFC 8985 §6).
+    rack: rack::RackState,
+}
+
+impl Recovery {
+    pub(crate) fn new(iss: SeqNumber, max_blocks: usize, rack_on: bool, tlp_on: bool) -> Self {
+        Recovery {
+            sack: false,
+            rack_on,
+            tlp_on,
+            dupacks: 0,
+            in_recovery: false,
+            sack_recovery: false,
+            recover: iss,
+            fast_rtx: false,
+            high_rxt: iss,
+            rtx_nxt: None,
+            dsacks: 0,
+            sb: Scoreboard::new(max_blocks),
+            tlp: tlp::TlpState::default(),
+            rack: rack::RackState::new(iss),
+        }
+    }
+
+    /// The handshake settled whether SACK is in use.
+    pub(crate) fn set_sack(&mut self, on: bool) {
+        self.sack = on;
+    }
+
+    /// D-SACK blocks received so far (RFC 2883).
+    #[inline]
+    pub(crate) fn dsacks(&self) -> u64 {
+        self.dsacks
+    }
+
+    /// A retransmission is due or may be (fast retransmit, go-back-N after a timeout, or
+    /// SACK recovery looking for holes).
+    #[inline]
+    pub(crate) fn retransmission_pending(&self) -> bool {
+        self.fast_rtx || self.rtx_nxt.is_some() || (self.in_recovery && self.sack_recovery)
+    }
+
+    /// Bytes the peer SACKed above SND.UNA.
+    pub(crate) fn sacked_bytes(&self) -> u32 {
+        self.sb.sacked_bytes().min(u32::MAX as usize) as u32
+    }
+
+    /// The loss-recovery state, as `tcp_info` reports it.
+    pub(crate) fn ca_state(&self) -> CaState {
+        if self.rtx_nxt.is_some() {
+            CaState::Loss
+        } else if self.in_recovery {
+            CaState::Recovery
+        } else if self.dupacks > 0 || !self.sb.is_empty() {
+            CaState::Disorder
+        } else {
+            CaState::Open
+        }
+    }
+
+    /// Bytes presumed lost and not yet acknowledged (see [`TcpInfo::lost`]).
+    ///
+    /// [`TcpInfo::lost`]: super::TcpInfo::lost
+    pub(crate) fn lost_bytes(&self, s: &SendSeq) -> u32 {
+        let out = s.in_flight();
+        if self.rtx_nxt.is_some() {
+            return out;
+        }
+        if !self.in_recovery {
+            return 0;
+        }
+        if !self.sack_recovery {
+            return out.min(u32::from(s.data_mss()));
+        }
+        let Some(high) = self.sb.highest_sacked() else {
+            return 0;
+        };
+        let below = high.distance_from(s.una()).min(out);
+        below.saturating_sub(self.sacked_bytes())
+    }
+
+    /// Bytes presumed in the network (RFC 6675 pipe; see the module docs).
+    pub(crate) fn pipe(&self, s: &SendSeq) -> u32 {
+        let out = s.in_flight();
+        if let Some(p) = self.rtx_nxt {
+            return p.distance_from(s.una());
+        }
+        if !(self.in_recovery && self.sack_recovery) {
+            return out;
+        }
+        let mss = usize::from(s.data_mss());
+        let p = self
+            .sb
+            .pipe(s.una(), s.nxt(), self.high_rxt.max(s.una()), mss);
+        p.min(out as usize) as u32
+    }
+}
+
+impl Recovery {
+    /// Records the SACK blocks of an ACK (`ack` is its cumulative ACK, already validated
+    /// against SND.NXT); returns the bytes newly SACKed. D-SACK blocks (RFC 2883) are counted
+    /// and otherwise ignored.
+    pub(crate) fn on_sack_blocks(
+        &mut self,
+        seq: &SendSeq,
+        ack: SeqNumber,
+        blocks: &[(SeqNumber, SeqNumber)],
+    ) -> u32 {
+        let una = ack.max(seq.una());
+        let u = self.sb.update_checked(una, seq.nxt(), blocks);
+        if u.dsack {
+            self.dsacks += 1;
+            self.tlp.on_dsack();
+        }
+        u.newly_sacked_bytes.min(u32::MAX as usize) as u32
+    }
+
+    /// New data was cumulatively acknowledged (`acked` bytes of sequence space past
+    /// `prior_una`); SND.UNA is already advanced.
+    pub(crate) fn on_new_ack(
+        &mut self,
+        p: &mut Sender<'_>,
+        now: Instant,
+        prior_una: SeqNumber,
+        acked: u32,
+        flight_at_send: u32,
+    ) {
+        let una = p.seq.una();
+        self.sb.update(una, &[]);
+        if let Some(r) = self.rtx_nxt {
+            let r = r.max(una);
+            self.rtx_nxt = (r.diff(p.seq.nxt()) < 0).then_some(r);
+        }
+        self.high_rxt = self.high_rxt.max(una);
+        let flight_before = p.seq.nxt().distance_from(prior_una).max(flight_at_send) as usize;
+        if self.in_recovery {
+            if una.diff(self.recover) >= 0 {
+                // RFC 6582 §3.2 step 3: the full ACK ends recovery.
+                self.in_recovery = false;
+                self.dupacks = 0;
+                p.cc.on_recovery_exit(now);
+            } else if !self.sack_recovery {
+                // RFC 6582 §3.2 step 4: a partial ACK; retransmit the next hole at once.
+                p.cc.on_partial_ack(acked as usize);
+                self.fast_rtx = true;
+            }
+        } else {
+            self.dupacks = 0;
+            let rtt = p.rtt.srtt();
+            p.cc.on_ack(now, acked as usize, flight_before, rtt);
+        }
+    }
+
+    /// A duplicate ACK (or an ACK with new SACK information at SND.UNA) arrived.
+    pub(crate) fn on_dupack(&mut self, p: &mut Sender<'_>, now: Instant) {
+        self.dupacks = self.dupacks.saturating_add(1);
+        if self.in_recovery {
+            if !self.sack_recovery {
+                p.cc.on_dup_ack();
+            }
+            return;
+        }
+        if self.rtx_nxt.is_some() {
+            // Still retransmitting after a timeout: go-back-N owns the sequence space.
+            return;
+        }
+        let mss = u32::from(p.seq.data_mss());
+        let lost = self.dupacks >= DUP_THRESH
+            || (self.sack
+                && self
+                    .sb
+                    .is_lost(p.seq.una(), mss as usize, usize::from(DUP_THRESH)));
+        // RFC 6582 §3.2 step 2: only when the ACK covers more than `recover`, so one window
+        // of losses causes one reduction.
+        if lost && self.fresh_episode(p.seq) {
+            self.enter_recovery(p, now);
+        }
+    }
+
+    /// RFC 6582 §3.2 step 2: a loss starts a new recovery (and a window reduction) only when
+    /// the cumulative ACK has passed `recover`, so one window of losses causes one reduction.
+    pub(crate) fn fresh_episode(&self, seq: &SendSeq) -> bool {
+        seq.una().diff(self.recover) > 0 || self.recover == seq.iss()
+    }
+
+    /// Enters fast recovery (RFC 5681 §3.2 step 2-4, RFC 6675 §5 step 4): retransmit the
+    /// segment at SND.UNA and reduce the window once.
+    pub(crate) fn enter_recovery(&mut self, p: &mut Sender<'_>, now: Instant) {
+        let flight = p.seq.in_flight() as usize;
+        self.in_recovery = true;
+        self.sack_recovery = self.sack;
+        self.recover = p.seq.nxt();
+        self.high_rxt = p.seq.una();
+        self.fast_rtx = true;
+        p.counters.fast_recoveries += 1;
+        p.cc.on_congestion_event(now, flight);
+        // RFC 8985 §7.2: no loss probe while in recovery; the recovery's reduction answers
+        // for a loss an outstanding probe repairs (§7.4).
+        p.timers.pto = None;
+        self.tlp.is_rtx = false;
+    }
+
+    /// The retransmission timer fired (RFC 6298 §5.4-5.6, RFC 5681 §3.1): loss window,
+    /// forget SACK information (RFC 2018 §8), and go back to SND.UNA.
+    pub(crate) fn on_rto(&mut self, p: &mut Sender<'_>, now: Instant) {
+        let flight = p.seq.in_flight() as usize;
+        p.cc.on_rto(now, flight);
+        self.in_recovery = false;
+        self.dupacks = 0;
+        self.fast_rtx = false;
+        self.recover = p.seq.nxt();
+        self.high_rxt = p.seq.una();
+        self.sb.clear();
+        self.rtx_nxt = (p.seq.nxt() != p.seq.una()).then_some(p.seq.una());
+        self.tlp = tlp::TlpState::default();
+        self.rack.reset(p.seq.una(), p.seq.nxt());
+        p.timers.pto = None;
+        p.timers.tlp_due = false;
+        p.timers.reo = None;
+    }
+
+    /// What may be sent next as a retransmission: (first sequence number, longest length).
+    pub(crate) fn next_retransmission(
+        &self,
+        seq: &SendSeq,
+        cc: &Controller,
+        tx_len: usize,
+    ) -> Option<(SeqNumber, u32)> {
+        let mss = u32::from(seq.data_mss());
+        if seq.una() == seq.nxt() {
+            return None;
+        }
+        if self.fast_rtx {
+            return Some((seq.una(), mss));
+        }
+        let cwnd = cc.cwnd().min(u32::MAX as usize) as u32;
+        let pipe = self.pipe(seq);
+        if self.in_recovery && self.sack_recovery {
+            if pipe.saturating_add(mss) > cwnd.max(mss) {
+                return None;
+            }
+            // RFC 6675 §4 NextSeg: rule 1 (a lost hole), rule 2 (new data: left to the
+            // new-data path), rule 3 (any hole, when no new data can go).
+            let seq0 = seq.buf_start();
+            let sent = seq.nxt().distance_from(seq0) as usize;
+            let unsent = tx_len.saturating_sub(sent);
+            let wnd_room = seq.wnd_room() as usize;
+            let high_rxt = self.high_rxt.max(seq.una());
+            return match self.sb.next_seg(
+                seq.una(),
+                seq.nxt(),
+                high_rxt,
+                mss as usize,
+                unsent.min(wnd_room),
+            ) {
+                Some(NextSeg::Retransmit { start, end }) => Some((start, end.distance_from(start))),
+                _ => None,
+            };
+        }
+        if let Some(p) = self.rtx_nxt {
+            if pipe.saturating_add(mss) > cwnd.max(mss) && pipe > 0 {
+                return None;
+            }
+            let len = seq.nxt().distance_from(p).min(mss);
+            return Some((p, len));
+        }
+        None
+    }
+
+    /// A retransmission of `[start, end)` was sent. (Karn's rule, RFC 6298 §3, is the
+    /// caller's: the RTT sampler is not loss recovery's part.)
+    pub(crate) fn on_retransmitted(
+        &mut self,
+        p: &mut Sender<'_>,
+        start: SeqNumber,
+        end: SeqNumber,
+    ) {
+        p.counters.retransmits += 1;
+        if start == p.seq.una() {
+            self.fast_rtx = false;
+            // RACK (RFC 8985 §6.2): only data sent after this copy can show it lost.
+            self.rack.reset(p.seq.una(), p.seq.nxt());
+            p.timers.reo = None;
+        }
+        self.high_rxt = self.high_rxt.max(end);
+        if let Some(r) = self.rtx_nxt {
+            if start.diff(r) <= 0 && end.diff(r) > 0 {
+                self.rtx_nxt = (end.diff(p.seq.nxt()) < 0).then_some(end);
+            }
+        }
+    }
+
+    /// How many new bytes congestion control lets us send now, limited transmit included.
+    pub(crate) fn send_allowance(&self, seq: &SendSeq, cc: &Controller) -> u32 {
+        let cwnd = cc.cwnd().min(u32::MAX as usize) as u32;
+        let pipe = self.pipe(seq);
+        let mut allow = cwnd.saturating_sub(pipe);
+        if !self.in_recovery && self.rtx_nxt.is_none() && (1..DUP_THRESH).contains(&self.dupacks) {
+            // RFC 3042: one new segment per each of the first two duplicate ACKs.
+            let mss = u32::from(seq.data_mss());
+            allow = allow.max(
+                cwnd.saturating_add(u32::from(self.dupacks) * mss)
+                    .saturating_sub(seq.in_flight()),
+            );
+        }
+        allow
+    }
+}
