@@ -10,7 +10,8 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ulnet_stack::iface::Interface;
@@ -95,7 +96,9 @@ struct PollState {
 #[derive(Debug, Default)]
 pub(crate) struct PollShared {
     state: Mutex<PollState>,
-    cv: Condvar,
+    /// Moves with every token queued, so a waiting poll can watch it without the lock
+    /// while it turns the loop (`runtime/turn.rs`).
+    seq: AtomicU64,
 }
 
 impl PollShared {
@@ -104,7 +107,7 @@ impl PollShared {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if s.queued.insert(token) {
             s.pending.push((token, key, interest));
-            self.cv.notify_all();
+            self.seq.fetch_add(1, Ordering::SeqCst);
         }
     }
 }
@@ -232,27 +235,20 @@ impl Poller {
                     if self.stack.registry().is_closed() {
                         return Err(super::error::stopped());
                     }
-                    match deadline {
-                        None => {
-                            s = self
-                                .shared
-                                .cv
-                                .wait(s)
-                                .unwrap_or_else(PoisonError::into_inner);
-                        }
-                        Some(d) => {
-                            let now = std::time::Instant::now();
-                            if now >= d {
-                                return Ok(0);
-                            }
-                            s = self
-                                .shared
-                                .cv
-                                .wait_timeout(s, d - now)
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .0;
-                        }
+                    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                        return Ok(0);
                     }
+                    // Turn the loop on this thread until a token is queued (or the
+                    // deadline passes), as a blocked socket call does.
+                    let seen = self.shared.seq.load(Ordering::SeqCst);
+                    drop(s);
+                    self.stack
+                        .drive_until(|| self.shared.seq.load(Ordering::SeqCst) != seen, deadline);
+                    s = self
+                        .shared
+                        .state
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
                 }
                 std::mem::swap(&mut s.pending, &mut *batch);
                 s.queued.clear();

@@ -659,6 +659,16 @@ impl Stack {
         }
     }
 
+    /// Turns the loop on the calling thread until `ready()` or `deadline` (false when
+    /// it passed first); see `runtime/turn.rs`.
+    pub(crate) fn drive_until(
+        &self,
+        ready: impl FnMut() -> bool,
+        deadline: Option<std::time::Instant>,
+    ) -> bool {
+        self.inner.engine.drive_until(ready, deadline)
+    }
+
     pub(crate) fn registry(&self) -> &Registry {
         &self.inner.registry
     }
