@@ -1,12 +1,15 @@
 //! libFuzzer target: a whole interface (ARP, IPv4, reassembly, ICMP, UDP and TCP
-//! attached) fed a sequence of frames and clock ticks decoded from the input. It must
+//! attached) fed a sequence of frames and clock ticks decoded from the input, driven by
+//! the runtime's plain driver (`ulnet::runtime::Driver`, one iteration per frame or
+//! tick, over an in-memory channel that checks what is sent). It must
 //! never panic, every frame it sends must be an Ethernet frame from its own MAC, and
 //! every bounded structure must stay within its limit; at the end, long after every
 //! timeout, reassembly and the ARP queue must be empty.
 //!
 //! Input format, repeated: one control byte `c`; if `c < 0xf0` a frame of
 //! `(c as usize) * 8 + next byte % 8` bytes follows (cut at the end of the input);
-//! otherwise `c & 0x0f` selects a clock jump of `2^(c & 0x0f)` ms followed by egress.
+//! otherwise `c & 0x0f` selects a clock jump of `2^(c & 0x0f)` ms followed by an
+//! iteration with no frame (egress only).
 //! So that the fuzzer spends its time past the MAC filter, a frame whose first byte is
 //! below 0xc0 gets our MAC as destination, one below 0xe0 the broadcast address; the
 //! rest go in unchanged. The first input byte's low bit says whether the channel
@@ -15,8 +18,11 @@
 #![no_main]
 
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 
-use ulnet_stack::iface::{ChecksumCaps, Interface, InterfaceConfig, IpCidr, Limits, TxSink};
+use ulnet::runtime::Driver;
+use ulnet_channel::{Capabilities, Channel, Stats, Tx, TxError};
+use ulnet_stack::iface::{ChecksumCaps, Interface, InterfaceConfig, IpCidr, Limits};
 use ulnet_stack::socket::{IcmpSocket, UdpConfig, UdpSocket};
 use ulnet_stack::tcp::{Tcp, TcpConfig};
 use ulnet_stack::time::{Duration, Instant};
@@ -38,14 +44,67 @@ fn limits() -> Limits {
     }
 }
 
-struct Sink;
+/// The transmit half: every frame must be an Ethernet frame from our MAC.
+#[derive(Default)]
+struct Check;
 
-impl TxSink for Sink {
-    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+impl Tx for Check {
+    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), TxError> {
         let mut buf = vec![0u8; len];
         fill(&mut buf);
         assert!(len >= 14 && buf[6..12] == MAC.0, "frame not from our MAC");
-        true
+        Ok(())
+    }
+
+    fn flush(&mut self) -> ulnet_channel::Result<()> {
+        Ok(())
+    }
+}
+
+/// An in-memory channel: receives the one frame put in `next`, sends into [`Check`].
+#[derive(Default)]
+struct Feed {
+    next: Option<Vec<u8>>,
+    tx: Check,
+}
+
+impl Channel for Feed {
+    fn rx_batch(
+        &mut self,
+        _max_count: usize,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> ulnet_channel::Result<usize> {
+        Ok(match self.next.take() {
+            Some(frame) => {
+                f(&frame, &mut self.tx);
+                1
+            }
+            None => 0,
+        })
+    }
+
+    fn tx(&mut self) -> &mut dyn Tx {
+        &mut self.tx
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            name: "fuzz",
+            mtu: 1500,
+            max_frame_len: 1514,
+            rx_checksum_verified: false,
+            tx_checksum_offload: false,
+            batch_count: 1,
+            mode: String::new(),
+        }
+    }
+
+    fn stats(&self) -> Stats {
+        Stats::default()
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
     }
 }
 
@@ -89,6 +148,7 @@ fn check(iface: &Interface) {
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let mut iface = interface(data.first().is_some_and(|b| b & 1 == 1));
+    let mut driver = Driver::new(Feed::default());
     let mut now = Instant::from_secs(1);
     let mut rest = data;
     while let Some((&c, tail)) = rest.split_first() {
@@ -105,11 +165,12 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                 };
                 frame[..6].copy_from_slice(&dst.0);
             }
-            iface.ingress(now, &frame, &mut Sink);
+            driver.channel_mut().next = Some(frame);
+            driver.poll(now, &mut iface, &mut ()).unwrap();
             rest = tail;
         } else {
             now += Duration::from_millis(1 << (c & 0x0f));
-            iface.egress(now, &mut Sink);
+            driver.poll(now, &mut iface, &mut ()).unwrap();
             rest = tail;
         }
         check(&iface);
@@ -119,7 +180,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         match iface.poll_at() {
             Some(t) if t <= end => {
                 now = now.max(t);
-                iface.egress(now, &mut Sink);
+                driver.poll(now, &mut iface, &mut ()).unwrap();
             }
             _ => break,
         }

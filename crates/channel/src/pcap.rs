@@ -3,7 +3,9 @@
 //!
 //! Owns: [`PcapWriter`] (the file format) and [`Pcap`] (the adapter). In: frames
 //! crossing the wrapped channel and a timestamp source; out: a capture that tcpdump,
-//! Wireshark and tshark read.
+//! Wireshark and tshark read. [`Pcap`] is the one capture path: `ulnet serve --pcap`
+//! wraps its channel in it, and the simulator wraps each node's tapped endpoint in it
+//! with the wire's virtual clock.
 //!
 //! Invariants: records go straight to the writer (give it a `BufWriter`), so memory does
 //! not grow with the capture; a write error never disturbs the data path: the adapter

@@ -41,10 +41,10 @@ fn run_session(path: &Path) {
     };
     let writer = PcapWriter::create(path, Precision::Nanos).expect("create capture");
     let mut sim = Sim::new(wire);
-    sim.nodes.push(Node {
-        iface: Interface::new(common::config(1)).unwrap(),
-        chan: Box::new(Pcap::new(a, writer, clock)),
-    });
+    sim.nodes.push(Node::new(
+        Interface::new(common::config(1)).unwrap(),
+        Box::new(Pcap::new(a, writer, clock)),
+    ));
     sim.add(common::config(2), Box::new(b));
     for (i, key) in [(0, [1u8; 16]), (1, [2; 16])] {
         sim.iface(i).set_tcp(Tcp::new(TcpConfig::default(), key));

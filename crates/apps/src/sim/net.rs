@@ -1,20 +1,26 @@
-//! Two interfaces on a simulated cable, driven in virtual time, with a tap on every frame
-//! they transmit: pcap capture of node A, deliberate drops of chosen data segments, and
+//! Two interfaces on a simulated cable, each driven by a [`Driver`] in virtual time, with
+//! a tap on every frame they transmit: deliberate drops of chosen data segments, and
 //! observations the TCP layer does not count (retransmitted bytes, RSTs on the wire).
+//! Capture goes through the one pcap adapter, [`Pcap`], stacked over the tap so that a
+//! frame the tap drops is still recorded as sent (it was lost on the wire, not unsent).
 //!
 //! Node A is 198.18.0.1/24 (MAC 02:00:00:00:00:01), node B 198.18.0.2/24
 //! (02:00:00:00:00:02); endpoint 0 of the wire is A, endpoint 1 is B.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::BorrowedFd;
 use std::path::Path;
+use std::time::Duration;
 
-use ulnet_channel::pcap::{PcapWriter, Precision};
+use ulnet::runtime::{App, Driver};
+use ulnet_channel::pcap::{Pcap, PcapWriter, Precision};
 use ulnet_channel::sim::{Endpoint, LinkStats, Wire};
-use ulnet_channel::{Channel, Tx};
-use ulnet_stack::iface::{Interface, InterfaceConfig, IpCidr, TxSink};
+use ulnet_channel::{Capabilities, Channel, Stats, Tx, TxError};
+use ulnet_stack::iface::{Interface, InterfaceConfig, IpCidr};
 use ulnet_stack::tcp::Tcp;
 use ulnet_stack::time::Instant;
 use ulnet_wire::TcpPacket;
@@ -55,8 +61,6 @@ const RST_LOG_LEN: usize = 1024;
 /// The per-node frame tap.
 #[derive(Debug)]
 struct Tap {
-    pcap: Option<PcapWriter<BufWriter<File>>>,
-    pcap_error: Option<io::Error>,
     /// Highest sequence number sent per flow, keyed by (source port, destination port).
     highest: HashMap<(u16, u16), SeqNumber>,
     /// Data segment numbers to drop, ascending, not yet reached.
@@ -68,16 +72,6 @@ struct Tap {
 }
 
 impl Tap {
-    fn record(&mut self, now: std::time::Duration, frame: &[u8]) {
-        if let Some(w) = self.pcap.as_mut() {
-            if self.pcap_error.is_none() {
-                if let Err(e) = w.write_frame(now, frame) {
-                    self.pcap_error = Some(e);
-                }
-            }
-        }
-    }
-
     /// Counts one transmitted frame; true when the harness should lose it.
     fn inspect(&mut self, frame: &[u8]) -> bool {
         let Some(tcp) = tcp_of(frame) else {
@@ -133,40 +127,163 @@ fn tcp_of(frame: &[u8]) -> Option<TcpPacket<&[u8]>> {
     TcpPacket::new_checked(ip.payload()).ok()
 }
 
-/// A channel transmit half seen through the node's tap.
-struct TapSink<'a> {
-    tx: &'a mut dyn Tx,
-    tap: &'a mut Tap,
-    now: std::time::Duration,
+/// A node's end of the cable seen through its tap: every transmitted frame is
+/// inspected (and maybe lost) before the wire sees it.
+#[derive(Debug)]
+struct Tapped {
+    ep: Endpoint,
+    tap: Tap,
 }
 
-impl TxSink for TapSink<'_> {
-    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
-        let (tap, now) = (&mut *self.tap, self.now);
-        if tap.drop.is_empty() {
-            // The common case: inspect the frame in place, in the channel's buffer.
-            return self
-                .tx
-                .send(len, &mut |buf| {
-                    fill(buf);
-                    tap.record(now, buf);
-                    tap.inspect(buf);
-                })
-                .is_ok();
+/// Sends through the tap into `tx`; true (like a send the wire accepted) for a frame
+/// the harness drops on purpose.
+fn tap_send(
+    tap: &mut Tap,
+    tx: &mut dyn Tx,
+    len: usize,
+    fill: &mut dyn FnMut(&mut [u8]),
+) -> Result<(), TxError> {
+    if tap.drop.is_empty() {
+        // The common case: inspect the frame in place, in the channel's buffer.
+        return tx.send(len, &mut |buf| {
+            fill(buf);
+            tap.inspect(buf);
+        });
+    }
+    // A drop is pending: build the frame aside to decide before the wire sees it.
+    let mut scratch = std::mem::take(&mut tap.scratch);
+    scratch.clear();
+    scratch.resize(len, 0);
+    fill(&mut scratch);
+    let r = if tap.inspect(&scratch) {
+        Ok(())
+    } else {
+        tx.send(len, &mut |b| b.copy_from_slice(&scratch))
+    };
+    tap.scratch = scratch;
+    r
+}
+
+/// The transmit half lent to a receive callback, seen through the tap.
+struct TappedTx<'a> {
+    tx: &'a mut dyn Tx,
+    tap: &'a mut Tap,
+}
+
+impl Tx for TappedTx<'_> {
+    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), TxError> {
+        tap_send(self.tap, self.tx, len, fill)
+    }
+
+    fn flush(&mut self) -> ulnet_channel::Result<()> {
+        self.tx.flush()
+    }
+}
+
+impl Tx for Tapped {
+    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), TxError> {
+        tap_send(&mut self.tap, &mut self.ep, len, fill)
+    }
+
+    fn flush(&mut self) -> ulnet_channel::Result<()> {
+        self.ep.flush()
+    }
+}
+
+impl Channel for Tapped {
+    fn rx_batch(
+        &mut self,
+        max_count: usize,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> ulnet_channel::Result<usize> {
+        let tap = &mut self.tap;
+        self.ep.rx_batch(max_count, &mut |frame, tx| {
+            f(frame, &mut TappedTx { tx, tap: &mut *tap });
+        })
+    }
+
+    fn tx(&mut self) -> &mut dyn Tx {
+        self
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.ep.capabilities()
+    }
+
+    fn stats(&self) -> Stats {
+        self.ep.stats()
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.ep.wait_fd()
+    }
+}
+
+/// The pcap timestamp source: the wire's virtual time.
+type WireClock = Box<dyn FnMut() -> Duration>;
+
+/// A node's channel: the tapped endpoint, captured to a file when asked.
+enum NodeChannel {
+    Plain(Tapped),
+    Captured(Pcap<Tapped, BufWriter<File>, WireClock>),
+}
+
+impl NodeChannel {
+    fn tapped(&self) -> &Tapped {
+        match self {
+            NodeChannel::Plain(t) => t,
+            NodeChannel::Captured(p) => p.inner(),
         }
-        // A drop is pending: build the frame aside to decide before the wire sees it.
-        let mut scratch = std::mem::take(&mut tap.scratch);
-        scratch.clear();
-        scratch.resize(len, 0);
-        fill(&mut scratch);
-        tap.record(now, &scratch);
-        let ok = tap.inspect(&scratch)
-            || self
-                .tx
-                .send(len, &mut |b| b.copy_from_slice(&scratch))
-                .is_ok();
-        tap.scratch = scratch;
-        ok
+    }
+
+    fn tapped_mut(&mut self) -> &mut Tapped {
+        match self {
+            NodeChannel::Plain(t) => t,
+            NodeChannel::Captured(p) => p.inner_mut(),
+        }
+    }
+
+    fn as_channel(&mut self) -> &mut dyn Channel {
+        match self {
+            NodeChannel::Plain(t) => t,
+            NodeChannel::Captured(p) => p,
+        }
+    }
+}
+
+impl fmt::Debug for NodeChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let captured = matches!(self, NodeChannel::Captured(_));
+        f.debug_struct("NodeChannel")
+            .field("tapped", self.tapped())
+            .field("captured", &captured)
+            .finish()
+    }
+}
+
+impl Channel for NodeChannel {
+    fn rx_batch(
+        &mut self,
+        max_count: usize,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> ulnet_channel::Result<usize> {
+        self.as_channel().rx_batch(max_count, f)
+    }
+
+    fn tx(&mut self) -> &mut dyn Tx {
+        self.as_channel().tx()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.tapped().capabilities()
+    }
+
+    fn stats(&self) -> Stats {
+        self.tapped().stats()
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
     }
 }
 
@@ -175,8 +292,7 @@ impl TxSink for TapSink<'_> {
 pub struct Node {
     /// The interface (with the TCP layer attached).
     pub iface: Interface,
-    ep: Endpoint,
-    tap: Tap,
+    driver: Driver<NodeChannel>,
 }
 
 impl Node {
@@ -196,7 +312,7 @@ impl Node {
 
     /// What the tap saw of this node's transmissions.
     pub fn tap(&self) -> TapCounters {
-        self.tap.counters
+        self.driver.channel().tapped().tap.counters
     }
 }
 
@@ -250,26 +366,31 @@ impl Net {
                     .map_err(|e| io::Error::other(format!("{e:?}")))?;
             }
             iface.set_tcp(tcp);
-            let pcap = match cfg.pcap[i] {
-                Some(path) => Some(PcapWriter::new(
-                    BufWriter::new(File::create(path)?),
-                    Precision::Nanos,
-                )?),
-                None => None,
-            };
-            nodes.push(Node {
-                iface,
+            let tapped = Tapped {
                 ep,
                 tap: Tap {
-                    pcap,
-                    pcap_error: None,
                     highest: HashMap::new(),
                     drop: if i == A { drop.clone() } else { Vec::new() },
                     counters: TapCounters::default(),
                     rst_log: Vec::new(),
                     scratch: Vec::new(),
                 },
-            });
+            };
+            let channel = match cfg.pcap[i] {
+                Some(path) => {
+                    let writer = PcapWriter::create(path, Precision::Nanos)?;
+                    let clock: WireClock = {
+                        let wire = wire.clone();
+                        Box::new(move || wire.now())
+                    };
+                    NodeChannel::Captured(Pcap::new(tapped, writer, clock))
+                }
+                None => NodeChannel::Plain(tapped),
+            };
+            let mut driver = Driver::new(channel);
+            // Every frame that has arrived, in one call per pass.
+            driver.set_batch_count(usize::MAX);
+            nodes.push(Node { iface, driver });
         }
         let nodes: [Node; 2] = nodes.try_into().expect("two nodes");
         Ok(Net { wire, nodes })
@@ -280,25 +401,13 @@ impl Net {
         Instant::from_micros(self.wire.now_micros())
     }
 
-    /// Every node takes the frames that have arrived, carrying each through its stack.
+    /// Every node takes the frames that have arrived, carrying each through its stack
+    /// (the drivers' receive phase).
     pub fn ingress(&mut self) {
         let now = self.now();
-        let wire_now = self.wire.now();
         for n in &mut self.nodes {
-            let (iface, tap) = (&mut n.iface, &mut n.tap);
             // The simulator's endpoint never fails; a failure would only end the batch.
-            while let Ok(count) = n.ep.rx_batch(usize::MAX, &mut |frame, tx| {
-                tap.record(wire_now, frame);
-                iface.ingress(
-                    now,
-                    frame,
-                    &mut TapSink {
-                        tx,
-                        tap,
-                        now: wire_now,
-                    },
-                );
-            }) {
+            while let Ok(count) = n.driver.receive(now, &mut n.iface) {
                 if count == 0 {
                     break;
                 }
@@ -306,21 +415,24 @@ impl Net {
         }
     }
 
-    /// Every node runs its timers and sends what its sockets queued, then flushes.
+    /// Node `i`'s readiness events since its last [`serve`](Self::serve) shown to `app`
+    /// (the driver's serve phase).
+    pub fn serve(&mut self, i: usize, app: &mut dyn App) {
+        let now = self.now();
+        let n = &mut self.nodes[i];
+        n.driver.serve(now, &mut n.iface, app);
+    }
+
+    /// Every node runs its timers and sends what its sockets queued, then flushes (the
+    /// drivers' transmit and flush phases).
     pub fn egress(&mut self) {
         let now = self.now();
-        let wire_now = self.wire.now();
         for n in &mut self.nodes {
-            n.iface.egress(
-                now,
-                &mut TapSink {
-                    tx: n.ep.tx(),
-                    tap: &mut n.tap,
-                    now: wire_now,
-                },
-            );
+            // Events egress raises stay in the layers until the next serve drains them
+            // (no `drain_events` here, unlike the runtime: nothing sleeps on them).
+            n.driver.transmit(now, &mut n.iface);
             // The simulator's flush cannot fail.
-            let _ = n.ep.tx().flush();
+            let _ = n.driver.flush();
         }
     }
 
@@ -347,7 +459,7 @@ impl Net {
     /// The (source port, destination port) of the RSTs node `i` sent since the last
     /// call (at most the first 1024 of them).
     pub fn take_rsts(&mut self, i: usize) -> Vec<(u16, u16)> {
-        std::mem::take(&mut self.nodes[i].tap.rst_log)
+        std::mem::take(&mut self.nodes[i].driver.channel_mut().tapped_mut().tap.rst_log)
     }
 
     /// The wire's counters for the link `from` → `to` (node indices).
@@ -361,12 +473,8 @@ impl Net {
     /// The first error writing a capture.
     pub fn finish_capture(&mut self) -> io::Result<()> {
         for n in &mut self.nodes {
-            let tap = &mut n.tap;
-            if let Some(e) = tap.pcap_error.take() {
-                return Err(e);
-            }
-            if let Some(w) = tap.pcap.as_mut() {
-                w.flush()?;
+            if let NodeChannel::Captured(p) = n.driver.channel_mut() {
+                p.flush_capture()?;
             }
         }
         Ok(())

@@ -3,10 +3,11 @@
 //! both sides then close (A first), and the run checks the digests, the final states
 //! and the absence of resets.
 //!
-//! The applications are event-driven (`Tcp::poll_event`), as a real runtime would be,
-//! so a thousand idle connections cost nothing per step. The loop is the one documented
-//! on `Interface`: take arrived frames, let the applications act, send, then jump
-//! virtual time to the earliest deadline of either stack or the wire.
+//! The applications are event-driven (the events each node's `Driver` drains), as in
+//! the runtime, so a thousand idle connections cost nothing per step. Each pass runs the
+//! drivers' phases node by node: every node takes its arrived frames, then every node's
+//! application acts, then every node sends and flushes; then virtual time jumps to the
+//! earliest deadline of either stack or the wire.
 
 use std::collections::HashMap;
 use std::io;
@@ -14,8 +15,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Instant as WallInstant;
 
 use sha2::{Digest, Sha256};
+use ulnet::runtime::App;
 use ulnet_channel::sim::Wire;
-use ulnet_stack::iface::DropReason;
+use ulnet_stack::iface::{DropReason, Interface};
 use ulnet_stack::tcp::{
     Event, ListenerHandle, RecvError, Shutdown, SocketHandle, State, Tcp, TcpConfig, TcpInfo,
 };
@@ -319,28 +321,29 @@ impl Apps {
         }
     }
 
-    /// Lets both applications act on every readiness change since the last step.
+    /// Lets both applications act on every readiness change since the last step: each
+    /// node's driver shows its events to that node's side ([`Side`]).
     fn step(&mut self, net: &mut Net) {
-        let now_us = net.wire.now_micros();
-        let now = Instant::from_micros(now_us);
-        let a = net.nodes[A].tcp_mut();
-        while let Some(ev) = a.poll_event() {
-            if let Event::Socket(h) = ev {
-                if let Some(&i) = self.client_of.get(&h) {
-                    self.client(a, now, i);
-                }
-            }
+        for node in [A, B] {
+            net.serve(node, &mut Side { apps: self, node });
         }
-        let b = net.nodes[B].tcp_mut();
-        while let Some(ev) = b.poll_event() {
-            match ev {
-                Event::Listener(_) => self.accept(b, now_us),
-                Event::Socket(h) => {
-                    if let Some(&i) = self.server_of.get(&h) {
-                        self.server(b, i, now_us);
-                    }
+    }
+
+    /// Node `node`'s application reacting to one readiness event.
+    fn on_event(&mut self, node: usize, tcp: &mut Tcp, now: Instant, ev: Event) {
+        match (node, ev) {
+            (A, Event::Socket(h)) => {
+                if let Some(&i) = self.client_of.get(&h) {
+                    self.client(tcp, now, i);
                 }
             }
+            (B, Event::Listener(_)) => self.accept(tcp, now.total_micros()),
+            (B, Event::Socket(h)) => {
+                if let Some(&i) = self.server_of.get(&h) {
+                    self.server(tcp, i, now.total_micros());
+                }
+            }
+            _ => {}
         }
     }
 
@@ -451,6 +454,24 @@ impl Apps {
             v.join(", "),
             net.wire.in_flight()
         )
+    }
+}
+
+/// One node's half of [`Apps`] as the driver's [`App`]: the clients on A, the
+/// listener and its servers on B.
+struct Side<'a> {
+    apps: &'a mut Apps,
+    node: usize,
+}
+
+impl App for Side<'_> {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
+        let tcp = iface
+            .tcp_mut()
+            .expect("the harness attaches TCP to every node");
+        for &ev in events {
+            self.apps.on_event(self.node, tcp, now, ev);
+        }
     }
 }
 

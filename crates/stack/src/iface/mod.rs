@@ -117,57 +117,10 @@ pub(crate) struct Core {
 ///
 /// A runtime (or a test) loops: hand received frames to [`ingress`](Self::ingress),
 /// let [`egress`](Self::egress) send what timers and sockets want, flush the channel,
-/// then sleep until [`poll_at`](Self::poll_at) or the next frame. With the simulated
-/// wire that loop runs in virtual time:
-///
-/// ```
-/// use ulnet_channel::sim::{LinkConfig, Wire};
-/// use ulnet_channel::{Channel, Tx};
-/// use ulnet_stack::iface::{Interface, InterfaceConfig, IpCidr, TxSink};
-/// use ulnet_stack::socket::IcmpSocket;
-/// use ulnet_stack::time::Instant;
-/// use ulnet_wire::EthernetAddress;
-///
-/// struct Sink<'a>(&'a mut dyn Tx);
-/// impl TxSink for Sink<'_> {
-///     fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
-///         self.0.send(len, fill).is_ok()
-///     }
-/// }
-///
-/// let config = |last: u8| {
-///     InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, last]))
-///         .address(IpCidr::new([198, 18, 0, last].into(), 24).unwrap())
-/// };
-/// let (wire, ea, eb) = Wire::pair(7, LinkConfig::new(), LinkConfig::new());
-/// let mut nodes = [(Interface::new(config(1))?, ea), (Interface::new(config(2))?, eb)];
-/// let ping = nodes[0].0.sockets_mut().add_icmp(IcmpSocket::new(1, 4, 1024))?;
-/// nodes[0].0.sockets_mut().icmp_mut(ping)?.send_echo([198, 18, 0, 2].into(), 1, b"hi")?;
-///
-/// for _ in 0..1000 {
-///     let now = Instant::from_micros(wire.now_micros());
-///     for (iface, ep) in nodes.iter_mut() {
-///         ep.rx_batch(64, &mut |frame, tx| iface.ingress(now, frame, &mut Sink(tx)))?;
-///         iface.egress(now, &mut Sink(ep.tx()));
-///         ep.tx().flush()?;
-///     }
-///     if nodes[0].0.sockets().icmp(ping)?.can_recv() {
-///         break;
-///     }
-///     // Jump to whatever happens next: a frame arriving or a stack timer.
-///     let next = nodes.iter().filter_map(|(i, _)| i.poll_at())
-///         .map(|t| t.total_micros())
-///         .chain(wire.next_event_micros())
-///         .min();
-///     match next {
-///         Some(t) => wire.advance_to_micros(t.max(wire.now_micros())),
-///         None => break,
-///     }
-/// }
-/// let reply = nodes[0].0.sockets_mut().icmp_mut(ping)?.recv_reply(&mut [0; 64])?;
-/// assert_eq!(reply.seq_no, 1);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
+/// then sleep until [`poll_at`](Self::poll_at) or the next frame. That loop is written
+/// once, as `ulnet::runtime::Driver` (one iteration, `now` passed in, so it runs in
+/// virtual time over the simulated wire too; its documentation has the example): the
+/// engine knows no channel, and the driver is where the two meet.
 #[derive(Debug)]
 pub struct Interface {
     core: Core,

@@ -1,25 +1,21 @@
-//! A small harness that drives interfaces over `ulnet_channel::sim` in virtual time:
-//! the loop documented on `Interface`, with helpers to build nodes on 198.18.0.0/24.
+//! A small harness that drives interfaces over `ulnet_channel::sim` in virtual time,
+//! each through the runtime's plain driver (`ulnet::runtime::Driver`, a dev-dependency:
+//! the stack itself knows no channel), with helpers to build nodes on 198.18.0.0/24.
+//! The tests read the engine's events themselves, so the harness runs only the driver's
+//! I/O phases (receive, transmit, flush), never its event-draining serve phase.
 #![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::BorrowedFd;
 
+use ulnet::runtime::Driver;
 use ulnet_channel::sim::{Endpoint, LinkConfig, Wire};
-use ulnet_channel::{Channel, Tx};
-use ulnet_stack::iface::{Interface, InterfaceConfig, IpCidr, TxSink};
+use ulnet_channel::{Capabilities, Channel, Stats, Tx};
+use ulnet_stack::iface::{Interface, InterfaceConfig, IpCidr};
 use ulnet_stack::time::{Duration, Instant};
 use ulnet_wire::EthernetAddress;
 
 pub mod tcp;
-
-/// A channel's transmit half as the interface's sink.
-pub struct Sink<'a>(pub &'a mut dyn Tx);
-
-impl TxSink for Sink<'_> {
-    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
-        self.0.send(len, fill).is_ok()
-    }
-}
 
 pub fn mac(i: u8) -> EthernetAddress {
     EthernetAddress([0x02, 0, 0, 0, 0, i])
@@ -61,13 +57,49 @@ impl<W: std::io::Write, F: FnMut() -> std::time::Duration> SimChannel
     }
 }
 
+/// A boxed [`SimChannel`] as the driver's channel.
+pub struct SimChan(pub Box<dyn SimChannel>);
+
+impl Channel for SimChan {
+    fn rx_batch(
+        &mut self,
+        max_count: usize,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> ulnet_channel::Result<usize> {
+        self.0.rx_batch(max_count, f)
+    }
+    fn tx(&mut self) -> &mut dyn Tx {
+        self.0.tx()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.0.capabilities()
+    }
+    fn stats(&self) -> Stats {
+        self.0.stats()
+    }
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.0.wait_fd()
+    }
+}
+
+/// Frames one receive takes.
+const BATCH: usize = 64;
+
 /// Passes at one instant after which [`Sim::run_until`] declares a livelock. Each pass
 /// moves at least one frame or timer, so a finite exchange quiesces long before.
 pub const MAX_PASSES_PER_INSTANT: usize = 10_000;
 
 pub struct Node {
     pub iface: Interface,
-    pub chan: Box<dyn SimChannel>,
+    pub driver: Driver<SimChan>,
+}
+
+impl Node {
+    pub fn new(iface: Interface, chan: Box<dyn SimChannel>) -> Node {
+        let mut driver = Driver::new(SimChan(chan));
+        driver.set_batch_count(BATCH);
+        Node { iface, driver }
+    }
 }
 
 pub struct Sim {
@@ -93,10 +125,10 @@ impl Sim {
     }
 
     pub fn add(&mut self, config: InterfaceConfig, chan: Box<dyn SimChannel>) -> usize {
-        self.nodes.push(Node {
-            iface: Interface::new(config).expect("valid config"),
+        self.nodes.push(Node::new(
+            Interface::new(config).expect("valid config"),
             chan,
-        });
+        ));
         self.nodes.len() - 1
     }
 
@@ -117,17 +149,9 @@ impl Sim {
     pub fn step(&mut self) {
         let now = self.now();
         for n in &mut self.nodes {
-            let iface = &mut n.iface;
-            while n
-                .chan
-                .rx_batch(64, &mut |frame, tx| {
-                    iface.ingress(now, frame, &mut Sink(tx))
-                })
-                .expect("rx")
-                > 0
-            {}
-            iface.egress(now, &mut Sink(n.chan.tx()));
-            n.chan.tx().flush().expect("flush");
+            while n.driver.receive(now, &mut n.iface).expect("rx") > 0 {}
+            n.driver.transmit(now, &mut n.iface);
+            n.driver.flush().expect("flush");
         }
     }
 
@@ -141,7 +165,7 @@ impl Sim {
             .chain(
                 self.nodes
                     .iter()
-                    .filter_map(|n| n.chan.next_arrival())
+                    .filter_map(|n| n.driver.channel().0.next_arrival())
                     .map(|d| u64::try_from(d.as_nanos().div_ceil(1000)).unwrap_or(u64::MAX)),
             )
     }
