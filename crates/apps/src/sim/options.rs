@@ -372,4 +372,22 @@ mod tests {
         assert_eq!(parse_congestion("reno"), Ok(Congestion::NewReno));
         assert!(parse_congestion("bbr").is_err());
     }
+
+    #[test]
+    fn stack_config_types_serialise_as_the_report_names_them() {
+        // The report's `congestion` field is the stack's Algorithm, named as before.
+        let j = serde_json::to_string(&Congestion::NewReno).unwrap();
+        assert_eq!(j, "\"newreno\"");
+        let c: Congestion = serde_json::from_str("\"cubic\"").unwrap();
+        assert_eq!(c, Congestion::Cubic);
+        // TcpConfig round-trips, and a document that leaves fields out takes defaults.
+        let d = ulnet_stack::tcp::TcpConfig::default();
+        let j = serde_json::to_string(&d).unwrap();
+        let back: ulnet_stack::tcp::TcpConfig = serde_json::from_str(&j).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), j);
+        let partial: ulnet_stack::tcp::TcpConfig =
+            serde_json::from_str(r#"{"sack": false, "congestion": "newreno"}"#).unwrap();
+        assert!(!partial.sack && partial.timestamps);
+        assert_eq!(partial.congestion, Congestion::NewReno);
+    }
 }
