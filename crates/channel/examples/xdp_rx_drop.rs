@@ -35,14 +35,16 @@ fn main() {
         }
     }
     let tb = Testbed::new(1500);
-    let mut o = XdpOptions::new(&tb.xdp_dev);
-    o.netns = Some(tb.xdp.name.clone());
-    o.addresses = vec![std::net::Ipv4Addr::from(STEERED).into()];
-    o.mode = mode;
-    let mut rx = XdpChannel::open(&o).unwrap_or_else(|e| panic!("receiver: {e}"));
-    let mut g = XdpOptions::new(&tb.peer_dev);
-    g.netns = Some(tb.peer.name.clone());
-    let mut tx = XdpChannel::open(&g).unwrap_or_else(|e| panic!("generator: {e}"));
+    let o = XdpOptions {
+        addresses: vec![std::net::Ipv4Addr::from(STEERED).into()],
+        mode,
+        ..XdpOptions::default()
+    };
+    let mut rx = XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &o)
+        .unwrap_or_else(|e| panic!("receiver: {e}"));
+    let g = XdpOptions::default();
+    let mut tx = XdpChannel::open(&tb.peer_dev, Some(&tb.peer.name), &g)
+        .unwrap_or_else(|e| panic!("generator: {e}"));
     println!(
         "receiver: {}; generator: {}",
         rx.capabilities().mode,

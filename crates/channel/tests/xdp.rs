@@ -14,14 +14,14 @@ use ulnet_channel::sys::netns;
 use ulnet_channel::xdp::{FlowRule, XdpChannel, XdpMode, XdpOptions, ZeroCopy};
 use ulnet_channel::Channel;
 
-fn options(tb: &Testbed) -> XdpOptions {
-    let mut o = XdpOptions::new(&tb.xdp_dev);
-    o.netns = Some(tb.xdp.name.clone());
-    o.addresses = vec![Ipv4Addr::from(STEERED).into()];
-    o.frame_count = 512;
-    o.rx_ring_size = 256;
-    o.tx_ring_size = 256;
-    o
+fn options() -> XdpOptions {
+    XdpOptions {
+        addresses: vec![Ipv4Addr::from(STEERED).into()],
+        frame_count: 512,
+        rx_ring_size: 256,
+        tx_ring_size: 256,
+        ..XdpOptions::default()
+    }
 }
 
 /// Sends `count` datagrams of `payload` from the peer's kernel to `dst`.
@@ -71,7 +71,8 @@ fn collect_udp(ch: &mut XdpChannel, port: u16, want: usize) -> Vec<Vec<u8>> {
 #[test]
 fn steered_udp_arrives_and_other_traffic_stays_with_the_kernel() {
     let tb = Testbed::new(1500);
-    let mut ch = XdpChannel::open(&options(&tb)).expect("open XDP channel");
+    let mut ch =
+        XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &options()).expect("open XDP channel");
     let caps = ch.capabilities();
     assert!(
         caps.mode.contains("copy") || caps.mode.contains("zero-copy"),
@@ -144,7 +145,8 @@ fn steered_udp_arrives_and_other_traffic_stays_with_the_kernel() {
 #[test]
 fn channel_transmits_to_the_peer_kernel() {
     let tb = Testbed::new(1500);
-    let mut ch = XdpChannel::open(&options(&tb)).expect("open XDP channel");
+    let mut ch =
+        XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &options()).expect("open XDP channel");
     let (xdp_mac, peer_mac) = (tb.xdp_mac(), tb.peer_mac());
     let frame = udp_frame(&steered_to_peer(xdp_mac, peer_mac), b"from ulnet");
     netns::run_in(&tb.peer.name, || {
@@ -175,9 +177,9 @@ fn channel_transmits_to_the_peer_kernel() {
 #[test]
 fn flow_rules_limit_what_is_steered() {
     let tb = Testbed::new(1500);
-    let mut o = options(&tb);
+    let mut o = options();
     o.rules = vec![FlowRule::udp(5000)];
-    let mut ch = XdpChannel::open(&o).expect("open XDP channel");
+    let mut ch = XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &o).expect("open XDP channel");
     tb.static_neighbour();
     peer_send(&tb, STEERED, 5001, b"not for ulnet", 5);
     peer_send(&tb, STEERED, 5000, b"for ulnet", 5);
@@ -221,7 +223,8 @@ fn wait_detached(tb: &Testbed) -> String {
 #[test]
 fn program_is_gone_after_drop() {
     let tb = Testbed::new(1500);
-    let ch = XdpChannel::open(&options(&tb)).expect("open XDP channel");
+    let ch =
+        XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &options()).expect("open XDP channel");
     assert!(tb.xdp_link_show().contains("xdp"));
     drop(ch);
     let show = wait_detached(&tb);
@@ -277,12 +280,13 @@ fn crash_child() {
     ) else {
         return;
     };
-    let mut o = XdpOptions::new(&dev);
-    o.netns = Some(ns);
-    o.frame_count = 64;
-    o.rx_ring_size = 64;
-    o.tx_ring_size = 64;
-    let _ch = XdpChannel::open(&o).expect("child opens the channel");
+    let o = XdpOptions {
+        frame_count: 64,
+        rx_ring_size: 64,
+        tx_ring_size: 64,
+        ..XdpOptions::default()
+    };
+    let _ch = XdpChannel::open(&dev, Some(&ns), &o).expect("child opens the channel");
     println!("ULNET-CHILD-READY");
     // Bounded: the parent kills us long before this.
     std::thread::sleep(Duration::from_secs(30));
@@ -291,7 +295,8 @@ fn crash_child() {
 #[test]
 fn jumbo_frames_use_multi_buffer() {
     let tb = Testbed::new(9000);
-    let mut ch = XdpChannel::open(&options(&tb)).expect("open XDP channel at MTU 9000");
+    let mut ch = XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &options())
+        .expect("open XDP channel at MTU 9000");
     assert!(
         ch.capabilities().mode.contains("multi-buffer"),
         "{}",
@@ -330,17 +335,15 @@ fn jumbo_frames_use_multi_buffer() {
 #[test]
 fn missing_interface_is_named() {
     let tb = Testbed::new(1500);
-    let mut o = options(&tb);
-    o.ifname = "ulnet-nope0".into();
-    let e = XdpChannel::open(&o).unwrap_err();
+    let e = XdpChannel::open("ulnet-nope0", Some(&tb.xdp.name), &options()).unwrap_err();
     assert!(e.to_string().contains("no such interface"), "{e}");
 }
 
 #[test]
 fn second_channel_on_the_same_queue_is_refused_with_a_reason() {
     let tb = Testbed::new(1500);
-    let _a = XdpChannel::open(&options(&tb)).expect("first channel");
-    let e = XdpChannel::open(&options(&tb)).unwrap_err();
+    let _a = XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &options()).expect("first channel");
+    let e = XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &options()).unwrap_err();
     let text = e.to_string();
     assert!(text.contains("another"), "{text}");
 }
@@ -348,9 +351,10 @@ fn second_channel_on_the_same_queue_is_refused_with_a_reason() {
 #[test]
 fn generic_mode_is_reported_and_works() {
     let tb = Testbed::new(1500);
-    let mut o = options(&tb);
+    let mut o = options();
     o.mode = XdpMode::Generic;
-    let mut ch = XdpChannel::open(&o).expect("open XDP channel in generic mode");
+    let mut ch = XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &o)
+        .expect("open XDP channel in generic mode");
     assert!(
         ch.capabilities().mode.starts_with("generic, copy"),
         "{}",
@@ -366,9 +370,9 @@ fn generic_mode_is_reported_and_works() {
 fn forced_zero_copy_on_veth_is_refused_with_a_reason() {
     // veth has no zero-copy AF_XDP (docs/LINUX-NOTES.md): forcing it must fail and say why.
     let tb = Testbed::new(1500);
-    let mut o = options(&tb);
+    let mut o = options();
     o.zero_copy = ZeroCopy::On;
-    let e = XdpChannel::open(&o).unwrap_err();
+    let e = XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &o).unwrap_err();
     assert_eq!(e.source.raw_os_error(), Some(libc::EOPNOTSUPP), "{e}");
     assert!(e.to_string().contains("copy mode"), "{e}");
 }

@@ -62,39 +62,21 @@ impl Impairments {
     }
 }
 
-/// Congestion control algorithm, as named on the command line and in reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Congestion {
-    /// RFC 5681 / RFC 6582 NewReno.
-    NewReno,
-    /// RFC 9438 CUBIC.
-    #[default]
-    Cubic,
-}
+/// Congestion control algorithm, as named on the command line and in reports: the TCP
+/// layer's own [`Algorithm`] (serialised `"newreno"` or `"cubic"` through ulnet-stack's
+/// `serde` feature), under the name the simulator's options have always used.
+pub type Congestion = Algorithm;
 
-impl Congestion {
-    /// The TCP layer's algorithm.
-    pub fn algorithm(self) -> Algorithm {
-        match self {
-            Congestion::NewReno => Algorithm::NewReno,
-            Congestion::Cubic => Algorithm::Cubic,
-        }
+/// Parses `newreno`/`reno`/`new-reno` or `cubic` (any case).
+///
+/// # Errors
+/// A message naming the accepted values.
+pub fn parse_congestion(s: &str) -> Result<Congestion, String> {
+    if s.eq_ignore_ascii_case("new-reno") {
+        return Ok(Algorithm::NewReno);
     }
-
-    /// Parses `newreno`/`reno` or `cubic` (any case).
-    ///
-    /// # Errors
-    /// A message naming the accepted values.
-    pub fn parse(s: &str) -> Result<Congestion, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "newreno" | "reno" | "new-reno" => Ok(Congestion::NewReno),
-            "cubic" => Ok(Congestion::Cubic),
-            _ => Err(format!(
-                "unknown congestion control {s:?} (newreno or cubic)"
-            )),
-        }
-    }
+    s.parse()
+        .map_err(|_| format!("unknown congestion control {s:?} (newreno or cubic)"))
 }
 
 /// A whole simulated run: `connections` TCP connections from node A (198.18.0.1) to a
@@ -386,8 +368,26 @@ mod tests {
 
     #[test]
     fn congestion_names() {
-        assert_eq!(Congestion::parse("CUBIC"), Ok(Congestion::Cubic));
-        assert_eq!(Congestion::parse("reno"), Ok(Congestion::NewReno));
-        assert!(Congestion::parse("bbr").is_err());
+        assert_eq!(parse_congestion("CUBIC"), Ok(Congestion::Cubic));
+        assert_eq!(parse_congestion("reno"), Ok(Congestion::NewReno));
+        assert!(parse_congestion("bbr").is_err());
+    }
+
+    #[test]
+    fn stack_config_types_serialise_as_the_report_names_them() {
+        // The report's `congestion` field is the stack's Algorithm, named as before.
+        let j = serde_json::to_string(&Congestion::NewReno).unwrap();
+        assert_eq!(j, "\"newreno\"");
+        let c: Congestion = serde_json::from_str("\"cubic\"").unwrap();
+        assert_eq!(c, Congestion::Cubic);
+        // TcpConfig round-trips, and a document that leaves fields out takes defaults.
+        let d = ulnet_stack::tcp::TcpConfig::default();
+        let j = serde_json::to_string(&d).unwrap();
+        let back: ulnet_stack::tcp::TcpConfig = serde_json::from_str(&j).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), j);
+        let partial: ulnet_stack::tcp::TcpConfig =
+            serde_json::from_str(r#"{"sack": false, "congestion": "newreno"}"#).unwrap();
+        assert!(!partial.sack && partial.timestamps);
+        assert_eq!(partial.congestion, Congestion::NewReno);
     }
 }

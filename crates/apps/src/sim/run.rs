@@ -115,7 +115,7 @@ fn isn_key(seed: u64, node: u8) -> [u8; 16] {
 
 fn tcp_config(o: &TcpSimOptions) -> TcpConfig {
     let mut c = TcpConfig::default();
-    c.congestion = o.congestion.algorithm();
+    c.congestion = o.congestion;
     c.sack = o.sack;
     c.timestamps = o.timestamps;
     c.window_scaling = o.window_scaling;

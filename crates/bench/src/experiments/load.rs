@@ -304,12 +304,13 @@ pub(crate) fn xdp_flood_paced(
     duration: Duration,
     max_count: u64,
 ) -> io::Result<JoinHandle<io::Result<Done>>> {
-    let mut o = XdpOptions::new(&f.ifname);
-    o.netns = Some(f.ns.clone());
-    o.addresses = vec![IpAddr::V4(f.ips.0)];
+    let o = XdpOptions {
+        addresses: vec![IpAddr::V4(f.ips.0)],
+        ..XdpOptions::default()
+    };
     let mut tries = 0;
     let mut ch = loop {
-        match XdpChannel::open(&o) {
+        match XdpChannel::open(&f.ifname, Some(&f.ns), &o) {
             Err(e) if e.source.raw_os_error() == Some(libc_ebusy()) && tries < 50 => {
                 tries += 1;
                 std::thread::sleep(Duration::from_millis(40));

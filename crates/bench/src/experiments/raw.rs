@@ -333,10 +333,11 @@ fn measure_rx(
         }
         "xdp" | "packet" => {
             let mut ch: Box<dyn Channel + Send> = if sys == "xdp" {
-                let mut o = XdpOptions::new(&a.ifname);
-                o.netns = Some(a.ns.clone());
-                o.addresses = vec![IpAddr::V4(to_spare.ips.1)];
-                Box::new(open_xdp(&o)?)
+                let o = XdpOptions {
+                    addresses: vec![IpAddr::V4(to_spare.ips.1)],
+                    ..XdpOptions::default()
+                };
+                Box::new(open_xdp(&a.ifname, &a.ns, &o)?)
             } else {
                 Box::new(
                     PacketChannel::open(&PacketConfig::new(&a.ifname).in_netns(&a.ns))
@@ -406,10 +407,11 @@ fn measure_tx(sys: &str, a: &Side, b: &Side, to_b: &Flood, w: Duration) -> io::R
     };
     let mut ch: Option<Box<dyn Channel>> = match sys {
         "xdp" => {
-            let mut o = XdpOptions::new(&a.ifname);
-            o.netns = Some(a.ns.clone());
-            o.addresses = vec![a.spare_ip(0)];
-            Some(Box::new(open_xdp(&o)?))
+            let o = XdpOptions {
+                addresses: vec![a.spare_ip(0)],
+                ..XdpOptions::default()
+            };
+            Some(Box::new(open_xdp(&a.ifname, &a.ns, &o)?))
         }
         "packet" => {
             let mut c = PacketConfig::new(&a.ifname).in_netns(&a.ns);

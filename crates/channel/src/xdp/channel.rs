@@ -230,23 +230,26 @@ pub struct XdpChannel {
 }
 
 impl XdpChannel {
-    /// Opens the channel: UMEM, rings, bind (zero-copy first unless told otherwise),
-    /// steering maps, program (native first unless told otherwise), attach.
+    /// Opens the channel on interface `ifname` in network namespace `netns` (as in
+    /// `ip netns add NAME`; `None` for the calling thread's): UMEM, rings, bind
+    /// (zero-copy first unless told otherwise), steering maps, program (native first
+    /// unless told otherwise), attach. Only opening happens inside the namespace: the
+    /// channel works from any thread afterwards.
     ///
     /// # Errors
     /// The first step that failed, with a hint: missing privileges (`EPERM`), no such
     /// interface or namespace (`ENODEV`/`ENOENT`), another XDP program attached
     /// (`EBUSY`), MTU too large without multi-buffer (`ERANGE`), zero-copy refused
     /// when forced (`EOPNOTSUPP`), invalid sizes (`EINVAL`).
-    pub fn open(opts: &XdpOptions) -> Result<Self> {
-        let _ns = match &opts.netns {
+    pub fn open(ifname: &str, netns: Option<&str>, opts: &XdpOptions) -> Result<Self> {
+        let _ns = match netns {
             Some(name) => Some(crate::sys::netns::enter(name)?),
             None => None,
         };
-        Self::open_here(opts)
+        Self::open_here(ifname, opts)
     }
 
-    fn open_here(opts: &XdpOptions) -> Result<Self> {
+    fn open_here(ifname: &str, opts: &XdpOptions) -> Result<Self> {
         if opts.frame_count < 2 || opts.frame_count & 1 != 0 {
             return Err(invalid(
                 "XDP options",
@@ -261,8 +264,8 @@ impl XdpChannel {
         if opts.batch_count == 0 {
             return Err(invalid("XDP options", "batch_count must be at least 1"));
         }
-        let ifindex = xsk::if_index(&opts.ifname)?;
-        let mtu = xsk::if_mtu(&opts.ifname)? as usize;
+        let ifindex = xsk::if_index(ifname)?;
+        let mtu = xsk::if_mtu(ifname)? as usize;
 
         let (umem, mut frames) = Umem::new(opts.frame_count, opts.frame_size)?;
         let rx_count = opts.frame_count / 2;

@@ -1,4 +1,7 @@
-//! What an [`XdpChannel`](super::XdpChannel) is opened with.
+//! What an [`XdpChannel`](super::XdpChannel) is opened with beyond the interface and its
+//! namespace: queue, UMEM and ring sizes, modes and what is steered. The interface and
+//! namespace are arguments of [`XdpChannel::open`](super::XdpChannel::open), so a caller
+//! that already states them (ulnet's `NetConfig`) never states them twice.
 
 use std::net::IpAddr;
 
@@ -16,15 +19,10 @@ pub enum ZeroCopy {
     Off,
 }
 
-/// Options for [`XdpChannel::open`](super::XdpChannel::open).
+/// Options for [`XdpChannel::open`](super::XdpChannel::open): everything specific to
+/// AF_XDP (the interface and its namespace are `open`'s own arguments).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct XdpOptions {
-    /// Interface to attach to.
-    pub ifname: String,
-    /// Network namespace (as in `ip netns add NAME`) the interface lives in; `None` for
-    /// the calling thread's. Only opening happens inside it: the channel works from any
-    /// thread afterwards.
-    pub netns: Option<String>,
     /// Receive queue to bind (frames arriving on other queues go to the kernel).
     pub queue_id: u32,
     /// UMEM frames, split evenly between receive and transmit.
@@ -52,14 +50,12 @@ pub struct XdpOptions {
     pub multi_buffer: bool,
 }
 
-impl XdpOptions {
-    /// Defaults for `ifname`: queue 0, 4096 frames of 4096 bytes, 2048-descriptor
-    /// rings, batches of 64, native mode with generic fallback, zero-copy with copy
-    /// fallback, need_wakeup and multi-buffer on, nothing steered yet.
-    pub fn new(ifname: &str) -> Self {
+impl Default for XdpOptions {
+    /// Queue 0, 4096 frames of 4096 bytes, 2048-descriptor rings, batches of 64, native
+    /// mode with generic fallback, zero-copy with copy fallback, need_wakeup and
+    /// multi-buffer on, nothing steered yet.
+    fn default() -> Self {
         XdpOptions {
-            ifname: ifname.to_owned(),
-            netns: None,
             queue_id: 0,
             frame_count: 4096,
             frame_size: 4096,

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use ulnet_apps::sim::{
-    parse_bytes, parse_duration, parse_pair, parse_probability, parse_rate, run_tcp, Congestion,
-    Impairments, TcpSimOptions,
+    parse_bytes, parse_congestion, parse_duration, parse_pair, parse_probability, parse_rate,
+    run_tcp, Congestion, Impairments, TcpSimOptions,
 };
 
 /// Subcommands.
@@ -126,7 +126,7 @@ pub struct TcpArgs {
     #[arg(long, value_parser = size)]
     buffer: Option<usize>,
     /// Congestion control: newreno or cubic.
-    #[arg(long = "cc", default_value = "cubic", value_parser = Congestion::parse)]
+    #[arg(long = "cc", default_value = "cubic", value_parser = parse_congestion)]
     congestion: Congestion,
     /// Selective acknowledgements (RFC 2018): on or off.
     #[arg(long, default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]

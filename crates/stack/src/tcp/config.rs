@@ -12,7 +12,15 @@ use crate::time::Duration;
 use super::congestion::Algorithm;
 
 /// Configuration shared by every connection of one [`Tcp`](super::Tcp).
+///
+/// With the `serde` feature it (de)serialises field by field, durations as serde's
+/// `{secs, nanos}`; fields a document leaves out take their defaults.
 #[derive(Debug, Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 #[non_exhaustive]
 pub struct TcpConfig {
     /// Send buffer size per connection, in bytes.
@@ -127,6 +135,11 @@ impl Default for TcpConfig {
 
 /// Keepalive timing (RFC 1122 §4.2.3.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 pub struct Keepalive {
     /// Idle time before the first probe.
     pub idle: Duration,

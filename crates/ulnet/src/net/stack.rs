@@ -379,8 +379,9 @@ impl StackBuilder {
         self
     }
 
-    /// AF_XDP options beyond interface, namespace and address (queue, ring sizes,
-    /// copy or zero-copy).
+    /// AF_XDP options (queue, ring sizes, copy or zero-copy, further steered
+    /// addresses); the interface and namespace are [`interface`](Self::interface) and
+    /// [`netns`](Self::netns), and the stack's address is always steered.
     #[must_use]
     pub fn xdp(mut self, options: XdpOptions) -> Self {
         self.cfg.xdp = Some(options);

@@ -1,6 +1,10 @@
 //! Opening a runtime from a description: which channel backend on which interface in
 //! which namespace, the interface's identity (address, gateway, MAC, static neighbours),
 //! TCP, waiting and capture.
+//!
+//! [`NetConfig`] is the one place the interface and its namespace are stated: the
+//! backends' own options ([`XdpOptions`]) carry only what is specific to them and are
+//! opened on `NetConfig`'s interface, so nothing is copied over or overwritten.
 
 use std::fmt;
 use std::fs::File;
@@ -87,7 +91,8 @@ pub struct NetConfig {
     pub wait: WaitMode,
     /// Record every frame in and out to this pcap file.
     pub pcap: Option<PathBuf>,
-    /// The XDP options beyond interface, namespace and address (queue, sizes, modes).
+    /// The AF_XDP options (queue, sizes, modes, further steered addresses); `None` takes
+    /// the defaults. `address` is always steered, whether listed here or not.
     pub xdp: Option<XdpOptions>,
 }
 
@@ -196,12 +201,7 @@ fn open_channel(cfg: &NetConfig) -> io::Result<(AnyChannel, EthernetAddress)> {
     let ns = cfg.netns.as_deref();
     Ok(match cfg.backend {
         Backend::Xdp => {
-            let mut o = cfg
-                .xdp
-                .clone()
-                .unwrap_or_else(|| XdpOptions::new(&cfg.ifname));
-            o.ifname.clone_from(&cfg.ifname);
-            o.netns = cfg.netns.clone();
+            let mut o = cfg.xdp.clone().unwrap_or_default();
             if !o.addresses.contains(&cfg.address.address()) {
                 o.addresses.push(cfg.address.address());
             }
@@ -209,7 +209,8 @@ fn open_channel(cfg: &NetConfig) -> io::Result<(AnyChannel, EthernetAddress)> {
                 Some(m) => m,
                 None => interface_mac(ns, &cfg.ifname)?,
             };
-            (AnyChannel(Box::new(XdpChannel::open(&o)?)), mac)
+            let ch = XdpChannel::open(&cfg.ifname, ns, &o)?;
+            (AnyChannel(Box::new(ch)), mac)
         }
         Backend::Packet => {
             let mut c = PacketConfig::new(&cfg.ifname);

@@ -421,11 +421,10 @@ fn open_tap(ns: &str) -> io::Result<(TapChannel, [u8; 6])> {
 /// Opens ulnet's AF_XDP channel on A's veth end (nothing steered to it: it only
 /// transmits), retrying while the previous round's socket is still being released.
 fn open_xdp(ns: &str, ifname: &str) -> io::Result<XdpChannel> {
-    let mut o = XdpOptions::new(ifname);
-    o.netns = Some(ns.to_owned());
+    let o = XdpOptions::default();
     let mut tries = 0;
     loop {
-        match XdpChannel::open(&o) {
+        match XdpChannel::open(ifname, Some(ns), &o) {
             Err(e)
                 if e.source.raw_os_error() == Some(rustix::io::Errno::BUSY.raw_os_error())
                     && tries < 50 =>

@@ -234,10 +234,13 @@ pub(super) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStac
     let (builder, caps, ip, forwarding): (_, Capabilities, IpAddr, bool) = match backend {
         Backend::Xdp => {
             let ip = a.spare_ip(0);
-            let mut o = XdpOptions::new(&a.ifname);
-            o.netns = Some(a.ns.clone());
-            o.addresses = vec![ip];
-            let ch = retry_busy(|| XdpChannel::open(&o).map_err(io::Error::from))?;
+            let o = XdpOptions {
+                addresses: vec![ip],
+                ..XdpOptions::default()
+            };
+            let ch = retry_busy(|| {
+                XdpChannel::open(&a.ifname, Some(&a.ns), &o).map_err(io::Error::from)
+            })?;
             let (builder, caps) = on_veth(builder, a, ip, ch)?;
             (builder, caps, ip, false)
         }

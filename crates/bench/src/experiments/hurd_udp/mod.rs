@@ -461,13 +461,13 @@ fn parse_udp_snmp(text: &str) -> Option<(u64, u64, u64)> {
     Some((get("InDatagrams")?, get("InErrors")?, get("RcvbufErrors")?))
 }
 
-/// Opens an AF_XDP channel, retrying while the previous round's socket on the same
-/// queue is still being released (EBUSY).
-pub(super) fn open_xdp(o: &XdpOptions) -> io::Result<XdpChannel> {
+/// Opens an AF_XDP channel on `ifname` in namespace `ns`, retrying while the previous
+/// round's socket on the same queue is still being released (EBUSY).
+pub(super) fn open_xdp(ifname: &str, ns: &str, o: &XdpOptions) -> io::Result<XdpChannel> {
     let ebusy = rustix::io::Errno::BUSY.raw_os_error();
     let mut tries = 0;
     loop {
-        match XdpChannel::open(o) {
+        match XdpChannel::open(ifname, Some(ns), o) {
             Err(e) if e.source.raw_os_error() == Some(ebusy) && tries < 50 => {
                 tries += 1;
                 std::thread::sleep(Duration::from_millis(40));
@@ -605,10 +605,11 @@ fn measure_ulnet(
     window: Duration,
     max_count: u64,
 ) -> io::Result<(Metrics, String)> {
-    let mut o = XdpOptions::new(&a.ifname);
-    o.netns = Some(a.ns.clone());
-    o.addresses = vec![IpAddr::V4(ip)];
-    let xdp = open_xdp(&o)?;
+    let o = XdpOptions {
+        addresses: vec![IpAddr::V4(ip)],
+        ..XdpOptions::default()
+    };
+    let xdp = open_xdp(&a.ifname, &a.ns, &o)?;
     let caps = xdp.capabilities();
     let mode = format!("{} ({})", caps.name, caps.mode);
     let cidr = IpCidr::new(IpAddr::V4(ip), a.prefix_len).ok_or_else(|| io_err("bad prefix"))?;

@@ -97,8 +97,14 @@ pub trait CongestionControl {
     fn set_mss(&mut self, mss: usize);
 }
 
-/// Which congestion control algorithm a connection uses.
+/// Which congestion control algorithm a connection uses. With the `serde` feature it
+/// (de)serialises as its [`Display`](core::fmt::Display) name, `"newreno"` or `"cubic"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum Algorithm {
     /// RFC 5681 + RFC 6582 (+ RFC 6675 with SACK).
     NewReno,
