@@ -3,8 +3,9 @@
 //! window probes (RFC 9293 §3.8.6.1), keepalive probes (RFC 1122 §4.2.3.6), FIN, and
 //! pure ACKs / window updates.
 //!
-//! One call produces at most one segment. Its payload is copied from the send buffer
-//! into the caller's scratch buffer (no allocation). Socket state is changed only after
+//! One call produces at most one segment. Its payload is lent straight from the send
+//! buffer when contiguous there, else copied into the caller's scratch buffer (no
+//! allocation); the emitter copies it into the frame once. Socket state is changed only after
 //! `emit` accepted the segment, so a full transmit ring loses nothing.
 
 use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
@@ -225,7 +226,14 @@ fn data(
     let cap = usize::from(s.data_mss()).saturating_sub(opt_extra).max(1);
     let avail = s.tx.len().saturating_sub(offset);
     let want = (max as usize).min(cap).min(avail).min(scratch.len());
-    let n = s.tx.read_allocated(offset, &mut scratch[..want]);
+    // The payload comes straight from the send buffer when it is contiguous there (all
+    // but the segment that straddles the ring's end): one copy, into the frame.
+    let contiguous = s.tx.get_allocated(offset, want).len() == want;
+    let n = if contiguous {
+        want
+    } else {
+        s.tx.read_allocated(offset, &mut scratch[..want])
+    };
     let end_data = seq + n as u32;
     // The FIN sits right after the last buffered byte; once sent, only its own sequence
     // number may carry it again (never FIN+1 after it was acknowledged and the buffer
@@ -255,7 +263,11 @@ fn data(
         window,
         urgent: 0,
         options,
-        payload: &scratch[..n],
+        payload: if contiguous {
+            s.tx.get_allocated(offset, n)
+        } else {
+            &scratch[..n]
+        },
     };
     if !emit(&repr) {
         s.rcv_adv = saved;
