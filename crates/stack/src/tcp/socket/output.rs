@@ -87,10 +87,10 @@ fn ack_only(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> 
     if !s.ack_now {
         return Output::Idle;
     }
-    let saved = s.rcv_adv;
+    let saved = s.rcv.mark();
     let a = s.ack_segment(now);
     if !emit(&a) {
-        s.rcv_adv = saved;
+        s.rcv.unsend(saved);
         s.ack_now = true;
         return Output::Blocked;
     }
@@ -104,7 +104,7 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
     let mut options = TcpOptions::none();
     options.mss = Some(s.offer.mss);
     if synack {
-        options.window_scale = s.ws_on.then_some(s.rcv_wscale);
+        options.window_scale = s.ws_on.then_some(s.rcv.wscale());
         options.sack_permitted = s.sack_on;
         if s.ts_on {
             options.timestamp = Some(ulnet_wire::TcpTimestamp {
@@ -115,13 +115,13 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
     } else {
         options = s.offer.syn_options(s.tsval(now), None);
     }
-    let saved = s.rcv_adv;
+    let saved = s.rcv.mark();
     let window = s.take_window_field(true);
     let repr = TcpRepr {
         src_port: s.tuple.local().port(),
         dst_port: s.tuple.remote().port(),
         seq: s.snd.iss(),
-        ack: if synack { s.rcv_nxt } else { SeqNumber(0) },
+        ack: if synack { s.rcv.nxt() } else { SeqNumber(0) },
         flags: if synack {
             TcpFlags::SYN | TcpFlags::ACK
         } else {
@@ -133,7 +133,7 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
         payload: &[],
     };
     if !emit(&repr) {
-        s.rcv_adv = saved;
+        s.rcv.unsend(saved);
         return Output::Blocked;
     }
     s.counters.segs_out += 1;
@@ -244,13 +244,13 @@ fn data(
     if n > 0 && (offset + n == s.tx.len() || last_of_burst(s, n as u32)) {
         flags |= TcpFlags::PSH;
     }
-    let saved = s.rcv_adv;
+    let saved = s.rcv.mark();
     let window = s.take_window_field(false);
     let repr = TcpRepr {
         src_port: s.tuple.local().port(),
         dst_port: s.tuple.remote().port(),
         seq,
-        ack: s.rcv_nxt,
+        ack: s.rcv.nxt(),
         flags,
         window,
         urgent: 0,
@@ -258,7 +258,7 @@ fn data(
         payload: &scratch[..n],
     };
     if !emit(&repr) {
-        s.rcv_adv = saved;
+        s.rcv.unsend(saved);
         return Output::Blocked;
     }
     s.counters.segs_out += 1;
@@ -395,11 +395,11 @@ fn probe(
 /// A keepalive probe (RFC 1122 §4.2.3.6): <SEQ=SND.NXT-1><ACK=RCV.NXT>, no data, which
 /// an alive peer must answer with an ACK.
 fn keepalive(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool) -> Output {
-    let saved = s.rcv_adv;
+    let saved = s.rcv.mark();
     let mut a = s.ack_segment(now);
     a.seq = s.snd.nxt() - 1;
     if !emit(&a) {
-        s.rcv_adv = saved;
+        s.rcv.unsend(saved);
         return Output::Blocked;
     }
     s.counters.segs_out += 1;
@@ -432,7 +432,7 @@ impl Socket {
             src_port: self.tuple.local().port(),
             dst_port: self.tuple.remote().port(),
             seq: self.snd.nxt(),
-            ack: self.rcv_nxt,
+            ack: self.rcv.nxt(),
             flags: TcpFlags::ACK,
             window,
             urgent: 0,
@@ -447,7 +447,7 @@ impl Socket {
             src_port: self.tuple.local().port(),
             dst_port: self.tuple.remote().port(),
             seq: self.snd.nxt(),
-            ack: self.rcv_nxt,
+            ack: self.rcv.nxt(),
             flags: TcpFlags::RST | TcpFlags::ACK,
             window: 0,
             urgent: 0,
@@ -458,7 +458,7 @@ impl Socket {
 
     /// Bookkeeping for any segment that carries ACK=RCV.NXT.
     pub(crate) fn note_ack_sent(&mut self) {
-        self.last_ack_sent = self.rcv_nxt;
+        self.rcv.note_ack_sent();
         self.ack_now = false;
         self.ack_immediate = false;
         self.timers.delack = None;
