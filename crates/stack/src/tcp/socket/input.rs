@@ -156,8 +156,8 @@ fn syn_sent(
 /// Our SYN was acknowledged: stop its timer, take the RTT sample (Karn: only if it was
 /// never retransmitted), and apply RFC 6298 §5.7.
 fn syn_acked(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, _cx: &mut Cx<'_>) {
-    s.timers.rtx = None;
-    s.timers.persist = false;
+    s.timers.stop_rtx();
+    s.timers.stop_persist();
     s.retries = 0;
     s.syn_pending = false;
     if let Some(rtt) = s.sampler.on_ack(seg.ack, now) {
@@ -420,7 +420,7 @@ fn ack(
         && !fin
         && window == s.snd.wnd()
         && window > 0
-        && !s.timers.persist
+        && !s.timers.persist()
         && s.snd.nxt() != s.snd.una();
 
     let newly_sacked = if s.sack_on && !seg.options.sack_blocks.is_empty() {
@@ -446,7 +446,7 @@ fn ack(
             s.leave_persist(now);
         }
     }
-    if s.timers.persist {
+    if s.timers.persist() {
         // RFC 1122 §4.2.2.17: an answered probe is progress, however small the window.
         s.retries = 0;
     }
@@ -455,7 +455,7 @@ fn ack(
     // also moves SND.UNA, so recovery starts on the first ACK that reveals a loss
     // (§5 step 2, IsLost). A zero window explains the silence; its repeated ACKs are
     // not loss signals.
-    if s.snd.nxt() != s.snd.una() && !s.timers.persist && (is_dup || newly_sacked > 0) {
+    if s.snd.nxt() != s.snd.una() && !s.timers.persist() && (is_dup || newly_sacked > 0) {
         let (rec, mut p) = s.loss();
         rec.on_dupack(&mut p, now);
     }
@@ -508,13 +508,13 @@ fn new_ack(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, acked: u32) {
     // RFC 6298 §5.2 and §5.3: stop the timer when all is acknowledged, else restart it.
     if s.snd.una() == s.snd.nxt() {
         s.unacked_since = None;
-        if !s.timers.persist {
-            s.timers.rtx = None;
+        if !s.timers.persist() {
+            s.timers.stop_rtx();
         }
     } else {
         s.unacked_since = Some(now);
-        if !s.timers.persist {
-            s.timers.rtx = Some(now + s.rtt.rto());
+        if !s.timers.persist() {
+            s.timers.arm_rtx(now + s.rtt.rto());
         }
     }
     let (rec, mut p) = s.loss();
@@ -586,10 +586,9 @@ fn fin(s: &mut Socket, now: Instant, cx: &mut Cx<'_>) {
         _ => {}
     }
     // Keepalive has nothing to probe once the peer is done sending.
-    s.timers.idle = match s.state {
-        State::TimeWait => s.timers.idle,
-        _ => None,
-    };
+    if s.state != State::TimeWait {
+        s.timers.stop_idle();
+    }
 }
 
 #[cfg(test)]

@@ -548,7 +548,7 @@ impl Socket {
             }
             SocketOption::DelayedAck(on) => {
                 self.delack_on = on;
-                if !on && self.timers.delack.is_some() {
+                if !on && self.timers.delack_pending() {
                     self.ack_now = true;
                 }
             }
@@ -776,9 +776,9 @@ impl Socket {
     pub(crate) fn wants_output(&self) -> bool {
         if self.syn_pending
             || self.ack_now
-            || self.timers.probe_due
-            || self.timers.keepalive_due
-            || self.timers.tlp_due
+            || self.timers.probe_due()
+            || self.timers.keepalive_due()
+            || self.timers.tlp_due()
         {
             return true;
         }

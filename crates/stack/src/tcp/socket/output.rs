@@ -65,16 +65,16 @@ pub(crate) fn output(
             return r;
         }
     }
-    if s.timers.probe_due {
+    if s.timers.probe_due() {
         return probe(s, now, cx, scratch, emit);
     }
-    if s.timers.tlp_due {
+    if s.timers.tlp_due() {
         let r = loss_probe(s, now, cx, scratch, emit);
         if r != Output::Idle {
             return r;
         }
     }
-    if s.timers.keepalive_due {
+    if s.timers.keepalive_due() {
         return keepalive(s, now, emit);
     }
     if let Some((seq, len)) = new_data_plan(s, now) {
@@ -146,9 +146,7 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
     if !s.syn_retransmitted {
         s.sampler.start(s.snd.iss() + 1, now);
     }
-    if s.timers.rtx.is_none() {
-        s.timers.rtx = Some(now + s.rtt.rto());
-    }
+    s.timers.arm_rtx_if_stopped(now + s.rtt.rto());
     Output::Sent
 }
 
@@ -311,7 +309,7 @@ fn loss_probe(
     emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
 ) -> Output {
     if !s.rec.may_probe(&s.snd, &s.timers, s.probe_open()) {
-        s.timers.tlp_due = false;
+        s.timers.tlp_done();
         return Output::Idle;
     }
     let mss = u32::from(s.data_mss());
@@ -332,7 +330,7 @@ fn loss_probe(
         let (rec, mut p) = s.loss();
         rec.on_probe_sent(&mut p, now, kind == Kind::Retransmit);
     } else if r == Output::Idle {
-        s.timers.tlp_due = false;
+        s.timers.tlp_done();
     }
     r
 }
@@ -350,8 +348,8 @@ fn after_send(s: &mut Socket, now: Instant, seq: SeqNumber, end: SeqNumber) {
         s.unacked_since = Some(now);
     }
     // RFC 6298 §5.1: start the timer if it is not running.
-    if s.timers.rtx.is_none() && s.snd.nxt() != s.snd.una() {
-        s.timers.rtx = Some(now + s.rtt.rto());
+    if s.snd.nxt() != s.snd.una() {
+        s.timers.arm_rtx_if_stopped(now + s.rtt.rto());
     }
 }
 
@@ -370,9 +368,13 @@ fn probe(
         // RFC 1122 §4.2.3.4 (4) sends what fits, and the RTO takes over.
         let r = data(s, now, cx, s.snd.nxt(), room, Kind::New, scratch, emit);
         if r != Output::Blocked {
-            s.timers.probe_due = false;
-            s.timers.persist = false;
-            s.timers.rtx = (s.snd.nxt() != s.snd.una()).then(|| now + s.rtt.rto());
+            s.timers.probe_done();
+            s.timers.stop_persist();
+            if s.snd.nxt() != s.snd.una() {
+                s.timers.arm_rtx(now + s.rtt.rto());
+            } else {
+                s.timers.stop_rtx();
+            }
         }
         return r;
     }
@@ -383,11 +385,11 @@ fn probe(
     };
     let r = data(s, now, cx, seq, 1, Kind::Probe, scratch, emit);
     if r != Output::Blocked {
-        s.timers.probe_due = false;
+        s.timers.probe_done();
     }
-    if r == Output::Sent && s.timers.persist {
+    if r == Output::Sent && s.timers.persist() {
         // The persist timer, not the RTO, watches the probe byte.
-        s.timers.rtx = s.timers.rtx.or(Some(now + s.rtt.rto()));
+        s.timers.arm_rtx_if_stopped(now + s.rtt.rto());
     }
     r
 }
@@ -403,7 +405,7 @@ fn keepalive(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) ->
         return Output::Blocked;
     }
     s.counters.segs_out += 1;
-    s.timers.keepalive_due = false;
+    s.timers.keepalive_done();
     Output::Sent
 }
 
@@ -461,7 +463,7 @@ impl Socket {
         self.rcv.note_ack_sent();
         self.ack_now = false;
         self.ack_immediate = false;
-        self.timers.delack = None;
+        self.timers.stop_delack();
         self.dsack = None;
     }
 }

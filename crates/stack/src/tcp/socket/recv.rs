@@ -128,8 +128,8 @@ fn schedule_ack(s: &mut Socket, now: Instant, cx: &Cx<'_>) {
     }
     if s.rcv.unacked_over_mss() {
         s.ack_immediate = true;
-    } else if s.timers.delack.is_none() {
-        s.timers.delack = Some(now + cx.cfg.delayed_ack);
+    } else if !s.timers.delack_pending() {
+        s.timers.arm_delack(now + cx.cfg.delayed_ack);
     }
 }
 
