@@ -13,8 +13,8 @@
 //! `socket/recv.rs` receive buffer, delayed ACK and SACK blocks, `socket/output.rs`
 //! segment generation, `socket/timer.rs` what each timer does when it fires), built from
 //! parts that own their fields and do not know `Socket`: `seq.rs` (send sequence
-//! space), `recovery/` (loss recovery with the SACK scoreboard, `recovery/rack.rs` and
-//! `recovery/tlp.rs`), `congestion/`, `rtt.rs`, `timers.rs` (the deadlines), `options.rs`
+//! space), `rseq.rs` (receive sequence space and the window we offer), `recovery/`
+//! (loss recovery with the SACK scoreboard, `recovery/rack.rs` and `recovery/tlp.rs`), `congestion/`, `rtt.rs`, `timers.rs` (the deadlines), `options.rs`
 //! (negotiation). Around them: `listen.rs`, `timewait.rs`,
 //! `table.rs`, `challenge.rs` (RFC 5961 rate limit), `stats.rs`, `config.rs`.
 //!
@@ -54,6 +54,7 @@ mod layer;
 mod listen;
 mod options;
 mod recovery;
+mod rseq;
 mod seq;
 mod socket;
 mod state;

@@ -1,35 +1,49 @@
-//! The deadlines of one connection ([`Timers`]): plain data, owned by the control block
-//! and armed by the parts that decide them (loss recovery arms `pto`/`reo` and restarts
-//! `rtx`; `socket/timer.rs` runs them when they fire and documents each one).
+//! The deadlines of one connection ([`Timers`]), owned by the control block and armed
+//! by the parts that decide them (loss recovery arms `pto`/`reo` and restarts `rtx`;
+//! `socket/timer.rs` runs them when they fire and documents each one). Fields are
+//! private; each deadline has named arm / stop / take methods and each flag a request /
+//! done pair, so every place that touches one timer can be found by name.
 //!
 //! The layer files only the earliest of them in its timer queue (one entry per
 //! connection, not one per timer), see [`Timers::next`].
 
 use crate::time::Instant;
 
-/// The deadlines of one connection, plus work the timers left for output.
+/// The deadlines of one connection, plus work the timers left for output. Fields are
+/// private: each is armed, stopped and taken through a named method, so a reader can
+/// find every place that touches one timer by its method's name.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Timers {
     /// Retransmission or (with `persist`) window-probe deadline.
-    pub rtx: Option<Instant>,
+    rtx: Option<Instant>,
     /// `rtx` is the persist timer.
-    pub persist: bool,
+    persist: bool,
     /// Tail loss probe deadline (RFC 8985 §7.2).
-    pub pto: Option<Instant>,
+    pto: Option<Instant>,
     /// A tail loss probe is due.
-    pub tlp_due: bool,
+    tlp_due: bool,
     /// RACK reordering-window deadline (RFC 8985 §6.3).
-    pub reo: Option<Instant>,
+    reo: Option<Instant>,
     /// Delayed-ACK deadline.
-    pub delack: Option<Instant>,
+    delack: Option<Instant>,
     /// Keepalive / FIN-WAIT-2 / TIME-WAIT deadline.
-    pub idle: Option<Instant>,
+    idle: Option<Instant>,
     /// A window probe is due.
-    pub probe_due: bool,
+    probe_due: bool,
     /// A keepalive probe is due.
-    pub keepalive_due: bool,
+    keepalive_due: bool,
     /// Unanswered keepalive probes.
-    pub keepalive_sent: u8,
+    keepalive_sent: u8,
+}
+
+/// Clears `slot` and returns true when its deadline has passed.
+#[inline]
+fn take_due(slot: &mut Option<Instant>, now: Instant) -> bool {
+    if slot.is_some_and(|t| t <= now) {
+        *slot = None;
+        return true;
+    }
+    false
 }
 
 impl Timers {
@@ -40,5 +54,212 @@ impl Timers {
             .into_iter()
             .flatten()
             .min()
+    }
+
+    // ---- retransmission / persist (`rtx`) ----
+
+    /// The retransmission (or persist) deadline, if running.
+    #[inline]
+    pub(crate) fn rtx(&self) -> Option<Instant> {
+        self.rtx
+    }
+
+    /// (Re)starts the retransmission timer to fire at `at`.
+    #[inline]
+    pub(crate) fn arm_rtx(&mut self, at: Instant) {
+        self.rtx = Some(at);
+    }
+
+    /// Starts the retransmission timer at `at` unless it is already running (RFC 6298
+    /// §5.1).
+    #[inline]
+    pub(crate) fn arm_rtx_if_stopped(&mut self, at: Instant) {
+        self.rtx = self.rtx.or(Some(at));
+    }
+
+    /// Stops the retransmission timer.
+    #[inline]
+    pub(crate) fn stop_rtx(&mut self) {
+        self.rtx = None;
+    }
+
+    /// Whether `rtx` is the persist timer (RFC 9293 §3.8.6.1).
+    #[inline]
+    pub(crate) fn persist(&self) -> bool {
+        self.persist
+    }
+
+    /// `rtx` becomes the persist timer, firing at `at`.
+    #[inline]
+    pub(crate) fn start_persist(&mut self, at: Instant) {
+        self.persist = true;
+        self.rtx = Some(at);
+    }
+
+    /// `rtx` is the retransmission timer again (its deadline is left as it is).
+    #[inline]
+    pub(crate) fn stop_persist(&mut self) {
+        self.persist = false;
+    }
+
+    /// Takes an expired `rtx`: true (and stopped) when it was due at `now`.
+    #[inline]
+    pub(crate) fn take_rtx(&mut self, now: Instant) -> bool {
+        take_due(&mut self.rtx, now)
+    }
+
+    // ---- window probe ----
+
+    /// A window probe is due.
+    #[inline]
+    pub(crate) fn probe_due(&self) -> bool {
+        self.probe_due
+    }
+
+    /// The persist timer fired: output sends a window probe.
+    #[inline]
+    pub(crate) fn request_probe(&mut self) {
+        self.probe_due = true;
+    }
+
+    /// The window probe went out, or is no longer wanted.
+    #[inline]
+    pub(crate) fn probe_done(&mut self) {
+        self.probe_due = false;
+    }
+
+    // ---- tail loss probe (`pto`, RFC 8985 §7) ----
+
+    /// Arms the tail loss probe timer at `at`.
+    #[inline]
+    pub(crate) fn arm_pto(&mut self, at: Instant) {
+        self.pto = Some(at);
+    }
+
+    /// Stops the tail loss probe timer.
+    #[inline]
+    pub(crate) fn stop_pto(&mut self) {
+        self.pto = None;
+    }
+
+    /// Takes an expired `pto`: true (and stopped) when it was due at `now`.
+    #[inline]
+    pub(crate) fn take_pto(&mut self, now: Instant) -> bool {
+        take_due(&mut self.pto, now)
+    }
+
+    /// A tail loss probe is due.
+    #[inline]
+    pub(crate) fn tlp_due(&self) -> bool {
+        self.tlp_due
+    }
+
+    /// The PTO fired: output sends a tail loss probe.
+    #[inline]
+    pub(crate) fn request_tlp(&mut self) {
+        self.tlp_due = true;
+    }
+
+    /// The tail loss probe went out, or may not be sent.
+    #[inline]
+    pub(crate) fn tlp_done(&mut self) {
+        self.tlp_due = false;
+    }
+
+    // ---- RACK reordering window (`reo`, RFC 8985 §6.3) ----
+
+    /// Whether the reordering window has passed at `now` (RACK clears it).
+    #[inline]
+    pub(crate) fn reo_due(&self, now: Instant) -> bool {
+        self.reo.is_some_and(|t| t <= now)
+    }
+
+    /// Starts the reordering window at `at` unless it is running; returns its deadline.
+    #[inline]
+    pub(crate) fn arm_reo_if_stopped(&mut self, at: Instant) -> Instant {
+        *self.reo.get_or_insert(at)
+    }
+
+    /// Stops the reordering-window timer.
+    #[inline]
+    pub(crate) fn stop_reo(&mut self) {
+        self.reo = None;
+    }
+
+    // ---- delayed ACK (RFC 1122 §4.2.3.2) ----
+
+    /// Whether an ACK is being delayed.
+    #[inline]
+    pub(crate) fn delack_pending(&self) -> bool {
+        self.delack.is_some()
+    }
+
+    /// Delays the ACK until `at`.
+    #[inline]
+    pub(crate) fn arm_delack(&mut self, at: Instant) {
+        self.delack = Some(at);
+    }
+
+    /// An ACK went out: nothing is delayed any more.
+    #[inline]
+    pub(crate) fn stop_delack(&mut self) {
+        self.delack = None;
+    }
+
+    /// Takes an expired delayed ACK: true (and stopped) when it was due at `now`.
+    #[inline]
+    pub(crate) fn take_delack(&mut self, now: Instant) -> bool {
+        take_due(&mut self.delack, now)
+    }
+
+    // ---- keepalive / FIN-WAIT-2 / TIME-WAIT (`idle`) ----
+
+    /// Arms the idle deadline at `at`.
+    #[inline]
+    pub(crate) fn arm_idle(&mut self, at: Instant) {
+        self.idle = Some(at);
+    }
+
+    /// Stops the idle deadline.
+    #[inline]
+    pub(crate) fn stop_idle(&mut self) {
+        self.idle = None;
+    }
+
+    /// Takes an expired idle deadline: true (and stopped) when it was due at `now`.
+    #[inline]
+    pub(crate) fn take_idle(&mut self, now: Instant) -> bool {
+        take_due(&mut self.idle, now)
+    }
+
+    /// A keepalive probe is due.
+    #[inline]
+    pub(crate) fn keepalive_due(&self) -> bool {
+        self.keepalive_due
+    }
+
+    /// Unanswered keepalive probes so far.
+    #[inline]
+    pub(crate) fn keepalive_sent(&self) -> u8 {
+        self.keepalive_sent
+    }
+
+    /// The keepalive timer fired: output sends one more probe.
+    #[inline]
+    pub(crate) fn request_keepalive(&mut self) {
+        self.keepalive_sent += 1;
+        self.keepalive_due = true;
+    }
+
+    /// The keepalive probe went out.
+    #[inline]
+    pub(crate) fn keepalive_done(&mut self) {
+        self.keepalive_due = false;
+    }
+
+    /// The peer was heard from: no keepalive probe is unanswered.
+    #[inline]
+    pub(crate) fn reset_keepalive_count(&mut self) {
+        self.keepalive_sent = 0;
     }
 }

@@ -270,7 +270,7 @@ impl Recovery {
         p.cc.on_congestion_event(now, flight);
         // RFC 8985 §7.2: no loss probe while in recovery; the recovery's reduction answers
         // for a loss an outstanding probe repairs (§7.4).
-        p.timers.pto = None;
+        p.timers.stop_pto();
         self.tlp.is_rtx = false;
     }
 
@@ -288,9 +288,9 @@ impl Recovery {
         self.rtx_nxt = (p.seq.nxt() != p.seq.una()).then_some(p.seq.una());
         self.tlp = tlp::TlpState::default();
         self.rack.reset(p.seq.una(), p.seq.nxt());
-        p.timers.pto = None;
-        p.timers.tlp_due = false;
-        p.timers.reo = None;
+        p.timers.stop_pto();
+        p.timers.tlp_done();
+        p.timers.stop_reo();
     }
 
     /// What may be sent next as a retransmission: (first sequence number, longest length).
@@ -354,7 +354,7 @@ impl Recovery {
             self.fast_rtx = false;
             // RACK (RFC 8985 §6.2): only data sent after this copy can show it lost.
             self.rack.reset(p.seq.una(), p.seq.nxt());
-            p.timers.reo = None;
+            p.timers.stop_reo();
         }
         self.high_rxt = self.high_rxt.max(end);
         if let Some(r) = self.rtx_nxt {

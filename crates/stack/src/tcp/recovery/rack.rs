@@ -87,8 +87,8 @@ impl Recovery {
     /// timer fired: arms the timer, or marks the segment lost (fast retransmit, entering
     /// recovery when this loss starts a new episode). Returns true when it declared a loss.
     pub(crate) fn rack_detect(&mut self, p: &mut Sender<'_>, now: Instant) -> bool {
-        if !self.rack_on || !self.sack || p.seq.una() == p.seq.nxt() || p.timers.persist {
-            p.timers.reo = None;
+        if !self.rack_on || !self.sack || p.seq.una() == p.seq.nxt() || p.timers.persist() {
+            p.timers.stop_reo();
             return false;
         }
         if self.rack.una != p.seq.una() {
@@ -99,25 +99,25 @@ impl Recovery {
                 una + 1
             };
             self.rack.reset(una, mark);
-            p.timers.reo = None;
+            p.timers.stop_reo();
         }
         let sent_later_delivered = self
             .sb
             .highest_sacked()
             .is_some_and(|h| h.diff(self.rack.mark) > 0);
         if !sent_later_delivered || self.fast_rtx {
-            p.timers.reo = None;
+            p.timers.stop_reo();
             return false;
         }
         let Some(wnd) = self.reo_wnd(p.rtt.srtt()) else {
-            p.timers.reo = None;
+            p.timers.stop_reo();
             return false;
         };
-        let due = *p.timers.reo.get_or_insert(now + wnd);
+        let due = p.timers.arm_reo_if_stopped(now + wnd);
         if due > now {
             return false;
         }
-        p.timers.reo = None;
+        p.timers.stop_reo();
         if !self.in_recovery && self.rtx_nxt.is_none() && self.fresh_episode(p.seq) {
             self.enter_recovery(p, now);
         } else {

@@ -67,14 +67,14 @@ impl Recovery {
             && !self.in_recovery
             && self.rtx_nxt.is_none()
             && self.tlp.end.is_none()
-            && !timers.persist
+            && !timers.persist()
     }
 
     /// (Re)starts the PTO after new data was sent or new data was acknowledged (RFC 8985
     /// §7.2), or stops it when no probe may be sent.
     pub(crate) fn tlp_arm(&mut self, p: &mut Sender<'_>, now: Instant, open: bool) {
         if !self.may_probe(p.seq, p.timers, open) {
-            p.timers.pto = None;
+            p.timers.stop_pto();
             return;
         }
         let pto = match p.rtt.srtt() {
@@ -91,17 +91,17 @@ impl Recovery {
         };
         let mut at = now + pto;
         // Never later than the RTO would fire.
-        if let Some(rto) = p.timers.rtx {
+        if let Some(rto) = p.timers.rtx() {
             at = at.min(rto);
         }
-        p.timers.pto = Some(at);
+        p.timers.arm_pto(at);
     }
 
     /// The PTO fired: a probe is due, and the RTO restarts from now (RFC 8985 §7.3).
     pub(crate) fn pto_expired(&mut self, p: &mut Sender<'_>, now: Instant, open: bool) {
         if self.may_probe(p.seq, p.timers, open) {
-            p.timers.tlp_due = true;
-            p.timers.rtx = Some(now + p.rtt.rto());
+            p.timers.request_tlp();
+            p.timers.arm_rtx(now + p.rtt.rto());
         }
     }
 
@@ -112,9 +112,9 @@ impl Recovery {
             is_rtx,
             dsack: false,
         };
-        p.timers.tlp_due = false;
-        p.timers.pto = None;
-        p.timers.rtx = Some(now + p.rtt.rto());
+        p.timers.tlp_done();
+        p.timers.stop_pto();
+        p.timers.arm_rtx(now + p.rtt.rto());
     }
 
     /// A cumulative ACK arrived (SND.UNA already advanced): end the episode once the probe is

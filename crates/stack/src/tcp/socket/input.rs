@@ -47,17 +47,6 @@ pub(crate) fn rst_for(seg: &TcpRepr<'_>) -> TcpRepr<'static> {
     }
 }
 
-/// RFC 9293 §3.10.7.4 "first": is the segment (partly) inside the receive window?
-fn acceptable(seq: SeqNumber, len: u32, rcv_nxt: SeqNumber, wnd: u32) -> bool {
-    let end = rcv_nxt + wnd;
-    match (len, wnd) {
-        (0, 0) => seq == rcv_nxt,
-        (0, _) => seq.in_range(rcv_nxt, end),
-        (_, 0) => false,
-        (_, _) => seq.in_range(rcv_nxt, end) || (seq + (len - 1)).in_range(rcv_nxt, end),
-    }
-}
-
 /// Sends an ACK as the RFC 5961 §7 rate limit allows.
 fn challenge_ack(
     s: &mut Socket,
@@ -138,9 +127,7 @@ fn syn_sent(
         return;
     }
     s.counters.segs_in += 1;
-    s.irs = seg.seq;
-    s.rcv_nxt = seg.seq + 1;
-    s.rcv_adv = s.rcv_nxt;
+    s.rcv.sync(seg.seq);
     let n = s.offer.negotiate(&seg.options, s.tuple.local().is_ipv6());
     s.apply_negotiated(n);
     if let Some(ts) = seg.options.timestamp.filter(|_| s.ts_on) {
@@ -169,8 +156,8 @@ fn syn_sent(
 /// Our SYN was acknowledged: stop its timer, take the RTT sample (Karn: only if it was
 /// never retransmitted), and apply RFC 6298 §5.7.
 fn syn_acked(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, _cx: &mut Cx<'_>) {
-    s.timers.rtx = None;
-    s.timers.persist = false;
+    s.timers.stop_rtx();
+    s.timers.stop_persist();
     s.retries = 0;
     s.syn_pending = false;
     if let Some(rtt) = s.sampler.on_ack(seg.ack, now) {
@@ -219,7 +206,7 @@ fn synchronized(
         && syn
         && !rst
         && f.contains(TcpFlags::ACK)
-        && seg.seq == s.irs
+        && seg.seq == s.rcv.irs()
         && seg.ack.diff(s.snd.una()) > 0
         && seg.ack.diff(s.snd.nxt()) <= 0
     {
@@ -243,7 +230,7 @@ fn synchronized(
         && syn
         && !rst
         && !f.contains(TcpFlags::ACK)
-        && seg.seq == s.irs
+        && seg.seq == s.rcv.irs()
     {
         s.syn_pending = true;
         return;
@@ -275,7 +262,7 @@ fn synchronized(
     // §3.10.7.4 first: sequence number acceptability.
     let seg_len = seg.segment_len() as u32;
     let wnd = s.rcv_wnd().max(s.rcv_space());
-    if !acceptable(seg.seq, seg_len, s.rcv_nxt, wnd) {
+    if !s.rcv.acceptable(seg.seq, seg_len, wnd) {
         if rst {
             cx.stats.dropped_rst += 1;
         } else if s.state == State::TimeWait && syn {
@@ -285,7 +272,7 @@ fn synchronized(
             send_ack(s, now, reply);
         } else if s.state == State::TimeWait
             && f.contains(TcpFlags::FIN)
-            && seg.seq + seg_len == s.rcv_nxt
+            && seg.seq + seg_len == s.rcv.nxt()
         {
             // The peer's FIN again: our ACK was lost. RFC 7323 §4.3: SEG.SEQ <=
             // Last.ACK.sent and PAWS passed, so its TSval becomes TS.Recent and the ACK
@@ -300,7 +287,7 @@ fn synchronized(
         } else {
             cx.stats.dropped_out_of_window += 1;
             let end = seg.seq + seg.payload.len() as u32;
-            if s.sack_on && !seg.payload.is_empty() && end.diff(s.rcv_nxt) <= 0 {
+            if s.sack_on && !seg.payload.is_empty() && end.diff(s.rcv.nxt()) <= 0 {
                 // RFC 2883 §4: report the duplicate so the sender can detect spurious
                 // retransmissions.
                 s.dsack = Some((seg.seq, end));
@@ -321,14 +308,14 @@ fn synchronized(
         .filter(|ts| {
             s.ts_on
                 && !rst
-                && seg.seq.diff(s.last_ack_sent) <= 0
+                && seg.seq.diff(s.rcv.last_ack_sent()) <= 0
                 && !ts_before(ts.tsval, s.ts_recent)
         })
         .map(|ts| ts.tsval);
 
     // Second: RST (RFC 5961 §3.2: only an exact match resets; in-window gets a challenge).
     if rst {
-        if seg.seq != s.rcv_nxt {
+        if seg.seq != s.rcv.nxt() {
             challenge_ack(s, now, cx, reply);
             return;
         }
@@ -433,7 +420,7 @@ fn ack(
         && !fin
         && window == s.snd.wnd()
         && window > 0
-        && !s.timers.persist
+        && !s.timers.persist()
         && s.snd.nxt() != s.snd.una();
 
     let newly_sacked = if s.sack_on && !seg.options.sack_blocks.is_empty() {
@@ -459,7 +446,7 @@ fn ack(
             s.leave_persist(now);
         }
     }
-    if s.timers.persist {
+    if s.timers.persist() {
         // RFC 1122 §4.2.2.17: an answered probe is progress, however small the window.
         s.retries = 0;
     }
@@ -468,7 +455,7 @@ fn ack(
     // also moves SND.UNA, so recovery starts on the first ACK that reveals a loss
     // (§5 step 2, IsLost). A zero window explains the silence; its repeated ACKs are
     // not loss signals.
-    if s.snd.nxt() != s.snd.una() && !s.timers.persist && (is_dup || newly_sacked > 0) {
+    if s.snd.nxt() != s.snd.una() && !s.timers.persist() && (is_dup || newly_sacked > 0) {
         let (rec, mut p) = s.loss();
         rec.on_dupack(&mut p, now);
     }
@@ -521,13 +508,13 @@ fn new_ack(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, acked: u32) {
     // RFC 6298 §5.2 and §5.3: stop the timer when all is acknowledged, else restart it.
     if s.snd.una() == s.snd.nxt() {
         s.unacked_since = None;
-        if !s.timers.persist {
-            s.timers.rtx = None;
+        if !s.timers.persist() {
+            s.timers.stop_rtx();
         }
     } else {
         s.unacked_since = Some(now);
-        if !s.timers.persist {
-            s.timers.rtx = Some(now + s.rtt.rto());
+        if !s.timers.persist() {
+            s.timers.arm_rtx(now + s.rtt.rto());
         }
     }
     let (rec, mut p) = s.loss();
@@ -550,7 +537,7 @@ fn text_and_fin(
             s.state,
             State::Established | State::FinWait1 | State::FinWait2
         ) {
-            if s.orphan && seq.add(seg.payload.len() as u32).diff(s.rcv_nxt) > 0 {
+            if s.orphan && seq.add(seg.payload.len() as u32).diff(s.rcv.nxt()) > 0 {
                 // New data for a connection the application closed: nobody will ever
                 // read it; tell the peer (RFC 1122 §4.2.2.13, RFC 2525 §2.17).
                 let rst = s.rst_segment();
@@ -567,8 +554,8 @@ fn text_and_fin(
     }
     if seg.flags.contains(TcpFlags::FIN) && s.state.is_synchronized() {
         let at = seq + seg.payload.len() as u32;
-        if at.diff(s.rcv_nxt) >= 0 {
-            s.fin_seq = Some(at);
+        if at.diff(s.rcv.nxt()) >= 0 {
+            s.rcv.note_fin(at);
         } else {
             // A FIN we already took: acknowledge again (and restart TIME-WAIT).
             s.ack_now = true;
@@ -577,15 +564,14 @@ fn text_and_fin(
             }
         }
     }
-    if s.fin_seq == Some(s.rcv_nxt) && s.state.may_receive() {
+    if s.rcv.fin_reached() && s.state.may_receive() {
         fin(s, now, cx);
     }
 }
 
 /// The peer's FIN is reached in sequence (§3.10.7.4 eighth).
 fn fin(s: &mut Socket, now: Instant, cx: &mut Cx<'_>) {
-    s.rcv_nxt += 1;
-    s.fin_seq = None;
+    s.rcv.take_fin();
     s.ack_now = true;
     match s.state {
         State::SynReceived | State::Established => s.state = State::CloseWait,
@@ -600,29 +586,14 @@ fn fin(s: &mut Socket, now: Instant, cx: &mut Cx<'_>) {
         _ => {}
     }
     // Keepalive has nothing to probe once the peer is done sending.
-    s.timers.idle = match s.state {
-        State::TimeWait => s.timers.idle,
-        _ => None,
-    };
+    if s.state != State::TimeWait {
+        s.timers.stop_idle();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn acceptability_four_cases() {
-        let r = SeqNumber(u32::MAX - 5);
-        assert!(acceptable(r, 0, r, 0));
-        assert!(!acceptable(r + 1, 0, r, 0));
-        assert!(acceptable(r + 9, 0, r, 10));
-        assert!(!acceptable(r + 10, 0, r, 10));
-        assert!(!acceptable(r, 5, r, 0));
-        assert!(acceptable(r - 3, 5, r, 10));
-        assert!(!acceptable(r - 5, 5, r, 10));
-        assert!(acceptable(r + 9, 100, r, 10));
-        assert!(!acceptable(r + 10, 100, r, 10));
-    }
 
     #[test]
     fn rst_for_follows_rfc_9293() {

@@ -5,7 +5,8 @@
 //! arrival in `input.rs`, the receive half in `recv.rs`, segment generation in
 //! `output.rs`, timer expiry in `timer.rs`. The parts it is built from own their fields
 //! and keep their own invariants without knowing `Socket`: the send sequence space
-//! (`tcp/seq.rs`), loss recovery (`tcp/recovery/`, handed the parts it steers through
+//! (`tcp/seq.rs`), the receive sequence space and the window we offer
+//! (`tcp/rseq.rs`), loss recovery (`tcp/recovery/`, handed the parts it steers through
 //! [`Sender`]), congestion control, RTT, the deadlines (`tcp/timers.rs`). The layer
 //! (`layer/`) owns sockets and the tables that find them, and asks them through named
 //! methods.
@@ -13,9 +14,11 @@
 //! Invariants:
 //! - `snd_una <= snd_nxt`, and `snd_nxt` only grows except when a refused window probe
 //!   is retracted (kept by `SendSeq`, see `tcp/seq.rs`).
+//! - `rcv_nxt` only advances and the advertised right edge never moves left, except
+//!   when a segment carrying it was never sent (kept by `RecvSeq`, see `tcp/rseq.rs`).
 //! - The send buffer holds exactly the bytes from `tx_seq0()` on: unacknowledged, then
 //!   unsent. A queued FIN sits right after the last buffered byte.
-//! - The receive buffer holds in-order bytes up to `rcv_nxt`; bytes after it (out of
+//! - The receive buffer holds in-order bytes up to RCV.NXT; bytes after it (out of
 //!   order) are written into its free space and tracked by the assembler.
 
 use alloc::boxed::Box;
@@ -32,6 +35,7 @@ use crate::tcp::handle::ListenerHandle;
 use crate::tcp::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
 use crate::tcp::reassembly::Assembler;
 use crate::tcp::recovery::{Recovery, Sender};
+use crate::tcp::rseq::{RecvRoom, RecvSeq};
 use crate::tcp::rtt::{RttEstimator, RttSampler};
 use crate::tcp::seq::SendSeq;
 use crate::tcp::state::State;
@@ -65,19 +69,8 @@ pub(crate) struct Socket {
     /// Send sequence space (RFC 9293 §3.3.1).
     snd: SendSeq,
 
-    // Receive sequence space.
-    irs: SeqNumber,
-    rcv_nxt: SeqNumber,
-    /// Right edge of the window we last advertised (never moved left, RFC 9293 §3.8.6).
-    rcv_adv: SeqNumber,
-    /// The largest window ever offered (RCV.ADV - RCV.NXT), for the window-update rule.
-    rcv_wnd_max: u32,
-    rcv_wscale: u8,
-    last_ack_sent: SeqNumber,
-    /// Largest segment payload seen from the peer (for "every second full-sized segment").
-    rcv_mss: u16,
-    /// The peer's FIN, seen beyond a hole; processed when `rcv_nxt` reaches it.
-    fin_seq: Option<SeqNumber>,
+    /// Receive sequence space and the window we offer (RFC 9293 §3.3.1).
+    rcv: RecvSeq,
 
     // Options.
     offer: Offer,
@@ -201,14 +194,7 @@ impl Socket {
             origin: None,
             passive: false,
             snd: SendSeq::new(iss, crate::tcp::options::default_mss(ipv6).min(mss)),
-            irs: SeqNumber(0),
-            rcv_nxt: SeqNumber(0),
-            rcv_adv: SeqNumber(0),
-            rcv_wnd_max: 0,
-            rcv_wscale: 0,
-            last_ack_sent: SeqNumber(0),
-            rcv_mss: crate::tcp::options::default_mss(ipv6).min(mss),
-            fin_seq: None,
+            rcv: RecvSeq::new(crate::tcp::options::default_mss(ipv6).min(mss)),
             offer,
             ts_on: false,
             sack_on: false,
@@ -265,9 +251,8 @@ impl Socket {
     pub(crate) fn open_passive(&mut self, now: Instant, syn: &TcpRepr<'_>, origin: ListenerHandle) {
         self.passive = true;
         self.origin = Some(origin);
-        self.irs = syn.seq;
-        self.rcv_nxt = syn.seq + 1;
-        self.last_ack_sent = self.rcv_nxt;
+        self.rcv.sync(syn.seq);
+        self.rcv.note_ack_sent();
         let n = self
             .offer
             .negotiate(&syn.options, self.tuple.local().is_ipv6());
@@ -279,7 +264,6 @@ impl Socket {
         // The SYN's window is never scaled (RFC 7323 §2.2).
         self.snd
             .init_window(u32::from(syn.window), syn.seq, self.snd.iss());
-        self.rcv_adv = self.rcv_nxt;
         self.state = State::SynReceived;
         self.syn_pending = true;
         self.last_rcv = now;
@@ -288,7 +272,7 @@ impl Socket {
     pub(crate) fn apply_negotiated(&mut self, n: Negotiated) {
         self.snd
             .set_negotiated(n.snd_mss, n.snd_wscale, n.timestamps);
-        self.rcv_wscale = n.rcv_wscale;
+        self.rcv.set_wscale(n.rcv_wscale);
         self.ws_on = n.window_scaling;
         self.ts_on = n.timestamps;
         self.sack_on = n.sack;
@@ -334,7 +318,7 @@ impl Socket {
         ts_clock(now, self.ts_offset)
     }
 
-    /// The most the receive buffer could take after `rcv_nxt`.
+    /// The most the receive buffer could take after RCV.NXT.
     #[inline]
     pub(crate) fn rcv_space(&self) -> u32 {
         if self.rd_shut {
@@ -347,7 +331,7 @@ impl Socket {
     /// The window currently offered to the peer: up to the advertised right edge.
     #[inline]
     pub(crate) fn rcv_wnd(&self) -> u32 {
-        self.rcv_adv.distance_from(self.rcv_nxt)
+        self.rcv.wnd()
     }
 
     /// The peer's Eff.snd.MSS as the receiver sees it (RFC 9293 §3.7.1, RFC 6691): the MSS
@@ -358,49 +342,27 @@ impl Socket {
         u32::from(self.offer.mss.saturating_sub(opt).max(1))
     }
 
-    /// The receive window to advertise now, with receiver-side silly window syndrome
-    /// avoidance (RFC 1122 §4.2.3.3, RFC 9293 §3.8.6.2.2): the window offered is
-    /// RCV.BUFF - RCV.USER only when that moves the right edge we last advertised by at
-    /// least min(RCV.BUFF/2, Eff.snd.MSS); otherwise the old edge stays. The edge never
-    /// moves left (RFC 9293 §3.8.6).
-    pub(crate) fn window_to_advertise(&self) -> u32 {
-        let cur = self.rcv_wnd();
-        let space = self.rcv_space();
-        let buff = self.rx.capacity().min(u32::MAX as usize) as u32;
-        let threshold = (buff / 2).min(self.peer_eff_mss());
-        let wnd = if space >= cur.saturating_add(threshold) {
-            space
-        } else {
-            cur
-        };
-        let max = u32::from(u16::MAX) << self.rcv_wscale;
-        wnd.min(max)
+    /// What the window rules of [`RecvSeq`] need of the receive buffer and the options.
+    #[inline]
+    fn recv_room(&self) -> RecvRoom {
+        RecvRoom {
+            space: self.rcv_space(),
+            buff: self.rx.capacity().min(u32::MAX as usize) as u32,
+            eff_mss: self.peer_eff_mss(),
+        }
     }
 
     /// The window field for an outgoing segment; records the advertised edge.
+    #[inline]
     pub(crate) fn take_window_field(&mut self, syn: bool) -> u16 {
-        let wnd = self.window_to_advertise();
-        if syn {
-            // RFC 7323 §2.2: the window in a SYN is never scaled.
-            let w = wnd.min(u32::from(u16::MAX));
-            self.rcv_adv = self.rcv_nxt + w;
-            return w as u16;
-        }
-        let shift = self.rcv_wscale;
-        // Round up so the right edge we already offered is not taken back.
-        let field = wnd.div_ceil(1 << shift).min(u32::from(u16::MAX));
-        let edge = self.rcv_nxt + (field << shift).min(wnd.max(self.rcv_wnd()));
-        if edge.diff(self.rcv_adv) > 0 {
-            self.rcv_adv = edge;
-        }
-        self.rcv_wnd_max = self.rcv_wnd_max.max(self.rcv_wnd());
-        field as u16
+        let room = self.recv_room();
+        self.rcv.take_window_field(syn, room)
     }
 
     /// True when a read opened enough window to be worth an ACK of its own.
     ///
     /// RFC 9293 §3.8.6.2.2 / RFC 1122 §4.2.3.3 decide *what* window may be offered
-    /// ([`Socket::window_to_advertise`]); when to announce it without data is the
+    /// ([`RecvSeq::window_to_advertise`]); when to announce it without data is the
     /// receiver's choice. Like Linux (`__tcp_cleanup_rbuf`), only when the window still
     /// offered has fallen to half the largest one ever offered and the new one is at least
     /// twice as large: a peer with half a window to fill is not waiting for the update, and
@@ -414,9 +376,7 @@ impl Socket {
         if !self.state.may_receive() || self.state == State::SynReceived {
             return false;
         }
-        let cur = self.rcv_wnd();
-        let new = self.window_to_advertise();
-        new > cur && cur.saturating_mul(2) <= self.rcv_wnd_max && new >= cur.saturating_mul(2)
+        self.rcv.window_update_due(self.recv_room())
     }
 
     /// Moves to CLOSED with `error` (None for a clean close), dropping all timers.
@@ -588,7 +548,7 @@ impl Socket {
             }
             SocketOption::DelayedAck(on) => {
                 self.delack_on = on;
-                if !on && self.timers.delack.is_some() {
+                if !on && self.timers.delack_pending() {
                     self.ack_now = true;
                 }
             }
@@ -779,7 +739,7 @@ impl Socket {
     pub(crate) fn time_wait_reopen(&self, seg: &TcpRepr<'_>) -> Option<SeqNumber> {
         let newer = match (self.ts_on, seg.options.timestamp) {
             (true, Some(ts)) => (ts.tsval.wrapping_sub(self.ts_recent) as i32) > 0,
-            _ => seg.seq.diff(self.rcv_nxt) > 0,
+            _ => seg.seq.diff(self.rcv.nxt()) > 0,
         };
         newer.then_some(self.snd.nxt())
     }
@@ -798,7 +758,7 @@ impl Socket {
         TimeWaitInit {
             tuple: self.tuple,
             snd_nxt: self.snd.nxt(),
-            rcv_nxt: self.rcv_nxt,
+            rcv_nxt: self.rcv.nxt(),
             ts_recent: self.ts_on.then_some(self.ts_recent),
             window,
         }
@@ -816,9 +776,9 @@ impl Socket {
     pub(crate) fn wants_output(&self) -> bool {
         if self.syn_pending
             || self.ack_now
-            || self.timers.probe_due
-            || self.timers.keepalive_due
-            || self.timers.tlp_due
+            || self.timers.probe_due()
+            || self.timers.keepalive_due()
+            || self.timers.tlp_due()
         {
             return true;
         }
@@ -850,7 +810,7 @@ impl Socket {
             bytes_retrans: self.counters.bytes_retrans,
             ca_state: self.rec.ca_state(),
             lost: self.rec.lost_bytes(&self.snd),
-            rcv_mss: self.rcv_mss,
+            rcv_mss: self.rcv.mss(),
             backoff: self.retries,
             dsacks_received: self.rec.dsacks(),
             fast_recoveries: self.counters.fast_recoveries,
@@ -861,7 +821,7 @@ impl Socket {
             bytes_received: self.counters.bytes_received,
             send_queue_len: self.tx.len(),
             recv_queue_len: self.rx.len(),
-            window_scale: self.ws_on.then_some((self.snd.wscale(), self.rcv_wscale)),
+            window_scale: self.ws_on.then_some((self.snd.wscale(), self.rcv.wscale())),
             timestamps: self.ts_on,
             sack: self.sack_on,
             congestion: self.cc.algorithm(),

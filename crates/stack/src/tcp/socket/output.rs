@@ -66,16 +66,16 @@ pub(crate) fn output(
             return r;
         }
     }
-    if s.timers.probe_due {
+    if s.timers.probe_due() {
         return probe(s, now, cx, scratch, emit);
     }
-    if s.timers.tlp_due {
+    if s.timers.tlp_due() {
         let r = loss_probe(s, now, cx, scratch, emit);
         if r != Output::Idle {
             return r;
         }
     }
-    if s.timers.keepalive_due {
+    if s.timers.keepalive_due() {
         return keepalive(s, now, emit);
     }
     if let Some((seq, len)) = new_data_plan(s, now) {
@@ -88,10 +88,10 @@ fn ack_only(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> 
     if !s.ack_now {
         return Output::Idle;
     }
-    let saved = s.rcv_adv;
+    let saved = s.rcv.mark();
     let a = s.ack_segment(now);
     if !emit(&a) {
-        s.rcv_adv = saved;
+        s.rcv.unsend(saved);
         s.ack_now = true;
         return Output::Blocked;
     }
@@ -105,7 +105,7 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
     let mut options = TcpOptions::none();
     options.mss = Some(s.offer.mss);
     if synack {
-        options.window_scale = s.ws_on.then_some(s.rcv_wscale);
+        options.window_scale = s.ws_on.then_some(s.rcv.wscale());
         options.sack_permitted = s.sack_on;
         if s.ts_on {
             options.timestamp = Some(ulnet_wire::TcpTimestamp {
@@ -116,13 +116,13 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
     } else {
         options = s.offer.syn_options(s.tsval(now), None);
     }
-    let saved = s.rcv_adv;
+    let saved = s.rcv.mark();
     let window = s.take_window_field(true);
     let repr = TcpRepr {
         src_port: s.tuple.local().port(),
         dst_port: s.tuple.remote().port(),
         seq: s.snd.iss(),
-        ack: if synack { s.rcv_nxt } else { SeqNumber(0) },
+        ack: if synack { s.rcv.nxt() } else { SeqNumber(0) },
         flags: if synack {
             TcpFlags::SYN | TcpFlags::ACK
         } else {
@@ -134,7 +134,7 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
         payload: &[],
     };
     if !emit(&repr) {
-        s.rcv_adv = saved;
+        s.rcv.unsend(saved);
         return Output::Blocked;
     }
     s.counters.segs_out += 1;
@@ -147,9 +147,7 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
     if !s.syn_retransmitted {
         s.sampler.start(s.snd.iss() + 1, now);
     }
-    if s.timers.rtx.is_none() {
-        s.timers.rtx = Some(now + s.rtt.rto());
-    }
+    s.timers.arm_rtx_if_stopped(now + s.rtt.rto());
     Output::Sent
 }
 
@@ -252,13 +250,13 @@ fn data(
     if n > 0 && (offset + n == s.tx.len() || last_of_burst(s, n as u32)) {
         flags |= TcpFlags::PSH;
     }
-    let saved = s.rcv_adv;
+    let saved = s.rcv.mark();
     let window = s.take_window_field(false);
     let repr = TcpRepr {
         src_port: s.tuple.local().port(),
         dst_port: s.tuple.remote().port(),
         seq,
-        ack: s.rcv_nxt,
+        ack: s.rcv.nxt(),
         flags,
         window,
         urgent: 0,
@@ -270,7 +268,7 @@ fn data(
         },
     };
     if !emit(&repr) {
-        s.rcv_adv = saved;
+        s.rcv.unsend(saved);
         return Output::Blocked;
     }
     s.counters.segs_out += 1;
@@ -323,7 +321,7 @@ fn loss_probe(
     emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
 ) -> Output {
     if !s.rec.may_probe(&s.snd, &s.timers, s.probe_open()) {
-        s.timers.tlp_due = false;
+        s.timers.tlp_done();
         return Output::Idle;
     }
     let mss = u32::from(s.data_mss());
@@ -344,7 +342,7 @@ fn loss_probe(
         let (rec, mut p) = s.loss();
         rec.on_probe_sent(&mut p, now, kind == Kind::Retransmit);
     } else if r == Output::Idle {
-        s.timers.tlp_due = false;
+        s.timers.tlp_done();
     }
     r
 }
@@ -362,8 +360,8 @@ fn after_send(s: &mut Socket, now: Instant, seq: SeqNumber, end: SeqNumber) {
         s.unacked_since = Some(now);
     }
     // RFC 6298 §5.1: start the timer if it is not running.
-    if s.timers.rtx.is_none() && s.snd.nxt() != s.snd.una() {
-        s.timers.rtx = Some(now + s.rtt.rto());
+    if s.snd.nxt() != s.snd.una() {
+        s.timers.arm_rtx_if_stopped(now + s.rtt.rto());
     }
 }
 
@@ -382,9 +380,13 @@ fn probe(
         // RFC 1122 §4.2.3.4 (4) sends what fits, and the RTO takes over.
         let r = data(s, now, cx, s.snd.nxt(), room, Kind::New, scratch, emit);
         if r != Output::Blocked {
-            s.timers.probe_due = false;
-            s.timers.persist = false;
-            s.timers.rtx = (s.snd.nxt() != s.snd.una()).then(|| now + s.rtt.rto());
+            s.timers.probe_done();
+            s.timers.stop_persist();
+            if s.snd.nxt() != s.snd.una() {
+                s.timers.arm_rtx(now + s.rtt.rto());
+            } else {
+                s.timers.stop_rtx();
+            }
         }
         return r;
     }
@@ -395,11 +397,11 @@ fn probe(
     };
     let r = data(s, now, cx, seq, 1, Kind::Probe, scratch, emit);
     if r != Output::Blocked {
-        s.timers.probe_due = false;
+        s.timers.probe_done();
     }
-    if r == Output::Sent && s.timers.persist {
+    if r == Output::Sent && s.timers.persist() {
         // The persist timer, not the RTO, watches the probe byte.
-        s.timers.rtx = s.timers.rtx.or(Some(now + s.rtt.rto()));
+        s.timers.arm_rtx_if_stopped(now + s.rtt.rto());
     }
     r
 }
@@ -407,15 +409,15 @@ fn probe(
 /// A keepalive probe (RFC 1122 §4.2.3.6): <SEQ=SND.NXT-1><ACK=RCV.NXT>, no data, which
 /// an alive peer must answer with an ACK.
 fn keepalive(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool) -> Output {
-    let saved = s.rcv_adv;
+    let saved = s.rcv.mark();
     let mut a = s.ack_segment(now);
     a.seq = s.snd.nxt() - 1;
     if !emit(&a) {
-        s.rcv_adv = saved;
+        s.rcv.unsend(saved);
         return Output::Blocked;
     }
     s.counters.segs_out += 1;
-    s.timers.keepalive_due = false;
+    s.timers.keepalive_done();
     Output::Sent
 }
 
@@ -444,7 +446,7 @@ impl Socket {
             src_port: self.tuple.local().port(),
             dst_port: self.tuple.remote().port(),
             seq: self.snd.nxt(),
-            ack: self.rcv_nxt,
+            ack: self.rcv.nxt(),
             flags: TcpFlags::ACK,
             window,
             urgent: 0,
@@ -459,7 +461,7 @@ impl Socket {
             src_port: self.tuple.local().port(),
             dst_port: self.tuple.remote().port(),
             seq: self.snd.nxt(),
-            ack: self.rcv_nxt,
+            ack: self.rcv.nxt(),
             flags: TcpFlags::RST | TcpFlags::ACK,
             window: 0,
             urgent: 0,
@@ -470,10 +472,10 @@ impl Socket {
 
     /// Bookkeeping for any segment that carries ACK=RCV.NXT.
     pub(crate) fn note_ack_sent(&mut self) {
-        self.last_ack_sent = self.rcv_nxt;
+        self.rcv.note_ack_sent();
         self.ack_now = false;
         self.ack_immediate = false;
-        self.timers.delack = None;
+        self.timers.stop_delack();
         self.dsack = None;
     }
 }

@@ -29,13 +29,11 @@ pub(crate) fn deliver(
     if payload.is_empty() {
         return 0;
     }
-    if payload.len() > usize::from(s.rcv_mss) {
-        s.rcv_mss = payload.len().min(usize::from(u16::MAX)) as u16;
-    }
+    s.rcv.note_segment_len(payload.len());
     // Anything before RCV.NXT is a duplicate: report it as a D-SACK (RFC 2883 §4) and
     // acknowledge at once so the sender learns the retransmission was spurious.
-    if seq < s.rcv_nxt {
-        let dup = s.rcv_nxt.distance_from(seq) as usize;
+    if seq < s.rcv.nxt() {
+        let dup = s.rcv.nxt().distance_from(seq) as usize;
         let dup_len = dup.min(payload.len());
         if s.sack_on {
             s.dsack = Some((seq, seq + dup_len as u32));
@@ -45,14 +43,14 @@ pub(crate) fn deliver(
             return 0;
         }
         payload = &payload[dup..];
-        seq = s.rcv_nxt;
+        seq = s.rcv.nxt();
     }
-    let offset = seq.distance_from(s.rcv_nxt) as usize;
+    let offset = seq.distance_from(s.rcv.nxt()) as usize;
 
     if s.rd_shut {
         // Reading is shut down: acknowledge in-order data and discard it.
         if offset == 0 && s.asm.is_empty() {
-            s.rcv_nxt += payload.len() as u32;
+            s.rcv.advance(payload.len() as u32);
             s.counters.bytes_received += payload.len() as u64;
             schedule_ack(s, now, cx);
         } else {
@@ -73,7 +71,7 @@ pub(crate) fn deliver(
     if offset == 0 && s.asm.is_empty() {
         // The fast path: in order, no holes.
         let n = s.rx.enqueue_slice(data);
-        s.rcv_nxt += n as u32;
+        s.rcv.advance(n as u32);
         s.counters.bytes_received += n as u64;
         schedule_ack(s, now, cx);
         return n;
@@ -87,7 +85,7 @@ pub(crate) fn deliver(
             // retransmission of the first hole, a deadlock.
             let n = s.rx.enqueue_unallocated(written);
             s.asm.advance(n);
-            s.rcv_nxt += n as u32;
+            s.rcv.advance(n as u32);
             s.counters.bytes_received += n as u64;
             s.ack_immediate = true;
             return n;
@@ -99,7 +97,7 @@ pub(crate) fn deliver(
     if offset == 0 {
         let n = s.asm.remove_front();
         let n = s.rx.enqueue_unallocated(n);
-        s.rcv_nxt += n as u32;
+        s.rcv.advance(n as u32);
         s.counters.bytes_received += n as u64;
         // RFC 5681 §4.2: ACK at once when a segment fills (part of) a hole.
         s.ack_immediate = true;
@@ -109,7 +107,8 @@ pub(crate) fn deliver(
         // RFC 5681 §4.2 / RFC 9293 §3.10.7.4: out-of-order data gets an immediate
         // duplicate ACK, which carries the SACK blocks.
         if let Some((a, b)) = s.asm.range_containing(offset) {
-            s.last_ooo = Some((s.rcv_nxt + a as u32, s.rcv_nxt + b as u32));
+            let nxt = s.rcv.nxt();
+            s.last_ooo = Some((nxt + a as u32, nxt + b as u32));
         }
         s.ack_immediate = true;
         0
@@ -127,11 +126,10 @@ fn schedule_ack(s: &mut Socket, now: Instant, cx: &Cx<'_>) {
         s.ack_immediate = true;
         return;
     }
-    let unacked = s.rcv_nxt.distance_from(s.last_ack_sent);
-    if unacked > u32::from(s.rcv_mss) {
+    if s.rcv.unacked_over_mss() {
         s.ack_immediate = true;
-    } else if s.timers.delack.is_none() {
-        s.timers.delack = Some(now + cx.cfg.delayed_ack);
+    } else if !s.timers.delack_pending() {
+        s.timers.arm_delack(now + cx.cfg.delayed_ack);
     }
 }
 
@@ -153,7 +151,7 @@ pub(crate) fn fill_sack_blocks(s: &Socket, o: &mut TcpOptions) {
     }
     let mut out = [(SeqNumber(0), SeqNumber(0)); 4];
     let held = ranges[..count].iter().copied();
-    let n = sack_blocks(held, s.rcv_nxt, s.last_ooo, s.dsack, room, &mut out);
+    let n = sack_blocks(held, s.rcv.nxt(), s.last_ooo, s.dsack, room, &mut out);
     for &b in &out[..n] {
         o.sack_blocks.push(b);
     }

@@ -25,20 +25,27 @@ use super::{Cx, Socket};
 impl Socket {
     /// Restarts the keepalive idle period after hearing from the peer.
     pub(crate) fn rearm_keepalive(&mut self, now: Instant) {
-        self.timers.keepalive_sent = 0;
+        self.timers.reset_keepalive_count();
         if matches!(self.state, State::Established | State::CloseWait) {
-            self.timers.idle = self.keepalive.map(|k| now + k.idle);
+            match self.keepalive {
+                Some(k) => self.timers.arm_idle(now + k.idle),
+                None => self.timers.stop_idle(),
+            }
         }
     }
 
     /// The peer opened its window: the persist timer yields to the RTO.
     pub(crate) fn leave_persist(&mut self, now: Instant) {
-        if self.timers.persist {
-            self.timers.persist = false;
-            self.timers.probe_due = false;
+        if self.timers.persist() {
+            self.timers.stop_persist();
+            self.timers.probe_done();
             self.retries = 0;
             self.rtt.reset_backoff();
-            self.timers.rtx = (self.snd.nxt() != self.snd.una()).then(|| now + self.rtt.rto());
+            if self.snd.nxt() != self.snd.una() {
+                self.timers.arm_rtx(now + self.rtt.rto());
+            } else {
+                self.timers.stop_rtx();
+            }
         }
     }
 
@@ -65,57 +72,54 @@ impl Socket {
 
     /// Starts the persist timer (zero window with data waiting, RFC 9293 §3.8.6.1).
     pub(crate) fn enter_persist(&mut self, now: Instant) {
-        if !self.timers.persist || self.timers.rtx.is_none() {
-            self.timers.persist = true;
-            self.timers.rtx = Some(now + self.rtt.rto());
+        if !self.timers.persist() || self.timers.rtx().is_none() {
+            self.timers.start_persist(now + self.rtt.rto());
         }
     }
 
     /// An orphaned connection in FIN-WAIT-2 waits only so long for the peer's FIN.
     pub(crate) fn arm_fin_wait2(&mut self, now: Instant, timeout: Duration) {
-        self.timers.rtx = None;
-        self.timers.persist = false;
-        self.timers.idle = self.orphan.then(|| now + timeout);
+        self.timers.stop_rtx();
+        self.timers.stop_persist();
+        if self.orphan {
+            self.timers.arm_idle(now + timeout);
+        } else {
+            self.timers.stop_idle();
+        }
     }
 
     /// Enters (or restarts) TIME-WAIT for 2*MSL, all other timers off.
     pub(crate) fn enter_time_wait(&mut self, now: Instant, cfg: &TcpConfig) {
         self.state = State::TimeWait;
         let acks = self.ack_now;
-        self.timers = Timers {
-            idle: Some(now + cfg.msl.saturating_mul(2)),
-            ..Timers::default()
-        };
+        self.timers = Timers::default();
+        self.timers.arm_idle(now + cfg.msl.saturating_mul(2));
         self.ack_now = acks;
     }
 
     /// Runs every timer that is due at `now`.
     pub(crate) fn on_timer(&mut self, now: Instant, cx: &mut Cx<'_>) {
-        if self.timers.delack.is_some_and(|t| t <= now) {
-            self.timers.delack = None;
+        if self.timers.take_delack(now) {
             self.ack_now = true;
         }
-        if self.timers.reo.is_some_and(|t| t <= now) {
+        if self.timers.reo_due(now) {
             self.rack_detect(now, cx.stats);
         }
         // The probe goes first: RFC 8985 §7.2 arms it in place of the RTO, so when both are
         // due the probe is sent and the RTO restarts.
-        if self.timers.pto.is_some_and(|t| t <= now) {
-            self.timers.pto = None;
+        if self.timers.take_pto(now) {
             let open = self.probe_open();
             let (rec, mut p) = self.loss();
             rec.pto_expired(&mut p, now, open);
         }
-        if self.timers.rtx.is_some_and(|t| t <= now) {
-            self.timers.rtx = None;
-            if self.timers.persist {
+        if self.timers.take_rtx(now) {
+            if self.timers.persist() {
                 self.persist_expired(now, cx);
             } else {
                 self.rtx_expired(now, cx);
             }
         }
-        if self.timers.idle.is_some_and(|t| t <= now) {
-            self.timers.idle = None;
+        if self.timers.take_idle(now) {
             self.idle_expired(now, cx);
         }
     }
@@ -159,14 +163,14 @@ impl Socket {
                 self.rtt_ambiguous = true;
                 let (rec, mut p) = self.loss();
                 rec.on_rto(&mut p, now);
-                self.timers.rtx = Some(now + self.rtt.rto());
+                self.timers.arm_rtx(now + self.rtt.rto());
             }
         }
     }
 
     fn persist_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
         if self.snd.wnd() > 0 && self.snd.una() == self.snd.nxt() && self.tx.is_empty() {
-            self.timers.persist = false;
+            self.timers.stop_persist();
             return;
         }
         // RFC 1122 §4.2.2.17: probing goes on while the peer answers; `retries` is reset by
@@ -177,8 +181,8 @@ impl Socket {
         }
         self.retries += 1;
         self.rtt.backoff();
-        self.timers.probe_due = true;
-        self.timers.rtx = Some(now + self.rtt.rto());
+        self.timers.request_probe();
+        self.timers.arm_rtx(now + self.rtt.rto());
     }
 
     fn idle_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
@@ -189,16 +193,15 @@ impl Socket {
                 let Some(k) = self.keepalive else { return };
                 if self.snd.una() != self.snd.nxt() || !self.tx.is_empty() {
                     // Data is in flight: the RTO watches the peer, not keepalive.
-                    self.timers.idle = Some(now + k.interval);
+                    self.timers.arm_idle(now + k.interval);
                     return;
                 }
-                if self.timers.keepalive_sent >= k.count {
+                if self.timers.keepalive_sent() >= k.count {
                     self.give_up(cx);
                     return;
                 }
-                self.timers.keepalive_sent += 1;
-                self.timers.keepalive_due = true;
-                self.timers.idle = Some(now + k.interval);
+                self.timers.request_keepalive();
+                self.timers.arm_idle(now + k.interval);
             }
             _ => {}
         }
