@@ -63,6 +63,8 @@ pub(crate) trait Turn: Send {
     fn sleep_plan(&mut self) -> io::Result<Option<Option<Duration>>>;
     /// The last flush before the loop ends.
     fn finish(&mut self) -> io::Result<()>;
+    /// How long the last sleep lasted (the spin adapts to it).
+    fn slept(&mut self, d: Duration);
 }
 
 impl<C: Channel + Send, A: App + Send> Turn for (Runtime<C>, A) {
@@ -86,6 +88,9 @@ impl<C: Channel + Send, A: App + Send> Turn for (Runtime<C>, A) {
     }
     fn finish(&mut self) -> io::Result<()> {
         self.0.flush_all()
+    }
+    fn slept(&mut self, d: Duration) {
+        self.0.slept(d);
     }
 }
 
@@ -207,6 +212,7 @@ impl Engine {
     }
 
     fn drive(&self, ready: &mut dyn FnMut() -> bool, deadline: Option<std::time::Instant>) -> bool {
+        let mut slept = None;
         loop {
             if ready() || self.stopped() {
                 return true;
@@ -218,6 +224,9 @@ impl Engine {
                 None => None,
             };
             let mut t = relock(&self.turn);
+            if let Some(d) = slept.take() {
+                t.slept(d);
+            }
             let Some(turned) = self.turn_locked(&mut **t) else {
                 return true;
             };
@@ -265,11 +274,13 @@ impl Engine {
                 (a, b) => a.or(b),
             };
             let fd = self.wait_fd.as_ref().map(AsFd::as_fd);
+            let t0 = std::time::Instant::now();
             if let Err(e) = self.shared.sleep(fd, timeout, kicks) {
                 relock(&self.failed).get_or_insert(e);
                 self.shared.stop.store(true, Ordering::SeqCst);
                 return true;
             }
+            slept = Some(t0.elapsed());
         }
     }
 
@@ -293,6 +304,7 @@ impl Engine {
 
     fn run_inner(&self) -> io::Result<()> {
         let mut park = PARK_BUSY;
+        let mut slept = None;
         while !self.stopped() {
             if self.drivers.load(Ordering::SeqCst) > 0 {
                 let seen = self.app_turns.load(Ordering::Relaxed);
@@ -318,6 +330,9 @@ impl Engine {
             park = PARK_BUSY;
             let kicks = self.shared.kicks();
             let mut t = relock(&self.turn);
+            if let Some(d) = slept.take() {
+                t.slept(d);
+            }
             let Some(turned) = self.turn_locked(&mut **t) else {
                 break;
             };
@@ -338,7 +353,9 @@ impl Engine {
                     drop(t);
                     if let Some(timeout) = plan {
                         let fd = self.wait_fd.as_ref().map(AsFd::as_fd);
+                        let t0 = std::time::Instant::now();
                         self.shared.sleep(fd, timeout, kicks)?;
+                        slept = Some(t0.elapsed());
                     }
                 }
             }
