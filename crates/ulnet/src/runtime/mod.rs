@@ -110,6 +110,10 @@ struct Shared {
     /// look skips the sleep (no wake-up is lost, none is consumed for another thread).
     kicks: AtomicU64,
     stop: AtomicBool,
+    /// The thread of a shared loop (`turn.rs`) while it parks because application
+    /// threads drive: a [`Handle::wake`] from outside a turn (a close, a connect) unparks
+    /// it so that what was queued leaves now.
+    parked_loop: Mutex<Option<std::thread::Thread>>,
     wakeups: AtomicU64,
     eventfd: OwnedFd,
 }
@@ -153,6 +157,7 @@ impl Handle {
     /// Makes a sleeping loop run an iteration now (a no-op while it is busy).
     pub fn wake(&self) {
         self.shared.wake();
+        self.shared.unpark_loop();
     }
 
     /// Releases `guard` and blocks until the loop has made progress (frames processed or
@@ -178,6 +183,7 @@ impl Handle {
     pub fn stop(&self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.wake();
+        self.shared.unpark_loop();
     }
 
     /// Whether [`Handle::stop`] was called.
@@ -233,6 +239,7 @@ impl<C: Channel> Runtime<C> {
                 signalled: AtomicBool::new(false),
                 kicks: AtomicU64::new(0),
                 stop: AtomicBool::new(false),
+                parked_loop: Mutex::new(None),
                 wakeups: AtomicU64::new(0),
                 eventfd: wait::eventfd()?,
             }),
