@@ -127,3 +127,30 @@ pub trait Channel {
         Ok(())
     }
 }
+
+/// A boxed channel is a channel (`Box<dyn Channel + Send>`, or a box of a subtrait the
+/// caller defines), so code that picks its backend at run time needs no forwarding type.
+impl<C: Channel + ?Sized> Channel for Box<C> {
+    fn rx_batch(
+        &mut self,
+        max_count: usize,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> crate::Result<usize> {
+        (**self).rx_batch(max_count, f)
+    }
+    fn tx(&mut self) -> &mut dyn Tx {
+        (**self).tx()
+    }
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+    fn stats(&self) -> Stats {
+        (**self).stats()
+    }
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        (**self).wait_fd()
+    }
+    fn prepare_wait(&mut self) -> crate::Result<()> {
+        (**self).prepare_wait()
+    }
+}

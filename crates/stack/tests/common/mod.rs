@@ -6,11 +6,10 @@
 #![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::BorrowedFd;
 
 use ulnet::runtime::Driver;
 use ulnet_channel::sim::{Endpoint, LinkConfig, Wire};
-use ulnet_channel::{Capabilities, Channel, Stats, Tx};
+use ulnet_channel::Channel;
 use ulnet_stack::iface::{Interface, InterfaceConfig, IpCidr};
 use ulnet_stack::time::{Duration, Instant};
 use ulnet_wire::EthernetAddress;
@@ -57,31 +56,6 @@ impl<W: std::io::Write, F: FnMut() -> std::time::Duration> SimChannel
     }
 }
 
-/// A boxed [`SimChannel`] as the driver's channel.
-pub struct SimChan(pub Box<dyn SimChannel>);
-
-impl Channel for SimChan {
-    fn rx_batch(
-        &mut self,
-        max_count: usize,
-        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
-    ) -> ulnet_channel::Result<usize> {
-        self.0.rx_batch(max_count, f)
-    }
-    fn tx(&mut self) -> &mut dyn Tx {
-        self.0.tx()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.0.capabilities()
-    }
-    fn stats(&self) -> Stats {
-        self.0.stats()
-    }
-    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.0.wait_fd()
-    }
-}
-
 /// Frames one receive takes.
 const BATCH: usize = 64;
 
@@ -91,12 +65,12 @@ pub const MAX_PASSES_PER_INSTANT: usize = 10_000;
 
 pub struct Node {
     pub iface: Interface,
-    pub driver: Driver<SimChan>,
+    pub driver: Driver<Box<dyn SimChannel>>,
 }
 
 impl Node {
     pub fn new(iface: Interface, chan: Box<dyn SimChannel>) -> Node {
-        let mut driver = Driver::new(SimChan(chan));
+        let mut driver = Driver::new(chan);
         driver.set_batch_count(BATCH);
         Node { iface, driver }
     }
@@ -165,7 +139,7 @@ impl Sim {
             .chain(
                 self.nodes
                     .iter()
-                    .filter_map(|n| n.driver.channel().0.next_arrival())
+                    .filter_map(|n| n.driver.channel().next_arrival())
                     .map(|d| u64::try_from(d.as_nanos().div_ceil(1000)).unwrap_or(u64::MAX)),
             )
     }
