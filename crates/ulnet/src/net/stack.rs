@@ -701,8 +701,9 @@ impl Stack {
                 let mut g = self.inner.handle.lock();
                 if let Poll::Ready(r) = op(&mut g) {
                     drop(g);
-                    // What `op` queued (data, a window update) leaves from this thread.
-                    self.inner.engine.turn_or_wake();
+                    // What `op` queued (data, a window update) leaves from this thread
+                    // when application threads drive, else with the loop's next batch.
+                    self.inner.engine.after_call();
                     return r;
                 }
                 if self.registry().is_closed() {
@@ -714,7 +715,7 @@ impl Stack {
                 notify.seq()
             };
             if nonblocking {
-                self.inner.engine.turn_or_wake();
+                self.inner.engine.after_call();
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             // Drive the loop from this thread until the socket's readiness moves,

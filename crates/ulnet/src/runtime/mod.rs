@@ -113,7 +113,9 @@ struct Shared {
     /// The thread of a shared loop (`turn.rs`) while it parks because application
     /// threads drive: a [`Handle::wake`] from outside a turn (a close, a connect) unparks
     /// it so that what was queued leaves now.
-    parked_loop: Mutex<Option<std::thread::Thread>>,
+    loop_parked: AtomicBool,
+    /// That thread (set once it runs).
+    loop_thread: std::sync::OnceLock<std::thread::Thread>,
     wakeups: AtomicU64,
     eventfd: OwnedFd,
 }
@@ -239,7 +241,8 @@ impl<C: Channel> Runtime<C> {
                 signalled: AtomicBool::new(false),
                 kicks: AtomicU64::new(0),
                 stop: AtomicBool::new(false),
-                parked_loop: Mutex::new(None),
+                loop_parked: AtomicBool::new(false),
+                loop_thread: std::sync::OnceLock::new(),
                 wakeups: AtomicU64::new(0),
                 eventfd: wait::eventfd()?,
             }),
