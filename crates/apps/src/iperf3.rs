@@ -105,6 +105,8 @@ pub struct TestSummary {
     pub packets: u64,
     /// TCP sender: segments retransmitted.
     pub retransmits: u64,
+    /// TCP sender: retransmission timeouts that fired (the costly kind of recovery).
+    pub timeouts: u64,
 }
 
 impl TestSummary {
@@ -134,7 +136,11 @@ impl std::fmt::Display for TestSummary {
         if self.udp {
             write!(f, ", {} packets, {} lost", self.packets, self.lost)?;
         } else if self.reverse {
-            write!(f, ", {} retransmits", self.retransmits)?;
+            write!(
+                f,
+                ", {} retransmits, {} timeouts",
+                self.retransmits, self.timeouts
+            )?;
         }
         Ok(())
     }
@@ -437,6 +443,7 @@ impl Iperf3Server {
             thread::sleep(TICK / 10);
         }
         let mut retransmits = Vec::new();
+        let mut timeouts = 0;
         if params.reverse {
             // iperf3 closes the data streams at TEST_END: the client's reads end with
             // EOF once what is queued has arrived.
@@ -444,6 +451,10 @@ impl Iperf3Server {
                 .iter()
                 .map(|s| s.info().map_or(0, |i| i.retransmits as i64))
                 .collect();
+            timeouts = tcp_streams
+                .iter()
+                .map(|s| s.info().map_or(0, |i| i.timeouts))
+                .sum();
             for w in workers.drain(..) {
                 let _ = w.join();
             }
@@ -468,6 +479,7 @@ impl Iperf3Server {
                 lost: results.iter().map(|r| r.errors).sum(),
                 packets: results.iter().map(|r| r.packets).sum(),
                 retransmits: results.iter().map(|r| r.retransmits.max(0) as u64).sum(),
+                timeouts,
             };
             exchange(
                 &mut ctrl,
@@ -820,9 +832,12 @@ mod tests {
             lost: 0,
             packets: 0,
             retransmits: 3,
+            timeouts: 1,
         };
         assert_eq!(s.bits_per_second(), 1e9);
-        assert!(s.to_string().contains("1000.0 Mbit/s, 3 retransmits"));
+        assert!(s
+            .to_string()
+            .contains("1000.0 Mbit/s, 3 retransmits, 1 timeouts"));
         assert_eq!(algorithm("cubic"), Some(Algorithm::Cubic));
         assert_eq!(algorithm("bbr"), None);
         let (u, s) = cpu_times();

@@ -119,6 +119,11 @@ impl Recovery {
         self.sb.sacked_bytes().min(u32::MAX as usize) as u32
     }
 
+    /// In fast recovery (RFC 6675), not RTO recovery.
+    pub(crate) fn in_fast_recovery(&self) -> bool {
+        self.in_recovery && self.rtx_nxt.is_none()
+    }
+
     /// The loss-recovery state, as `tcp_info` reports it.
     pub(crate) fn ca_state(&self) -> CaState {
         if self.rtx_nxt.is_some() {

@@ -56,15 +56,21 @@ impl TlpState {
 }
 
 impl Recovery {
-    /// Whether a probe may be scheduled (RFC 8985 §7.2): SACK in use, data outstanding, not
-    /// in fast or RTO recovery, no probe already outstanding, no zero window. `open` is the
-    /// connection's part of the answer: a state that sends data and no window probe out.
+    /// Whether a probe may be scheduled (RFC 8985 §7.2): SACK in use, data outstanding, no
+    /// retransmission waiting to go out, no probe already outstanding, no zero window.
+    /// `open` is the connection's part of the answer: a state that sends data and no
+    /// window probe out.
+    ///
+    /// Also during fast recovery: a retransmission that is lost again, with nothing sent
+    /// after it, leaves RACK (`rack.rs`) nothing to infer from, and only the RTO (200 ms)
+    /// repaired it. A probe of new data after it draws the SACK that shows it lost.
+    /// Measured: 2% random drop each way against a Linux receiver (which compresses its
+    /// SACKs), 21 RTOs in 5 s and 239 Mb/s before.
     pub(crate) fn may_probe(&self, seq: &SendSeq, timers: &Timers, open: bool) -> bool {
         self.tlp_on
             && self.sack
             && open
             && seq.una() != seq.nxt()
-            && !self.in_recovery
             && self.rtx_nxt.is_none()
             && self.tlp.end.is_none()
             && !timers.persist()

@@ -290,8 +290,11 @@ fn data(
     let only_probe = kind == Kind::Probe && seq == s.snd.una() && end.diff(s.snd.nxt()) >= 0;
     after_send(s, now, seq, end);
     s.probe_end = only_probe.then_some(s.snd.nxt());
-    if kind == Kind::New && end != seq {
-        // RFC 8985 §7.2: new data (re)starts the loss probe timer.
+    let repair = kind == Kind::Retransmit && s.rec.in_fast_recovery();
+    if (kind == Kind::New || repair) && end != seq {
+        // RFC 8985 §7.2: new data (re)starts the loss probe timer; so does a fast
+        // recovery retransmission, so that a probe, if one is needed, follows it (after
+        // an RTO the timeout's own backoff governs, RFC 6298 §5.5).
         s.arm_tlp(now);
     }
     Output::Sent

@@ -151,9 +151,57 @@ fn without_rack_a_lost_retransmission_waits_for_the_timeout() {
     let (s, una) = lose_a_retransmission(&mut h);
     let got = h.out();
     assert!(got.iter().all(|x| x.seq != una), "{got:?}");
-    let (rtx, waited) = next_output(&mut h, Duration::from_secs(1));
+    // A tail loss probe may go out first (TLP runs in recovery too); without RACK its
+    // SACK repairs nothing, and the next copy of segment 1 is the RTO's.
+    let start = h.now;
+    let mut rtx = Vec::new();
+    while h.now - start < Duration::from_secs(1) {
+        let (got, _) = next_output(&mut h, Duration::from_secs(1));
+        if got.iter().any(|x| x.seq == una) {
+            rtx = got;
+            break;
+        }
+    }
+    let waited = h.now - start;
     assert_eq!(rtx.first().map(|x| x.seq), Some(una), "{rtx:?}");
     // The RTO (≥ 200 ms) runs from the retransmission, one RTT before this point.
     assert!(waited >= Duration::from_millis(190), "{waited:?}");
     assert_eq!(h.tcp.info(s).unwrap().timeouts, 1);
+}
+
+/// Segment 1 of 4 is lost, fast retransmit resends it and that copy is lost too, and no
+/// ACK comes back for anything sent after it (a receiver that compresses its SACKs, and
+/// one of them lost). Nothing sent after the retransmission is SACKed, so RACK has no
+/// evidence; a probe in recovery draws the SACK that gives it, well before the RTO.
+#[test]
+fn lost_retransmission_with_a_silent_peer_is_repaired_by_a_probe_in_recovery() {
+    let mut h = Harness::new(config(true, true));
+    let (s, una) = open(&mut h);
+    h.tcp.send(h.now, s, &[9; 30_000]).unwrap();
+    assert_eq!(h.out().len(), 10);
+    h.advance(RTT);
+    let mut rtx = Vec::new();
+    for k in 2..=4u32 {
+        h.send(ack(&h, una, &[(una + 1000, una + k * 1000)]));
+        rtx.extend(h.out());
+    }
+    assert_eq!(rtx.iter().filter(|x| x.seq == una).count(), 1, "{rtx:?}");
+    let highest = rtx.iter().map(|x| x.seq).max().unwrap();
+    // Silence: the probe comes at about 2*SRTT, new data above everything sent.
+    let (probe, waited) = next_output(&mut h, Duration::from_secs(1));
+    assert_eq!(probe.len(), 1, "{probe:?}");
+    assert!(probe[0].seq > highest, "{probe:?}");
+    assert!(waited < Duration::from_millis(100), "{waited:?}");
+    // Its SACK shows a segment sent after the retransmission delivered: RACK resends 1.
+    h.advance(RTT);
+    let end = probe[0].seq + probe[0].payload.len() as u32;
+    h.send(ack(
+        &h,
+        una,
+        &[(una + 1000, una + 4000), (probe[0].seq, end)],
+    ));
+    let got = h.out();
+    assert_eq!(got.first().map(|x| x.seq), Some(una), "{got:?}");
+    assert_eq!(h.tcp.info(s).unwrap().timeouts, 0);
+    assert_eq!(h.tcp.stats().loss_probes, 1);
 }
