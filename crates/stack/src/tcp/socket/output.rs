@@ -340,6 +340,27 @@ fn loss_probe(
         (data_end - back, back, Kind::Retransmit)
     };
     let r = data(s, now, cx, seq, len, kind, scratch, emit);
+    if r == Output::Sent && kind == Kind::New && len == mss {
+        // A second full segment with a probe of new data, when there is one: a receiver
+        // ACKs at once only from the second full-sized segment on (RFC 5681 §4.2), and
+        // Linux may hold the ACK of a lone one up to 200 ms (its delayed-ACK maximum),
+        // as long as our RTO. Measured against Linux with 2% loss each way: the ACK
+        // that the probe exists to draw came too late to prevent the timeout.
+        let room = s.snd.wnd_room();
+        let left = (s.tx.len() as u32).saturating_sub(s.snd.nxt().distance_from(seq0));
+        if room > 0 && left > 0 && !s.fin_sent() {
+            let _ = data(
+                s,
+                now,
+                cx,
+                s.snd.nxt(),
+                left.min(room).min(mss),
+                Kind::New,
+                scratch,
+                emit,
+            );
+        }
+    }
     if r == Output::Sent {
         cx.stats.loss_probes += 1;
         let (rec, mut p) = s.loss();

@@ -187,14 +187,15 @@ fn lost_retransmission_with_a_silent_peer_is_repaired_by_a_probe_in_recovery() {
     }
     assert_eq!(rtx.iter().filter(|x| x.seq == una).count(), 1, "{rtx:?}");
     let highest = rtx.iter().map(|x| x.seq).max().unwrap();
-    // Silence: the probe comes at about 2*SRTT, new data above everything sent.
+    // Silence: the probe comes at about 2*SRTT, new data above everything sent, with a
+    // second full segment so that the receiver ACKs at once.
     let (probe, waited) = next_output(&mut h, Duration::from_secs(1));
-    assert_eq!(probe.len(), 1, "{probe:?}");
-    assert!(probe[0].seq > highest, "{probe:?}");
+    assert_eq!(probe.len(), 2, "{probe:?}");
+    assert!(probe.iter().all(|x| x.seq > highest), "{probe:?}");
     assert!(waited < Duration::from_millis(100), "{waited:?}");
     // Its SACK shows a segment sent after the retransmission delivered: RACK resends 1.
     h.advance(RTT);
-    let end = probe[0].seq + probe[0].payload.len() as u32;
+    let end = probe[1].seq + probe[1].payload.len() as u32;
     h.send(ack(
         &h,
         una,
