@@ -40,7 +40,7 @@ use ulnet::channel::tap::{TapChannel, TapConfig};
 use ulnet::channel::xdp::{XdpChannel, XdpOptions};
 use ulnet::channel::Capabilities;
 use ulnet::net::{Stack, TcpListener, TcpStream};
-use ulnet::runtime::{self, App, Backend, NetConfig, WaitMode};
+use ulnet::runtime::{self, App, Backend, WaitMode};
 use ulnet::stack::iface::{Interface, IpCidr};
 use ulnet::stack::tcp::Event;
 use ulnet_apps::discard::Discard;

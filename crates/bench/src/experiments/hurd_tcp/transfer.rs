@@ -582,10 +582,17 @@ pub(super) fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::R
 pub(super) fn engine_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<(Metrics, String)> {
     let a = tb.a();
     let ip = a.spare_ip(0);
-    let cfg = NetConfig::new(Backend::Xdp, &a.ifname, cidr(ip, a.prefix_len)?)
-        .netns(&a.ns)
-        .wait(WaitMode::Sleep);
-    let rt = retry_busy(|| runtime::open(&cfg))?;
+    let cidr = cidr(ip, a.prefix_len)?;
+    let rt = retry_busy(|| {
+        Stack::builder()
+            .backend(Backend::Xdp)
+            .interface(&a.ifname)
+            .netns(&a.ns)
+            .address_cidr(cidr)
+            .wait(WaitMode::Sleep)
+            .build_runtime()
+            .map_err(io::Error::from)
+    })?;
     let caps = rt.channel().capabilities();
     let mode = format!(
         "{} ({}), link MTU {}, largest frame {}",
