@@ -16,9 +16,9 @@ use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ulnet_channel::packet::{PacketChannel, PacketConfig};
+use ulnet_channel::packet::{PacketChannel, PacketOptions};
 use ulnet_channel::pcap::{system_clock, Pcap, PcapWriter, Precision};
-use ulnet_channel::tap::{TapChannel, TapConfig};
+use ulnet_channel::tap::{TapChannel, TapOptions};
 use ulnet_channel::xdp::{XdpChannel, XdpOptions};
 use ulnet_channel::{Capabilities, Channel, Stats, Tx};
 use ulnet_stack::iface::{ChecksumCaps, Interface, InterfaceConfig, IpCidr};
@@ -215,19 +215,17 @@ fn open_channel(
             (AnyChannel(Box::new(ch)), mac)
         }
         Backend::Packet => {
-            let mut c = PacketConfig::new(ifname);
-            c.netns = ns.map(str::to_owned);
             let mac = match mac {
                 Some(m) => m,
                 None => interface_mac(ns, ifname)?,
             };
-            (AnyChannel(Box::new(PacketChannel::open(&c)?)), mac)
+            let ch = PacketChannel::open(ifname, ns, &PacketOptions::default())?;
+            (AnyChannel(Box::new(ch)), mac)
         }
         Backend::Tap => {
-            let mut c = TapConfig::new(ifname);
-            c.netns = ns.map(str::to_owned);
             let mac = mac.unwrap_or_else(|| local_mac(address.address()));
-            (AnyChannel(Box::new(TapChannel::open(&c)?)), mac)
+            let ch = TapChannel::open(ifname, ns, &TapOptions::default())?;
+            (AnyChannel(Box::new(ch)), mac)
         }
     })
 }
