@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use support::net::VethPair;
 use support::udp::{udp_frame, UdpSpec};
-use ulnet_channel::packet::{PacketChannel, PacketConfig};
+use ulnet_channel::packet::{PacketChannel, PacketOptions};
 use ulnet_channel::Channel;
 fn main() {
     let mut seconds = 3u64;
@@ -62,11 +62,14 @@ fn main() {
     );
     assert_eq!(frame.len(), 60);
 
-    let mut rx = PacketChannel::open(&PacketConfig::new(if_a).in_netns(&bed.a.name))
+    let mut rx = PacketChannel::open(if_a, Some(&bed.a.name), &PacketOptions::default())
         .unwrap_or_else(|e| panic!("receiver: {e}"));
-    let mut tx_cfg = PacketConfig::new(if_b).in_netns(&bed.b.name);
-    tx_cfg.tx_frame_count = 2048;
-    let mut tx = PacketChannel::open(&tx_cfg).unwrap_or_else(|e| panic!("generator: {e}"));
+    let tx_cfg = PacketOptions {
+        tx_frame_count: 2048,
+        ..PacketOptions::default()
+    };
+    let mut tx = PacketChannel::open(if_b, Some(&bed.b.name), &tx_cfg)
+        .unwrap_or_else(|e| panic!("generator: {e}"));
     println!("receiver: {}", rx.capabilities().mode);
 
     let run = rx_drop::run(&mut rx, &mut tx, &frame, 256, Duration::from_secs(seconds));

@@ -10,13 +10,14 @@ use support::net::{Netns, VethPair};
 use support::udp::{
     assert_all_once, collect_udp, kernel_send, parse_udp, send_udp, UdpSpec, DEADLINE,
 };
-use ulnet_channel::packet::{PacketChannel, PacketConfig};
+use ulnet_channel::packet::{PacketChannel, PacketOptions};
 use ulnet_channel::{Channel, TxError};
 
-fn open(net: &VethPair, tweak: impl FnOnce(&mut PacketConfig)) -> PacketChannel {
-    let mut cfg = PacketConfig::new(&net.if_a).in_netns(&net.a.name);
+fn open(net: &VethPair, tweak: impl FnOnce(&mut PacketOptions)) -> PacketChannel {
+    let mut cfg = PacketOptions::default();
     tweak(&mut cfg);
-    PacketChannel::open(&cfg).unwrap_or_else(|e| panic!("opening the packet channel: {e}"))
+    PacketChannel::open(&net.if_a, Some(&net.a.name), &cfg)
+        .unwrap_or_else(|e| panic!("opening the packet channel: {e}"))
 }
 
 #[test]
@@ -173,18 +174,24 @@ fn receive_ring_overflow_is_counted_not_grown() {
 #[test]
 fn open_errors_name_the_cause_and_fix() {
     let ns = Netns::new("pkerr");
-    let e = PacketChannel::open(&PacketConfig::new("nosuch0").in_netns(&ns.name)).unwrap_err();
+    let e = PacketChannel::open("nosuch0", Some(&ns.name), &PacketOptions::default()).unwrap_err();
     assert_eq!(e.source.raw_os_error(), Some(libc::ENODEV), "{e}");
     assert!(e.to_string().contains("no such interface"), "{e}");
 
-    let e = PacketChannel::open(&PacketConfig::new("lo").in_netns("ulnet-no-such-ns")).unwrap_err();
+    let e =
+        PacketChannel::open("lo", Some("ulnet-no-such-ns"), &PacketOptions::default()).unwrap_err();
     assert_eq!(e.source.raw_os_error(), Some(libc::ENOENT), "{e}");
     assert!(e.to_string().contains("ip netns add"), "{e}");
 
-    let e = PacketChannel::open(&PacketConfig::new("bad/name")).unwrap_err();
+    let e = PacketChannel::open("bad/name", None, &PacketOptions::default()).unwrap_err();
     assert_eq!(e.source.raw_os_error(), Some(libc::EINVAL), "{e}");
 
-    let mut cfg = PacketConfig::new("lo");
-    cfg.batch_count = 0;
-    assert_eq!(PacketChannel::open(&cfg).unwrap_err().op, "config");
+    let cfg = PacketOptions {
+        batch_count: 0,
+        ..PacketOptions::default()
+    };
+    assert_eq!(
+        PacketChannel::open("lo", None, &cfg).unwrap_err().op,
+        "config"
+    );
 }

@@ -8,7 +8,7 @@ mod support;
 
 use support::net::{short_id, Netns};
 use support::udp::{assert_all_once, collect_udp, kernel_send, send_udp, UdpSpec};
-use ulnet_channel::tap::{TapChannel, TapConfig};
+use ulnet_channel::tap::{TapChannel, TapOptions};
 use ulnet_channel::{Channel, TxError};
 
 const ULNET_MAC: [u8; 6] = [0x02, 0x00, 0x5e, 0x20, 0x00, 0x02];
@@ -23,10 +23,11 @@ fn link_exists(ns: &Netns, name: &str) -> bool {
         .unwrap_or_else(|e| panic!("cannot run `ip` ({e}): this test needs iproute2"))
 }
 
-fn open(ns: &Netns, tweak: impl FnOnce(&mut TapConfig)) -> TapChannel {
-    let mut cfg = TapConfig::new(format!("t{}", short_id())).in_netns(&ns.name);
+fn open(ns: &Netns, tweak: impl FnOnce(&mut TapOptions)) -> TapChannel {
+    let mut cfg = TapOptions::default();
     tweak(&mut cfg);
-    TapChannel::open(&cfg).unwrap_or_else(|e| panic!("opening the tap channel: {e}"))
+    TapChannel::open(&format!("t{}", short_id()), Some(&ns.name), &cfg)
+        .unwrap_or_else(|e| panic!("opening the tap channel: {e}"))
 }
 
 #[test]
@@ -111,7 +112,7 @@ fn device_goes_with_the_channel_unless_persistent() {
     drop(ch);
     assert!(link_exists(&ns, &name), "persistent TAP vanished");
     // Attaching to the existing device by name works, and it is still a TAP.
-    let ch = TapChannel::open(&TapConfig::new(&name).in_netns(&ns.name)).unwrap();
+    let ch = TapChannel::open(&name, Some(&ns.name), &TapOptions::default()).unwrap();
     assert_eq!(ch.name(), name);
     drop(ch);
     ns.ip(&["link", "del", "dev", &name]);
@@ -120,7 +121,7 @@ fn device_goes_with_the_channel_unless_persistent() {
 #[test]
 fn kernel_chosen_name() {
     let ns = Netns::new("tapname");
-    let ch = TapChannel::open(&TapConfig::new("").in_netns(&ns.name)).unwrap();
+    let ch = TapChannel::open("", Some(&ns.name), &TapOptions::default()).unwrap();
     assert!(ch.name().starts_with("tap"), "{}", ch.name());
     assert!(link_exists(&ns, ch.name()));
 }
@@ -129,20 +130,25 @@ fn kernel_chosen_name() {
 fn open_errors_name_the_cause_and_fix() {
     let ns = Netns::new("taperr");
     // `lo` exists and is not a TAP device.
-    let e = TapChannel::open(&TapConfig::new("lo").in_netns(&ns.name)).unwrap_err();
+    let e = TapChannel::open("lo", Some(&ns.name), &TapOptions::default()).unwrap_err();
     assert_eq!(e.op, "ioctl(TUNSETIFF)", "{e}");
     assert!(e.to_string().contains("not a TAP device"), "{e}");
 
-    let e = TapChannel::open(&TapConfig::new("x").in_netns("ulnet-no-such-ns")).unwrap_err();
+    let e = TapChannel::open("x", Some("ulnet-no-such-ns"), &TapOptions::default()).unwrap_err();
     assert_eq!(e.source.raw_os_error(), Some(libc::ENOENT), "{e}");
 
-    let e = TapChannel::open(&TapConfig::new("much-too-long-name").in_netns(&ns.name)).unwrap_err();
+    let e =
+        TapChannel::open("much-too-long-name", Some(&ns.name), &TapOptions::default()).unwrap_err();
     assert_eq!(e.source.raw_os_error(), Some(libc::EINVAL), "{e}");
 
-    let e = TapChannel::open(&TapConfig {
-        mtu: Some(10),
-        ..TapConfig::new("tmtu").in_netns(&ns.name)
-    })
+    let e = TapChannel::open(
+        "tmtu",
+        Some(&ns.name),
+        &TapOptions {
+            mtu: Some(10),
+            ..TapOptions::default()
+        },
+    )
     .unwrap_err();
     assert_eq!(e.op, "ioctl(SIOCSIFMTU)", "{e}");
 }

@@ -6,7 +6,8 @@ mod interop_support;
 use std::net::SocketAddr;
 
 use interop_support::*;
-use ulnet::runtime::{Backend, NetConfig};
+use ulnet::net::Stack;
+use ulnet::runtime::Backend;
 use ulnet::stack::iface::IpCidr;
 
 #[test]
@@ -16,14 +17,13 @@ fn packet_ping_http_udp_tcp_loss_and_clean_capture() {
     let ip = a.spare_ip(1);
     let scratch = Scratch::new();
     let pcap = scratch.path("run.pcap");
-    let cfg = NetConfig::new(
-        Backend::Packet,
-        &a.ifname,
-        IpCidr::new(ip, a.prefix_len).unwrap(),
-    )
-    .netns(&a.ns)
-    .pcap(&pcap);
-    let mut t = Session::open(&cfg, &b.ns);
+    let cfg = Stack::builder()
+        .backend(Backend::Packet)
+        .interface(&a.ifname)
+        .address_cidr(IpCidr::new(ip, a.prefix_len).unwrap())
+        .netns(&a.ns)
+        .pcap(&pcap);
+    let mut t = Session::open(cfg, &b.ns);
 
     t.check_pings_both_ways(&a.mac.to_string(), b.ip);
     t.check_udp_echo(100);

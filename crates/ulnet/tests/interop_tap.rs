@@ -6,7 +6,8 @@ mod interop_support;
 use std::net::{IpAddr, SocketAddr};
 
 use interop_support::*;
-use ulnet::runtime::{Backend, NetConfig};
+use ulnet::net::Stack;
+use ulnet::runtime::Backend;
 use ulnet::stack::iface::IpCidr;
 
 #[test]
@@ -18,8 +19,12 @@ fn tap_ping_arp_http_udp_tcp() {
     let ip: IpAddr = "198.19.77.2".parse().unwrap();
     let dev = format!("ult{}", std::process::id() % 100_000);
     let scratch = Scratch::new();
-    let cfg = NetConfig::new(Backend::Tap, &dev, IpCidr::new(ip, 24).unwrap()).netns(&b.ns);
-    let mut t = Session::open(&cfg, &b.ns);
+    let cfg = Stack::builder()
+        .backend(Backend::Tap)
+        .interface(&dev)
+        .address_cidr(IpCidr::new(ip, 24).unwrap())
+        .netns(&b.ns);
+    let mut t = Session::open(cfg, &b.ns);
     let o = output_in(&b.ns, "ip", &["addr", "add", "198.19.77.1/24", "dev", &dev]);
     assert!(o.status.success(), "ip addr add: {}", text(&o));
 

@@ -7,7 +7,8 @@ mod interop_support;
 use std::net::SocketAddr;
 
 use interop_support::*;
-use ulnet::runtime::{Backend, NetConfig};
+use ulnet::net::Stack;
+use ulnet::runtime::Backend;
 use ulnet::stack::iface::{IpCidr, Lookup};
 
 #[test]
@@ -16,13 +17,12 @@ fn xdp_ping_arp_http_udp_tcp_loss_and_detach() {
     let (a, b) = (tb.a().clone(), tb.b().clone());
     let ip = a.spare_ip(0);
     let scratch = Scratch::new();
-    let cfg = NetConfig::new(
-        Backend::Xdp,
-        &a.ifname,
-        IpCidr::new(ip, a.prefix_len).unwrap(),
-    )
-    .netns(&a.ns);
-    let mut t = Session::open(&cfg, &b.ns);
+    let cfg = Stack::builder()
+        .backend(Backend::Xdp)
+        .interface(&a.ifname)
+        .address_cidr(IpCidr::new(ip, a.prefix_len).unwrap())
+        .netns(&a.ns);
+    let mut t = Session::open(cfg, &b.ns);
     assert!(xdp_attached(&a.ns, &a.ifname), "no XDP program after open");
 
     // The kernel pings ulnet (ARP kernel → ulnet), and the kernel's own address in the

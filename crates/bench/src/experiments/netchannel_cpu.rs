@@ -38,7 +38,7 @@ use rustix::event::epoll;
 use rustix::net::{RecvFlags, SendFlags};
 use ulnet::channel::Channel as _;
 use ulnet::net::Stack;
-use ulnet::runtime::{Backend, NetConfig, WaitMode};
+use ulnet::runtime::{Backend, WaitMode};
 use ulnet::stack::iface::IpCidr;
 use ulnet::wire::EthernetAddress;
 
@@ -403,16 +403,20 @@ pub(super) fn open_stack(
     peers: &[(IpAddr, [u8; 6])],
 ) -> io::Result<(Stack, String)> {
     let cidr = IpCidr::new(ip, side.prefix_len).ok_or_else(|| io_err("bad prefix"))?;
-    let mut cfg = NetConfig::new(Backend::Xdp, &side.ifname, cidr)
-        .netns(&side.ns)
-        .wait(wait);
-    cfg.neighbors = peers
-        .iter()
-        .map(|(ip, mac)| (*ip, EthernetAddress(*mac)))
-        .collect();
+    let builder = || {
+        peers.iter().fold(
+            Stack::builder()
+                .backend(Backend::Xdp)
+                .interface(&side.ifname)
+                .netns(&side.ns)
+                .address_cidr(cidr)
+                .wait(wait),
+            |b, (ip, mac)| b.neighbor(*ip, EthernetAddress(*mac)),
+        )
+    };
     let mut tries = 0;
     let rt = loop {
-        match ulnet::runtime::open(&cfg) {
+        match builder().build_runtime() {
             Err(e) if e.kind() == io::ErrorKind::ResourceBusy && tries < 50 => {
                 tries += 1;
                 std::thread::sleep(Duration::from_millis(40));

@@ -32,8 +32,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ulnet::channel::packet::{PacketChannel, PacketConfig};
-use ulnet::channel::tap::{TapChannel, TapConfig};
+use ulnet::channel::packet::{PacketChannel, PacketOptions};
+use ulnet::channel::tap::{TapChannel, TapOptions};
 use ulnet::channel::xdp::XdpOptions;
 use ulnet::channel::Channel;
 
@@ -340,7 +340,7 @@ fn measure_rx(
                 Box::new(open_xdp(&a.ifname, &a.ns, &o)?)
             } else {
                 Box::new(
-                    PacketChannel::open(&PacketConfig::new(&a.ifname).in_netns(&a.ns))
+                    PacketChannel::open(&a.ifname, Some(&a.ns), &PacketOptions::default())
                         .map_err(io_err)?,
                 )
             };
@@ -414,12 +414,16 @@ fn measure_tx(sys: &str, a: &Side, b: &Side, to_b: &Flood, w: Duration) -> io::R
             Some(Box::new(open_xdp(&a.ifname, &a.ns, &o)?))
         }
         "packet" => {
-            let mut c = PacketConfig::new(&a.ifname).in_netns(&a.ns);
-            c.tx_frame_count = 2048;
-            Some(Box::new(PacketChannel::open(&c).map_err(io_err)?))
+            let c = PacketOptions {
+                tx_frame_count: 2048,
+                ..PacketOptions::default()
+            };
+            Some(Box::new(
+                PacketChannel::open(&a.ifname, Some(&a.ns), &c).map_err(io_err)?,
+            ))
         }
         "tap" => Some(Box::new(
-            TapChannel::open(&TapConfig::new(&tap_name).in_netns(&a.ns)).map_err(io_err)?,
+            TapChannel::open(&tap_name, Some(&a.ns), &TapOptions::default()).map_err(io_err)?,
         )),
         _ => None,
     };

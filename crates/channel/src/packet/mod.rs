@@ -71,14 +71,11 @@ mod ring_tests;
 /// Ethernet header plus one VLAN tag: what a frame carries beyond the MTU.
 const L2_OVERHEAD: usize = 14 + 4;
 
-/// How to open a [`PacketChannel`].
+/// Options for [`PacketChannel::open`]: everything specific to AF_PACKET (the
+/// interface and its namespace are `open`'s own arguments, as for
+/// [`XdpChannel::open`](crate::xdp::XdpChannel::open)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PacketConfig {
-    /// The interface to attach to.
-    pub interface: String,
-    /// The named network namespace (`ip netns add`) the interface lives in; `None` for
-    /// the calling thread's current namespace.
-    pub netns: Option<String>,
+pub struct PacketOptions {
     /// Bytes per receive block (a page multiple); raised automatically to hold at least
     /// two largest frames.
     pub rx_block_size: usize,
@@ -95,13 +92,11 @@ pub struct PacketConfig {
     pub qdisc_bypass: bool,
 }
 
-impl PacketConfig {
-    /// Defaults for `interface`: 64 × 64 KiB receive blocks with a 1 ms timeout, 1024
-    /// transmit slots, batches of 64, qdisc bypass on.
-    pub fn new(interface: impl Into<String>) -> Self {
-        PacketConfig {
-            interface: interface.into(),
-            netns: None,
+impl Default for PacketOptions {
+    /// 64 × 64 KiB receive blocks with a 1 ms timeout, 1024 transmit slots, batches of
+    /// 64, qdisc bypass on.
+    fn default() -> Self {
+        PacketOptions {
             rx_block_size: 64 * 1024,
             rx_block_count: 64,
             rx_block_timeout_ms: 1,
@@ -109,13 +104,6 @@ impl PacketConfig {
             batch_count: 64,
             qdisc_bypass: true,
         }
-    }
-
-    /// The same configuration inside network namespace `netns`.
-    #[must_use]
-    pub fn in_netns(mut self, netns: impl Into<String>) -> Self {
-        self.netns = Some(netns.into());
-        self
     }
 }
 
@@ -169,8 +157,9 @@ fn round_up(n: usize, to: usize) -> usize {
 }
 
 impl PacketChannel {
-    /// Opens the channel on `cfg.interface`, inside `cfg.netns` if given (the sockets
-    /// are created there, then the thread returns to its namespace).
+    /// Opens the channel on interface `ifname` in network namespace `netns` (as in
+    /// `ip netns add NAME`; `None` for the calling thread's): the sockets are created
+    /// there, then the thread returns to its namespace.
     ///
     /// # Errors
     /// - `open(netns)`/`setns` when the namespace is missing or not enterable;
@@ -180,15 +169,15 @@ impl PacketChannel {
     /// - `config` (`EINVAL`) for zero counts.
     ///
     /// Each error carries a hint naming the fix.
-    pub fn open(cfg: &PacketConfig) -> Result<PacketChannel> {
+    pub fn open(ifname: &str, netns: Option<&str>, cfg: &PacketOptions) -> Result<PacketChannel> {
         if cfg.batch_count == 0 || cfg.rx_block_count == 0 || cfg.tx_frame_count == 0 {
             return Err(Error::invalid("config")
                 .with_hint("batch_count, rx_block_count and tx_frame_count must be non-zero"));
         }
-        let _ns = cfg.netns.as_deref().map(netns::enter).transpose()?;
+        let _ns = netns.map(netns::enter).transpose()?;
         let ctl = sys::control_socket()?;
-        let ifindex = sys::interface_index(ctl.as_fd(), &cfg.interface)?;
-        let mtu = sys::interface_mtu(ctl.as_fd(), &cfg.interface)?;
+        let ifindex = sys::interface_index(ctl.as_fd(), ifname)?;
+        let mtu = sys::interface_mtu(ctl.as_fd(), ifname)?;
         let largest = mtu + L2_OVERHEAD;
         // A block starts with its 48-byte descriptor; each frame takes the overhead.
         let min_block = round_up(2 * (largest + RX_FRAME_OVERHEAD) + 48, sys::page_size());

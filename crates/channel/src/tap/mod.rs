@@ -34,14 +34,11 @@ use crate::{Capabilities, Channel, Error, Result, Stats, Tx, TxError};
 /// frame is ever truncated, whatever MTU the device is given later.
 const RX_BUF_LEN: usize = 65_535 + 18;
 
-/// How to open a [`TapChannel`].
+/// Options for [`TapChannel::open`]: everything specific to a TAP device (its name
+/// and namespace are `open`'s own arguments, as for
+/// [`XdpChannel::open`](crate::xdp::XdpChannel::open)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TapConfig {
-    /// Device name (up to 15 bytes); empty lets the kernel choose (`tap0`, ...).
-    pub name: String,
-    /// The named network namespace (`ip netns add`) to create the device in; `None` for
-    /// the calling thread's current namespace.
-    pub netns: Option<String>,
+pub struct TapOptions {
     /// MTU to set; `None` keeps the device's (1500 for a new device).
     pub mtu: Option<usize>,
     /// Keep the device after the channel closes (`TUNSETPERSIST`). Off by default: the
@@ -53,25 +50,15 @@ pub struct TapConfig {
     pub tx_frame_count: usize,
 }
 
-impl TapConfig {
-    /// Defaults for device `name`: current namespace, MTU unchanged, not persistent,
-    /// batches of 64, 256 transmit slots.
-    pub fn new(name: impl Into<String>) -> Self {
-        TapConfig {
-            name: name.into(),
-            netns: None,
+impl Default for TapOptions {
+    /// MTU unchanged, not persistent, batches of 64, 256 transmit slots.
+    fn default() -> Self {
+        TapOptions {
             mtu: None,
             persist: false,
             batch_count: 64,
             tx_frame_count: 256,
         }
-    }
-
-    /// The same configuration inside network namespace `netns`.
-    #[must_use]
-    pub fn in_netns(mut self, netns: impl Into<String>) -> Self {
-        self.netns = Some(netns.into());
-        self
     }
 }
 
@@ -105,8 +92,10 @@ pub struct TapChannel {
 }
 
 impl TapChannel {
-    /// Creates (or attaches to) the TAP device, inside `cfg.netns` if given, sets its
-    /// MTU if asked and brings it up.
+    /// Creates (or attaches to) the TAP device `name` (up to 15 bytes; empty lets the
+    /// kernel choose, `tap0`, ...) in network namespace `netns` (as in
+    /// `ip netns add NAME`; `None` for the calling thread's), sets its MTU if asked and
+    /// brings it up.
     ///
     /// # Errors
     /// - `open(/dev/net/tun)` `ENOENT` when the tun module is not loaded;
@@ -116,13 +105,13 @@ impl TapChannel {
     /// - `config` (`EINVAL`) for zero counts.
     ///
     /// Each error carries a hint naming the fix.
-    pub fn open(cfg: &TapConfig) -> Result<TapChannel> {
+    pub fn open(name: &str, netns: Option<&str>, cfg: &TapOptions) -> Result<TapChannel> {
         if cfg.batch_count == 0 || cfg.tx_frame_count == 0 {
             return Err(Error::invalid("config")
                 .with_hint("batch_count and tx_frame_count must be non-zero"));
         }
-        let _ns = cfg.netns.as_deref().map(netns::enter).transpose()?;
-        let (fd, name) = sys::open_tap(&cfg.name, cfg.persist)?;
+        let _ns = netns.map(netns::enter).transpose()?;
+        let (fd, name) = sys::open_tap(name, cfg.persist)?;
         let ctl = ifctl::control_socket()?;
         if let Some(mtu) = cfg.mtu {
             ifctl::set_interface_mtu(ctl.as_fd(), &name, mtu)?;

@@ -1,7 +1,8 @@
 //! What an [`XdpChannel`](super::XdpChannel) is opened with beyond the interface and its
 //! namespace: queue, UMEM and ring sizes, modes and what is steered. The interface and
 //! namespace are arguments of [`XdpChannel::open`](super::XdpChannel::open), so a caller
-//! that already states them (ulnet's `NetConfig`) never states them twice.
+//! that already states them (ulnet's `StackBuilder`) never states them twice; the AF_PACKET
+//! and TAP channels are opened the same way.
 
 use std::net::IpAddr;
 

@@ -2,8 +2,6 @@
 
 use std::net::IpAddr;
 
-use anyhow::Context as _;
-use ulnet::runtime;
 use ulnet::stack::time::Duration;
 use ulnet_apps::ping::{Ping, PingConfig, PingEvent};
 
@@ -32,9 +30,7 @@ pub struct Args {
 
 /// Runs the subcommand; fails when no reply came back.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let cfg = args.net.config()?;
-    let mut rt = runtime::open(&cfg)
-        .with_context(|| format!("opening the {} channel on {}", cfg.backend, cfg.ifname))?;
+    let mut rt = args.net.open_runtime()?;
     let mut pc = PingConfig::new(args.target, args.count);
     pc.interval = Duration::from_secs_f64(args.interval.max(0.0));
     pc.timeout = Duration::from_secs_f64(args.timeout.max(0.0));

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use ulnet::runtime::{self, AnyChannel, App, Backend, Handle, NetConfig, Runtime, WaitMode};
+use ulnet::net::{Stack, StackBuilder};
+use ulnet::runtime::{self, AnyChannel, App, Backend, Handle, Runtime, WaitMode};
 use ulnet::stack::iface::{Interface, IpCidr};
 use ulnet::stack::tcp::Event;
 use ulnet::stack::time::Instant;
@@ -47,8 +48,8 @@ pub struct NetArgs {
 }
 
 impl NetArgs {
-    /// The runtime configuration these options describe.
-    pub fn config(&self) -> anyhow::Result<NetConfig> {
+    /// The stack these options describe, ready to build.
+    pub fn builder(&self) -> anyhow::Result<StackBuilder> {
         let (ip, prefix) = self
             .addr
             .split_once('/')
@@ -56,24 +57,42 @@ impl NetArgs {
         let ip: IpAddr = ip.parse().context("--addr")?;
         let prefix: u8 = prefix.parse().context("--addr prefix")?;
         let cidr = IpCidr::new(ip, prefix).context("--addr: bad prefix length")?;
-        let mut cfg = NetConfig::new(self.backend, &self.iface, cidr);
-        cfg.netns.clone_from(&self.netns);
-        cfg.gateway = self.gateway;
-        cfg.mac = self.mac.as_deref().map(runtime::parse_mac).transpose()?;
+        let mut b = Stack::builder()
+            .backend(self.backend)
+            .interface(&self.iface)
+            .address_cidr(cidr);
+        if let Some(netns) = &self.netns {
+            b = b.netns(netns);
+        }
+        if let Some(gateway) = self.gateway {
+            b = b.gateway(gateway);
+        }
+        if let Some(mac) = &self.mac {
+            b = b.mac(runtime::parse_mac(mac)?);
+        }
         for n in &self.neighbors {
             let (ip, mac) = n.split_once('=').context("--neighbor IP=MAC")?;
-            cfg.neighbors.push((
+            b = b.neighbor(
                 ip.parse().context("--neighbor IP")?,
                 runtime::parse_mac(mac)?,
-            ));
+            );
         }
-        cfg.wait = if self.busy_poll {
+        b = b.wait(if self.busy_poll {
             WaitMode::BusyPoll
         } else {
             WaitMode::Sleep
-        };
-        cfg.pcap.clone_from(&self.pcap);
-        Ok(cfg)
+        });
+        if let Some(pcap) = &self.pcap {
+            b = b.pcap(pcap);
+        }
+        Ok(b)
+    }
+
+    /// Opens the runtime these options describe (for apps inside the loop).
+    pub fn open_runtime(&self) -> anyhow::Result<Runtime<AnyChannel>> {
+        self.builder()?
+            .build_runtime()
+            .with_context(|| format!("opening the {} channel on {}", self.backend, self.iface))
     }
 
     /// ulnet's address.
@@ -209,9 +228,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.service == Service::Iperf3 {
         return super::serve_iperf3::run(&args);
     }
-    let cfg = args.net.config()?;
-    let mut rt = runtime::open(&cfg)
-        .with_context(|| format!("opening the {} channel on {}", cfg.backend, cfg.ifname))?;
+    let mut rt = args.net.open_runtime()?;
     let mut app = start(&args, &rt, args.net.ip()?)?;
     let handle = rt.handle();
     stop_on_signals(&handle)?;

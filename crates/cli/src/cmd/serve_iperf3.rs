@@ -7,16 +7,13 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use ulnet::net::Stack;
-use ulnet::runtime;
 use ulnet_apps::iperf3::{Iperf3Server, DEFAULT_PORT};
 
 use super::serve::Args;
 
 /// Runs the iperf3 server until SIGINT/SIGTERM, `--duration`, or `--limit` tests.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let cfg = args.net.config()?;
-    let rt = runtime::open(&cfg)
-        .with_context(|| format!("opening the {} channel on {}", cfg.backend, cfg.ifname))?;
+    let rt = args.net.open_runtime()?;
     let caps = ulnet::channel::Channel::capabilities(rt.channel());
     let stack = Stack::from_runtime(rt, Vec::new())?;
     let port = args.port.unwrap_or(DEFAULT_PORT);

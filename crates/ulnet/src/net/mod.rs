@@ -27,6 +27,7 @@
 //! nothing blocks while holding the interface lock; a handle of the engine is used only
 //! while the socket object that owns it is alive (so it can never be stale).
 
+mod builder;
 mod error;
 mod poll;
 mod reactor;
@@ -36,8 +37,9 @@ mod tcp;
 mod tokio_io;
 mod udp;
 
+pub use builder::{BuildError, CidrError, StackBuilder};
 pub use poll::{Event, Interest, Poller, Source, Token};
-pub use stack::{BuildError, CidrError, Stack, StackBuilder};
+pub use stack::Stack;
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 

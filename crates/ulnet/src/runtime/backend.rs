@@ -2,9 +2,11 @@
 //! which namespace, the interface's identity (address, gateway, MAC, static neighbours),
 //! TCP, waiting and capture.
 //!
-//! [`NetConfig`] is the one place the interface and its namespace are stated: the
-//! backends' own options ([`XdpOptions`]) carry only what is specific to them and are
-//! opened on `NetConfig`'s interface, so nothing is copied over or overwritten.
+//! [`NetConfig`] is plain data: [`StackBuilder`](crate::net::StackBuilder) is the one way
+//! in, and assembles it once when it builds (a [`Stack`](crate::net::Stack) or a bare
+//! [`Runtime`]). Its [`Link`] is the one place the interface and its namespace are
+//! stated: the backends' own options ([`XdpOptions`]) carry only what is specific to
+//! them and are opened on that interface, so nothing is copied over or overwritten.
 
 use std::fmt;
 use std::fs::File;
@@ -14,9 +16,9 @@ use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ulnet_channel::packet::{PacketChannel, PacketConfig};
+use ulnet_channel::packet::{PacketChannel, PacketOptions};
 use ulnet_channel::pcap::{system_clock, Pcap, PcapWriter, Precision};
-use ulnet_channel::tap::{TapChannel, TapConfig};
+use ulnet_channel::tap::{TapChannel, TapOptions};
 use ulnet_channel::xdp::{XdpChannel, XdpOptions};
 use ulnet_channel::{Capabilities, Channel, Stats, Tx};
 use ulnet_stack::iface::{ChecksumCaps, Interface, InterfaceConfig, IpCidr};
@@ -67,21 +69,19 @@ impl std::str::FromStr for Backend {
     }
 }
 
-/// Everything [`open`] needs.
-#[derive(Debug, Clone)]
-pub struct NetConfig {
-    /// The channel backend.
-    pub backend: Backend,
-    /// The interface to attach to (xdp, packet) or the TAP device to create (tap).
-    pub ifname: String,
-    /// The named network namespace (`ip netns add`) the interface is in.
-    pub netns: Option<String>,
+/// A runtime's whole description, assembled once by
+/// [`StackBuilder`](crate::net::StackBuilder) (its only constructor) from the settings
+/// it collected and checked, and consumed by [`open`].
+#[derive(Debug)]
+pub(crate) struct NetConfig {
+    /// What carries the frames.
+    pub link: Link,
     /// ulnet's address and prefix.
     pub address: IpCidr,
     /// The default gateway.
     pub gateway: Option<IpAddr>,
     /// ulnet's MAC; `None` takes the interface's (xdp, packet) or a locally administered
-    /// one derived from the address (tap).
+    /// one derived from the address (tap, a channel given by the user).
     pub mac: Option<EthernetAddress>,
     /// Neighbours that are never asked for.
     pub neighbors: Vec<(IpAddr, EthernetAddress)>,
@@ -91,49 +91,27 @@ pub struct NetConfig {
     pub wait: WaitMode,
     /// Record every frame in and out to this pcap file.
     pub pcap: Option<PathBuf>,
-    /// The AF_XDP options (queue, sizes, modes, further steered addresses); `None` takes
-    /// the defaults. `address` is always steered, whether listed here or not.
-    pub xdp: Option<XdpOptions>,
 }
 
-impl NetConfig {
-    /// `backend` on `ifname` with `address`; no gateway, TCP on with defaults, sleeping.
-    pub fn new(backend: Backend, ifname: impl Into<String>, address: IpCidr) -> NetConfig {
-        NetConfig {
-            backend,
-            ifname: ifname.into(),
-            netns: None,
-            address,
-            gateway: None,
-            mac: None,
-            neighbors: Vec::new(),
-            tcp: Some(TcpConfig::default()),
-            wait: WaitMode::Sleep,
-            pcap: None,
-            xdp: None,
-        }
-    }
-
-    /// In namespace `netns`.
-    #[must_use]
-    pub fn netns(mut self, netns: impl Into<String>) -> Self {
-        self.netns = Some(netns.into());
-        self
-    }
-
-    /// With wait mode `wait`.
-    #[must_use]
-    pub fn wait(mut self, wait: WaitMode) -> Self {
-        self.wait = wait;
-        self
-    }
-
-    /// Capturing to `path`.
-    #[must_use]
-    pub fn pcap(mut self, path: impl Into<PathBuf>) -> Self {
-        self.pcap = Some(path.into());
-        self
-    }
+/// Where the frames go: a kernel backend on a named interface, or a channel the user
+/// opened. The interface and its namespace are stated here only; the backends' own
+/// options carry what is specific to them.
+#[derive(Debug)]
+pub(crate) enum Link {
+    /// A backend [`open`] opens.
+    Kernel {
+        /// Which one.
+        backend: Backend,
+        /// The interface to attach to (xdp, packet) or the TAP device to create (tap).
+        ifname: String,
+        /// The named network namespace (`ip netns add`) the interface is in.
+        netns: Option<String>,
+        /// The AF_XDP options (queue, sizes, modes, further steered addresses); the
+        /// configuration's address is always steered, whether listed here or not.
+        xdp: XdpOptions,
+    },
+    /// A channel already open (one end of a pipe, a simulated wire, a wrapped backend).
+    Channel(AnyChannel),
 }
 
 /// Any channel, boxed, so one runtime type serves every backend.
@@ -175,16 +153,35 @@ impl Channel for AnyChannel {
 /// A channel recording into a pcap file.
 pub type PcapChannel = Pcap<AnyChannel, BufWriter<File>, fn() -> Duration>;
 
-/// Opens the channel, builds the interface (MTU and checksums from the channel's
-/// capabilities, TCP attached if configured) and the runtime on the monotonic clock.
+/// Opens the channel (unless the user gave one), wraps it in a capture if asked,
+/// builds the interface (MTU and checksums from the channel's capabilities, TCP
+/// attached if configured) and the runtime on the monotonic clock.
 ///
 /// # Errors
 /// The channel could not be opened (the message names the system call and a fix), the
 /// MAC could not be read, the configuration is invalid (`InvalidInput`), or the pcap
 /// file could not be created.
-pub fn open(cfg: &NetConfig) -> io::Result<Runtime<AnyChannel>> {
-    let (channel, mac) = open_channel(cfg)?;
-    let channel = match &cfg.pcap {
+pub(crate) fn open(cfg: NetConfig) -> io::Result<Runtime<AnyChannel>> {
+    let NetConfig {
+        link,
+        address,
+        gateway,
+        mac,
+        neighbors,
+        tcp,
+        wait,
+        pcap,
+    } = cfg;
+    let (channel, mac) = match link {
+        Link::Kernel {
+            backend,
+            ifname,
+            netns,
+            xdp,
+        } => open_channel(backend, &ifname, netns.as_deref(), xdp, address, mac)?,
+        Link::Channel(ch) => (ch, mac.unwrap_or_else(|| local_mac(address.address()))),
+    };
+    let channel = match &pcap {
         Some(path) => {
             let writer = PcapWriter::create(path, Precision::Micros)?;
             let clock: fn() -> Duration = system_clock;
@@ -193,39 +190,42 @@ pub fn open(cfg: &NetConfig) -> io::Result<Runtime<AnyChannel>> {
         None => channel,
     };
     let caps = channel.capabilities();
-    let iface = build_interface(cfg, &caps, mac)?;
-    Runtime::new(channel, iface, cfg.wait, Clock::monotonic())
+    let iface = build_interface(address, gateway, &neighbors, tcp, &caps, mac)?;
+    Runtime::new(channel, iface, wait, Clock::monotonic())
 }
 
-fn open_channel(cfg: &NetConfig) -> io::Result<(AnyChannel, EthernetAddress)> {
-    let ns = cfg.netns.as_deref();
-    Ok(match cfg.backend {
+fn open_channel(
+    backend: Backend,
+    ifname: &str,
+    ns: Option<&str>,
+    mut xdp: XdpOptions,
+    address: IpCidr,
+    mac: Option<EthernetAddress>,
+) -> io::Result<(AnyChannel, EthernetAddress)> {
+    Ok(match backend {
         Backend::Xdp => {
-            let mut o = cfg.xdp.clone().unwrap_or_default();
-            if !o.addresses.contains(&cfg.address.address()) {
-                o.addresses.push(cfg.address.address());
+            if !xdp.addresses.contains(&address.address()) {
+                xdp.addresses.push(address.address());
             }
-            let mac = match cfg.mac {
+            let mac = match mac {
                 Some(m) => m,
-                None => interface_mac(ns, &cfg.ifname)?,
+                None => interface_mac(ns, ifname)?,
             };
-            let ch = XdpChannel::open(&cfg.ifname, ns, &o)?;
+            let ch = XdpChannel::open(ifname, ns, &xdp)?;
             (AnyChannel(Box::new(ch)), mac)
         }
         Backend::Packet => {
-            let mut c = PacketConfig::new(&cfg.ifname);
-            c.netns = cfg.netns.clone();
-            let mac = match cfg.mac {
+            let mac = match mac {
                 Some(m) => m,
-                None => interface_mac(ns, &cfg.ifname)?,
+                None => interface_mac(ns, ifname)?,
             };
-            (AnyChannel(Box::new(PacketChannel::open(&c)?)), mac)
+            let ch = PacketChannel::open(ifname, ns, &PacketOptions::default())?;
+            (AnyChannel(Box::new(ch)), mac)
         }
         Backend::Tap => {
-            let mut c = TapConfig::new(&cfg.ifname);
-            c.netns = cfg.netns.clone();
-            let mac = cfg.mac.unwrap_or_else(|| local_mac(cfg.address.address()));
-            (AnyChannel(Box::new(TapChannel::open(&c)?)), mac)
+            let mac = mac.unwrap_or_else(|| local_mac(address.address()));
+            let ch = TapChannel::open(ifname, ns, &TapOptions::default())?;
+            (AnyChannel(Box::new(ch)), mac)
         }
     })
 }
@@ -234,19 +234,22 @@ fn invalid(what: impl fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, what.to_string())
 }
 
-/// The interface for `cfg` on a channel with `caps`.
+/// The interface at `address` on a channel with `caps`.
 ///
 /// # Errors
 /// `InvalidInput` for a configuration the stack refuses.
-pub fn build_interface(
-    cfg: &NetConfig,
+fn build_interface(
+    address: IpCidr,
+    gateway: Option<IpAddr>,
+    neighbors: &[(IpAddr, EthernetAddress)],
+    tcp: Option<TcpConfig>,
     caps: &Capabilities,
     mac: EthernetAddress,
 ) -> io::Result<Interface> {
     // The largest IP packet that fits both the link and one channel frame.
     let mtu = caps.mtu.min(caps.max_frame_len.saturating_sub(14));
     let mut ic = InterfaceConfig::new(mac)
-        .address(cfg.address)
+        .address(address)
         .mtu(mtu)
         .checksum(ChecksumCaps {
             rx_verified: caps.rx_checksum_verified,
@@ -256,17 +259,16 @@ pub fn build_interface(
                 ChecksumMode::Full
             },
         });
-    if let Some(gw) = cfg.gateway {
+    if let Some(gw) = gateway {
         ic = ic.gateway(gw);
     }
     let mut iface = Interface::new(ic).map_err(invalid)?;
     // Demux placement and ephemeral ports (RFC 6056) of UDP sockets and listeners.
     iface.set_secret(random_key()?);
-    for (ip, mac) in &cfg.neighbors {
+    for (ip, mac) in neighbors {
         iface.add_static_neighbor(*ip, *mac).map_err(invalid)?;
     }
-    if let Some(tcp) = &cfg.tcp {
-        let mut tcp = tcp.clone();
+    if let Some(mut tcp) = tcp {
         tcp.mtu = tcp.mtu.min(mtu);
         iface.set_tcp(Tcp::new(tcp, random_key()?));
     }

@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use ulnet::runtime::{self, AnyChannel, NetConfig, Runtime};
+use ulnet::net::StackBuilder;
+use ulnet::runtime::{AnyChannel, Runtime};
 use ulnet_bench::testbed::Side;
 
 use super::{
@@ -36,12 +37,14 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens the runtime `cfg` describes and starts the services at its address; the
-    /// kernel peer is in namespace `ns`.
-    pub fn open(cfg: &NetConfig, ns: &str) -> Session {
-        let ip = cfg.address.address();
-        let rt = runtime::open(cfg)
-            .unwrap_or_else(|e| panic!("open the {:?} runtime: {e}", cfg.backend));
+    /// Builds the runtime `builder` describes and starts the services at its address;
+    /// the kernel peer is in namespace `ns`.
+    pub fn open(builder: StackBuilder, ns: &str) -> Session {
+        let what = format!("{builder:?}");
+        let rt = builder
+            .build_runtime()
+            .unwrap_or_else(|e| panic!("open the runtime {what}: {e}"));
+        let ip = rt.iface().config().addresses[0].address();
         let s = Services::start(&rt, ip);
         Session {
             rt,

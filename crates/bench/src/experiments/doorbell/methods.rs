@@ -9,9 +9,9 @@ use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketAddrAny, SocketType};
-use ulnet::channel::packet::{PacketChannel, PacketConfig};
+use ulnet::channel::packet::{PacketChannel, PacketOptions};
 use ulnet::channel::sys::netns;
-use ulnet::channel::tap::{TapChannel, TapConfig};
+use ulnet::channel::tap::{TapChannel, TapOptions};
 use ulnet::channel::xdp::{XdpChannel, XdpOptions};
 use ulnet::channel::{Channel, TxError};
 
@@ -336,8 +336,9 @@ impl Env {
                 veth_round(&mut self.counter, &mut s, ops, warm, false)
             }
             "packet-ring" => {
-                let cfg = PacketConfig::new(&self.a_if).in_netns(&self.a_ns);
-                let mut ch = PacketChannel::open(&cfg).map_err(io_err)?;
+                let mut ch =
+                    PacketChannel::open(&self.a_if, Some(&self.a_ns), &PacketOptions::default())
+                        .map_err(io_err)?;
                 self.packet_mode = Some(ch.capabilities().mode);
                 ring_round(&mut self.counter, &mut ch, &self.frame, ops, warm)
             }
@@ -398,7 +399,7 @@ fn packet_socket(ns: &str, udp: &UdpSocket) -> io::Result<(OwnedFd, SocketAddrAn
 /// Opens the TAP device in `ns`, gives it an address and turns on forwarding in `ns`
 /// (so frames written to it reach B through A's kernel); returns it with its MAC.
 fn open_tap(ns: &str) -> io::Result<(TapChannel, [u8; 6])> {
-    let tap = TapChannel::open(&TapConfig::new(TAP_NAME).in_netns(ns)).map_err(io_err)?;
+    let tap = TapChannel::open(TAP_NAME, Some(ns), &TapOptions::default()).map_err(io_err)?;
     let key = format!("net.ipv6.conf.{TAP_NAME}.disable_ipv6=1");
     exec::run_in(ns, "sysctl", ["-q", "-w", &key]).map_err(io_err)?;
     exec::run_in(ns, "sysctl", ["-q", "-w", "net.ipv4.ip_forward=1"]).map_err(io_err)?;

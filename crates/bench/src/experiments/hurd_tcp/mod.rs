@@ -35,12 +35,12 @@ use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ulnet::channel::packet::{PacketChannel, PacketConfig};
-use ulnet::channel::tap::{TapChannel, TapConfig};
+use ulnet::channel::packet::{PacketChannel, PacketOptions};
+use ulnet::channel::tap::{TapChannel, TapOptions};
 use ulnet::channel::xdp::{XdpChannel, XdpOptions};
 use ulnet::channel::Capabilities;
 use ulnet::net::{Stack, TcpListener, TcpStream};
-use ulnet::runtime::{self, App, Backend, NetConfig, WaitMode};
+use ulnet::runtime::{self, App, Backend, WaitMode};
 use ulnet::stack::iface::{Interface, IpCidr};
 use ulnet::stack::tcp::Event;
 use ulnet_apps::discard::Discard;

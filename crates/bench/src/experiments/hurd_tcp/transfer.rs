@@ -246,15 +246,14 @@ pub(super) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStac
         }
         Backend::Packet => {
             let ip = a.spare_ip(1);
-            let mut c = PacketConfig::new(&a.ifname);
-            c.netns = Some(a.ns.clone());
-            let ch = PacketChannel::open(&c).map_err(io::Error::from)?;
+            let ch = PacketChannel::open(&a.ifname, Some(&a.ns), &PacketOptions::default())
+                .map_err(io::Error::from)?;
             let (builder, caps) = on_veth(builder, a, ip, ch)?;
             (builder, caps, ip, false)
         }
         Backend::Tap => {
             let ip = IpAddr::V4(TAP_ULNET_IP);
-            let ch = TapChannel::open(&TapConfig::new(TAP_DEV).in_netns(&a.ns))
+            let ch = TapChannel::open(TAP_DEV, Some(&a.ns), &TapOptions::default())
                 .map_err(io::Error::from)?;
             let caps = ch.capabilities();
             // A's kernel is the TAP's other end: give it an address there and let it
@@ -582,10 +581,17 @@ pub(super) fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::R
 pub(super) fn engine_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<(Metrics, String)> {
     let a = tb.a();
     let ip = a.spare_ip(0);
-    let cfg = NetConfig::new(Backend::Xdp, &a.ifname, cidr(ip, a.prefix_len)?)
-        .netns(&a.ns)
-        .wait(WaitMode::Sleep);
-    let rt = retry_busy(|| runtime::open(&cfg))?;
+    let cidr = cidr(ip, a.prefix_len)?;
+    let rt = retry_busy(|| {
+        Stack::builder()
+            .backend(Backend::Xdp)
+            .interface(&a.ifname)
+            .netns(&a.ns)
+            .address_cidr(cidr)
+            .wait(WaitMode::Sleep)
+            .build_runtime()
+            .map_err(io::Error::from)
+    })?;
     let caps = rt.channel().capabilities();
     let mode = format!(
         "{} ({}), link MTU {}, largest frame {}",
