@@ -103,9 +103,15 @@ pub fn icmp(data: &[u8]) {
     };
     let _ = (packet.verify_checksum(), packet.next_hop_mtu());
     let _ = Icmpv4Repr::parse(&packet, ChecksumMode::Full);
+    // The quote parser the stack hands TCP and UDP errors through (RFC 5927): never a
+    // panic, and it agrees with the representation's view of the quote.
+    let direct = ulnet_wire::IcmpQuote::from_payload(packet.payload());
     let Ok(repr) = Icmpv4Repr::parse(&packet, ChecksumMode::Offload) else {
         return;
     };
+    if let Some(q) = repr.quote() {
+        assert_eq!(q, direct);
+    }
     // A quoted header with a payload_len that cannot be re-emitted is legal on the
     // wire (we only parsed it); skip the round trip there.
     if let Icmpv4Repr::DstUnreachable { header, .. } | Icmpv4Repr::TimeExceeded { header, .. } =

@@ -105,6 +105,9 @@ fn errno_of(e: ConnError) -> &'static str {
         ConnError::Reset => "ECONNRESET",
         ConnError::Refused => "ECONNREFUSED",
         ConnError::TimedOut => "ETIMEDOUT",
+        ConnError::NetworkUnreachable => "ENETUNREACH",
+        ConnError::HostUnreachable => "EHOSTUNREACH",
+        ConnError::ProtocolUnreachable => "ENOPROTOOPT",
         _ => "ECONNABORTED",
     }
 }
@@ -115,6 +118,9 @@ fn errno_value(name: &str) -> i64 {
         "ECONNREFUSED" => 111,
         "ETIMEDOUT" => 110,
         "ECONNABORTED" => 103,
+        "ENETUNREACH" => 101,
+        "EHOSTUNREACH" => 113,
+        "ENOPROTOOPT" => 92,
         "EPIPE" => 32,
         _ => 0,
     }
@@ -865,6 +871,11 @@ impl Interp {
                         f.error_taken = true;
                         errno_value(errno_of(e))
                     }
+                    // Linux's SO_ERROR: the pending error, else the ICMP soft error
+                    // (taken: reported once).
+                    None => h
+                        .and_then(|h| self.tcp.take_soft_error(h).ok().flatten())
+                        .map_or(0, |e| errno_value(errno_of(e))),
                     _ => 0,
                 }
             }
@@ -898,7 +909,15 @@ impl Interp {
                 return Ok(Some(Ok(0)));
             }
         };
-        if let Some(w) = int(&want) {
+        // An errno name (`[ECONNREFUSED]`, SO_ERROR's value) is compared as its number.
+        let errno_name = match &want {
+            Expr::Array(v) if v.len() == 1 => match &v[0] {
+                Expr::Word(w) => Some(errno_value(w)).filter(|&n| n != 0),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(w) = int(&want).or(errno_name) {
             self.value_mismatch(c, "the option value", w, got, here)?;
         }
         Ok(Some(Ok(0)))

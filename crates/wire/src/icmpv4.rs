@@ -4,11 +4,13 @@
 
 use core::fmt;
 
-use crate::bytes::{ensure_len, get_u16, set_u16};
+use crate::bytes::{ensure_len, get_u16, get_u32, set_u16};
 use crate::checksum::{self, ChecksumMode};
 use crate::ip::IpProtocol;
 use crate::ipv4::{self, Ipv4Packet, Ipv4Repr};
+use crate::seq::SeqNumber;
 use crate::{Error, Result};
+use core::net::Ipv4Addr;
 
 mod field {
     pub const TYPE: usize = 0;
@@ -339,6 +341,81 @@ fn parse_quoted(quote: &[u8]) -> Result<(Ipv4Repr, &[u8])> {
     Ok((header, &quote[header_len..]))
 }
 
+/// The transport endpoints of the datagram an ICMP error quotes: the quoted IPv4 header
+/// and the first 8 bytes of its TCP or UDP header (RFC 792 guarantees those 8 bytes;
+/// RFC 5927 §4.1 and RFC 1122 §4.2.3.9 use them to find the connection: both ports and,
+/// for TCP, the sequence number of the segment that failed).
+///
+/// The quoted datagram is one *we* sent: `src_*` is our end, `dst_*` the peer's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IcmpQuote {
+    /// Source address of the quoted datagram (ours).
+    pub src_addr: Ipv4Addr,
+    /// Destination address of the quoted datagram (the peer's).
+    pub dst_addr: Ipv4Addr,
+    /// The quoted datagram's protocol: [`IpProtocol::Tcp`] or [`IpProtocol::Udp`].
+    pub protocol: IpProtocol,
+    /// Source port of the quoted transport header.
+    pub src_port: u16,
+    /// Destination port of the quoted transport header.
+    pub dst_port: u16,
+    /// The quoted TCP sequence number (`None` for UDP).
+    pub tcp_seq: Option<SeqNumber>,
+    /// The quoted datagram's total length (header and payload), for RFC 1191 §5's
+    /// plateau estimate when a router sends no next-hop MTU.
+    pub total_len: usize,
+}
+
+/// Bytes of the quoted transport header an error must carry (RFC 792).
+pub const QUOTED_TRANSPORT_LEN: usize = 8;
+
+impl IcmpQuote {
+    /// Reads the endpoints from a quoted header and the quoted bytes after it (as
+    /// [`Icmpv4Repr::DstUnreachable`] and [`Icmpv4Repr::TimeExceeded`] hold them).
+    ///
+    /// # Errors
+    /// [`Error::Truncated`] when fewer than 8 transport bytes are quoted;
+    /// [`Error::Unsupported`] when the quoted protocol is neither TCP nor UDP;
+    /// [`Error::Malformed`] when the quoted datagram is a non-first fragment (its
+    /// payload does not start with a transport header) or a port is zero.
+    pub fn parse(header: &Ipv4Repr, data: &[u8]) -> Result<IcmpQuote> {
+        if !matches!(header.protocol, IpProtocol::Tcp | IpProtocol::Udp) {
+            return Err(Error::Unsupported);
+        }
+        if header.frag_offset != 0 {
+            return Err(Error::Malformed);
+        }
+        if data.len() < QUOTED_TRANSPORT_LEN {
+            return Err(Error::Truncated);
+        }
+        let (src_port, dst_port) = (get_u16(data, 0), get_u16(data, 2));
+        if src_port == 0 || dst_port == 0 {
+            return Err(Error::Malformed);
+        }
+        let tcp_seq = (header.protocol == IpProtocol::Tcp).then(|| SeqNumber(get_u32(data, 4)));
+        Ok(IcmpQuote {
+            src_addr: header.src_addr,
+            dst_addr: header.dst_addr,
+            protocol: header.protocol,
+            src_port,
+            dst_port,
+            tcp_seq,
+            total_len: header.payload_len.saturating_add(ipv4::HEADER_LEN),
+        })
+    }
+
+    /// Reads the endpoints from the bytes after an error message's 8-byte ICMP header
+    /// (the quoted IPv4 header, options included, then the transport bytes).
+    ///
+    /// # Errors
+    /// As [`IcmpQuote::parse`], and [`Error::Truncated`] / [`Error::Malformed`] for a
+    /// quoted IPv4 header that is cut short or broken.
+    pub fn from_payload(payload: &[u8]) -> Result<IcmpQuote> {
+        let (header, data) = parse_quoted(payload)?;
+        IcmpQuote::parse(&header, data)
+    }
+}
+
 impl<'a> Icmpv4Repr<'a> {
     /// Reads a message, verifying its checksum when `checksum` says so. Echo messages
     /// are accepted with any code (as Linux does).
@@ -382,6 +459,19 @@ impl<'a> Icmpv4Repr<'a> {
                 })
             }
             _ => Err(Error::Unsupported),
+        }
+    }
+
+    /// For an error message, the endpoints of the datagram it quotes; `None` for echo
+    /// messages.
+    ///
+    /// # Errors
+    /// As [`IcmpQuote::parse`].
+    pub fn quote(&self) -> Option<Result<IcmpQuote>> {
+        match self {
+            Icmpv4Repr::DstUnreachable { header, data, .. }
+            | Icmpv4Repr::TimeExceeded { header, data, .. } => Some(IcmpQuote::parse(header, data)),
+            _ => None,
         }
     }
 
@@ -613,6 +703,51 @@ mod tests {
         assert_eq!(
             r.to_string(),
             "ICMP 198.18.0.2 udp port 53 unreachable, length 36"
+        );
+    }
+
+    /// RFC 792's quote: IPv4 header (here with 4 bytes of options) and 8 bytes of TCP.
+    #[test]
+    fn quote_of_a_tcp_segment() {
+        let mut q = [0u8; 24 + 8];
+        q[0] = 0x46; // version 4, IHL 6
+        q[2..4].copy_from_slice(&60u16.to_be_bytes());
+        q[8] = 64;
+        q[9] = 6;
+        q[12..16].copy_from_slice(&[198, 18, 0, 1]);
+        q[16..20].copy_from_slice(&[198, 18, 0, 2]);
+        q[24..26].copy_from_slice(&49152u16.to_be_bytes());
+        q[26..28].copy_from_slice(&80u16.to_be_bytes());
+        q[28..32].copy_from_slice(&0xdead_beefu32.to_be_bytes());
+        let quote = IcmpQuote::from_payload(&q).unwrap();
+        assert_eq!(quote.src_addr, Ipv4Addr::new(198, 18, 0, 1));
+        assert_eq!(quote.dst_addr, Ipv4Addr::new(198, 18, 0, 2));
+        assert_eq!((quote.src_port, quote.dst_port), (49152, 80));
+        assert_eq!(quote.tcp_seq, Some(SeqNumber(0xdead_beef)));
+        assert_eq!(quote.total_len, 60 - 24 + 20);
+        // Fewer than 8 transport bytes, a non-first fragment, another protocol, a zero
+        // port: refused.
+        assert_eq!(
+            IcmpQuote::from_payload(&q[..31]).unwrap_err(),
+            Error::Truncated
+        );
+        let mut frag = q;
+        frag[7] = 1;
+        assert_eq!(
+            IcmpQuote::from_payload(&frag).unwrap_err(),
+            Error::Malformed
+        );
+        let mut icmp = q;
+        icmp[9] = 1;
+        assert_eq!(
+            IcmpQuote::from_payload(&icmp).unwrap_err(),
+            Error::Unsupported
+        );
+        let mut zero = q;
+        zero[26..28].fill(0);
+        assert_eq!(
+            IcmpQuote::from_payload(&zero).unwrap_err(),
+            Error::Malformed
         );
     }
 

@@ -78,9 +78,13 @@ fn exercise(data: &[u8]) {
         );
         let _ = (p.payload(), p.verify_checksum());
         for mode in [ChecksumMode::Full, ChecksumMode::Offload] {
-            let _ = Icmpv4Repr::parse(&p, mode);
+            if let Ok(r) = Icmpv4Repr::parse(&p, mode) {
+                let _ = r.quote();
+            }
         }
+        let _ = IcmpQuote::from_payload(p.payload());
     }
+    let _ = IcmpQuote::from_payload(data);
     for (src, dst) in [V4, V6] {
         if let Ok(p) = UdpPacket::new_checked(data) {
             let _ = (p.src_port(), p.dst_port(), p.len(), p.payload());

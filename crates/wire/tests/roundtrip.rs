@@ -118,6 +118,37 @@ proptest! {
         prop_assert_eq!(Icmpv4Repr::parse(&p, ChecksumMode::Full), Ok(r));
     }
 
+    /// The quote parser reads back the endpoints of any TCP or UDP datagram an error
+    /// quotes, and every cut of the quote is an error, never a panic or a wrong answer.
+    #[test]
+    fn icmp_quote(mut header in ipv4_repr(), tcp in any::<bool>(), ports in (1..=65535u16, 1..=65535u16),
+                  seq in any::<u32>(), extra in proptest::collection::vec(any::<u8>(), 0..64),
+                  code in any::<u8>(), cut in any::<usize>()) {
+        header.protocol = if tcp { IpProtocol::Tcp } else { IpProtocol::Udp };
+        header.frag_offset = 0;
+        let mut data = vec![0u8; 8];
+        data[0..2].copy_from_slice(&ports.0.to_be_bytes());
+        data[2..4].copy_from_slice(&ports.1.to_be_bytes());
+        data[4..8].copy_from_slice(&seq.to_be_bytes());
+        data.extend_from_slice(&extra);
+        let r = Icmpv4Repr::DstUnreachable {
+            reason: Icmpv4DstUnreachable::from(code),
+            header,
+            data: &data,
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut Icmpv4Packet::new_unchecked(&mut b[..]), ChecksumMode::Full);
+        let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
+        let q = Icmpv4Repr::parse(&p, ChecksumMode::Full).unwrap().quote().unwrap().unwrap();
+        prop_assert_eq!(q, IcmpQuote::from_payload(p.payload()).unwrap());
+        prop_assert_eq!((q.src_addr, q.dst_addr), (header.src_addr, header.dst_addr));
+        prop_assert_eq!((q.src_port, q.dst_port), ports);
+        prop_assert_eq!(q.tcp_seq, tcp.then_some(SeqNumber(seq)));
+        // Cut anywhere before the 8 transport bytes end: refused.
+        let short = cut % (icmpv4::HEADER_LEN + ipv4::HEADER_LEN + 8);
+        prop_assert!(IcmpQuote::from_payload(&b[icmpv4::HEADER_LEN..short.max(icmpv4::HEADER_LEN)]).is_err());
+    }
+
     #[test]
     fn udp((src, dst) in addrs(), ports in any::<(u16, u16)>(),
            payload in proptest::collection::vec(any::<u8>(), 0..1500)) {

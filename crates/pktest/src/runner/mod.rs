@@ -448,8 +448,11 @@ impl Interp {
                 match &p.body {
                     PacketBody::Tcp(t) => self.inbound_tcp(t, p.ports, here),
                     PacketBody::Icmp {
-                        kind, code, mtu, ..
-                    } => self.inbound_icmp(kind, code.as_deref(), *mtu, here),
+                        kind,
+                        code,
+                        mtu,
+                        echoed_seq,
+                    } => self.inbound_icmp(kind, code.as_deref(), *mtu, *echoed_seq, here),
                     PacketBody::Udp { .. } => self.unsupported(
                         here,
                         "inbound UDP lines: this runner drives the TCP engine only",

@@ -128,28 +128,73 @@ impl Interp {
         self.poll_pending()
     }
 
+    /// An inbound ICMP error about the connection under test, handed to
+    /// `Tcp::icmp_error` as the interface would: the echoed segment `[seq:end(len)]`
+    /// (script numbering, our sequence space) is the quoted sequence number the engine
+    /// validates (RFC 5927 §4.1). `unreachable frag_needed mtu N` without an echoed
+    /// segment lowers the path MTU directly (`Tcp::set_path_mtu`), as before.
     pub(super) fn inbound_icmp(
         &mut self,
         kind: &str,
         code: Option<&str>,
         mtu: Option<u32>,
+        echoed_seq: Option<u32>,
         here: &Here<'_>,
     ) -> Res<()> {
+        use ulnet_stack::tcp::IcmpError;
+        use ulnet_wire::Icmpv4DstUnreachable as U;
         let frag_needed = kind == "unreachable"
             && matches!(code, Some("frag_needed") | Some("fragmentation_needed"));
-        match (frag_needed, mtu) {
-            (true, Some(mtu)) => {
+        let Some(seq) = echoed_seq else {
+            if let (true, Some(mtu)) = (frag_needed, mtu) {
                 // RFC 1191: the path MTU towards the peer drops; the engine re-segments.
                 self.tcp.set_path_mtu(IpAddr::V4(REMOTE_IP), mtu as usize);
                 self.settle();
-                self.poll_pending()
+                return self.poll_pending();
             }
-            _ => self.unsupported(
+            return self.unsupported(
                 here,
-                "inbound ICMP other than 'unreachable frag_needed mtu N' (the TCP engine takes path-MTU \
-                 updates only)",
-            ),
-        }
+                "inbound ICMP without the echoed segment '[seq:end(len)]' (only 'unreachable \
+                 frag_needed mtu N' can go without)",
+            );
+        };
+        let err = match (kind, code.unwrap_or("")) {
+            ("unreachable", "frag_needed" | "fragmentation_needed") => {
+                IcmpError::FragmentationNeeded {
+                    next_hop_mtu: mtu.unwrap_or(0).min(u32::from(u16::MAX)) as u16,
+                    quoted_len: 65535,
+                }
+            }
+            ("unreachable", c) => IcmpError::Unreachable(match c {
+                "net_unreachable" => U::NetUnreachable,
+                "host_unreachable" => U::HostUnreachable,
+                "protocol_unreachable" => U::ProtoUnreachable,
+                "port_unreachable" => U::PortUnreachable,
+                "source_route_failed" => U::SrcRouteFailed,
+                "net_unknown" => U::DstNetUnknown,
+                "host_unknown" => U::DstHostUnknown,
+                "source_host_isolated" => U::SrcHostIsolated,
+                "net_prohibited" => U::NetProhibited,
+                "host_prohibited" => U::HostProhibited,
+                "net_unreachable_for_tos" => U::NetUnreachToS,
+                "host_unreachable_for_tos" => U::HostUnreachToS,
+                "packet_filtered" => U::CommProhibited,
+                "precedence_violation" => U::HostPrecedenceViolation,
+                "precedence_cutoff" => U::PrecedenceCutoff,
+                _ => return self.unsupported(here, "this ICMP unreachable code"),
+            }),
+            ("time_exceeded", _) => IcmpError::TimeExceeded,
+            _ => return self.unsupported(here, "this ICMP type"),
+        };
+        let Some(conn) = self.conn.as_ref() else {
+            return self.unsupported(here, "inbound ICMP before any connection");
+        };
+        let (local, remote) = (conn.local, conn.remote);
+        let seq = SeqNumber(seq.wrapping_add(conn.offset()));
+        let now = self.instant();
+        self.tcp.icmp_error(now, local, remote, seq, err);
+        self.settle();
+        self.poll_pending()
     }
 
     // ------------------------------------------------------------ outbound

@@ -1,12 +1,13 @@
 //! ICMPv4 (RFC 792, host requirements RFC 1122 §3.2.2): echo replies, echo replies
-//! handed to ping sockets, rate-limited destination-unreachable messages, and the
-//! sending side of echo sockets.
+//! handed to ping sockets, rate-limited destination-unreachable messages, the sending
+//! side of echo sockets, and errors about our datagrams handed to the transport that
+//! sent them (TCP: RFC 5927, RFC 5461, RFC 1191; UDP: connected sockets, as Linux).
 //!
 //! Not sent, on purpose: errors about broadcast datagrams or from non-unicast sources
 //! (RFC 1122 §3.2.2), echo replies to broadcast requests (§3.2.2.6 allows ignoring them,
 //! as Linux does by default), time exceeded (a host forwards nothing).
 
-use core::net::IpAddr;
+use core::net::{IpAddr, SocketAddr};
 
 use ulnet_wire::{
     ChecksumMode, Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, IpProtocol,
@@ -14,6 +15,8 @@ use ulnet_wire::{
 
 use super::ipv4::Delivery;
 use super::{Core, DropReason, Interface, TxSink};
+use crate::socket::UdpError;
+use crate::tcp::{IcmpError, IcmpVerdict};
 use crate::time::Instant;
 
 /// The largest error message: RFC 1812 §4.3.2.3 quotes as much of the datagram as fits
@@ -119,7 +122,72 @@ impl Interface {
             }
             Icmpv4Repr::DstUnreachable { .. } | Icmpv4Repr::TimeExceeded { .. } => {
                 stats.icmp_errors_received += 1;
+                let next_hop_mtu = packet.next_hop_mtu();
+                self.icmp_error(now, &repr, next_hop_mtu);
             }
+        }
+    }
+
+    /// Hands an error message to the transport that sent the quoted datagram (RFC 1122
+    /// §3.2.2.1, §4.1.3.3, §4.2.3.9): TCP gets the 4-tuple and sequence number and
+    /// validates them itself (RFC 5927); a connected UDP socket gets port unreachable.
+    /// The quote must be of a datagram from one of our addresses.
+    fn icmp_error(&mut self, now: Instant, repr: &Icmpv4Repr<'_>, next_hop_mtu: u16) {
+        let stats = &mut self.core.stats;
+        let q = match repr.quote() {
+            Some(Ok(q)) => q,
+            Some(Err(ulnet_wire::Error::Unsupported)) | None => {
+                // About a protocol no socket of ours sends on (or echo): nothing to tell.
+                stats.icmp_errors_unclaimed += 1;
+                return;
+            }
+            Some(Err(_)) => {
+                stats.icmp_errors_bad_quote += 1;
+                return;
+            }
+        };
+        if !self.core.is_ours(q.src_addr) {
+            self.core.stats.icmp_errors_bad_quote += 1;
+            return;
+        }
+        let local = SocketAddr::new(IpAddr::V4(q.src_addr), q.src_port);
+        let remote = SocketAddr::new(IpAddr::V4(q.dst_addr), q.dst_port);
+        let taken = match (q.tcp_seq, *repr) {
+            (Some(seq), _) => {
+                let err = match *repr {
+                    Icmpv4Repr::DstUnreachable {
+                        reason: Icmpv4DstUnreachable::FragRequired,
+                        ..
+                    } => IcmpError::FragmentationNeeded {
+                        next_hop_mtu,
+                        quoted_len: q.total_len,
+                    },
+                    Icmpv4Repr::DstUnreachable { reason, .. } => IcmpError::Unreachable(reason),
+                    _ => IcmpError::TimeExceeded,
+                };
+                self.tcp.as_mut().is_some_and(|tcp| {
+                    !matches!(
+                        tcp.icmp_error(now, local, remote, seq, err),
+                        IcmpVerdict::NoConnection | IcmpVerdict::OutOfWindow
+                    )
+                })
+            }
+            (
+                None,
+                Icmpv4Repr::DstUnreachable {
+                    reason: Icmpv4DstUnreachable::PortUnreachable,
+                    ..
+                },
+            ) => self
+                .sockets
+                .udp_icmp_error(local, remote, UdpError::ConnectionRefused),
+            (None, _) => false,
+        };
+        let stats = &mut self.core.stats;
+        if taken {
+            stats.icmp_errors_delivered += 1;
+        } else {
+            stats.icmp_errors_unclaimed += 1;
         }
     }
 

@@ -148,8 +148,17 @@ pub struct Stats {
     pub icmp_unreachables_sent: u64,
     /// Destination-unreachable messages not sent because of the rate limit.
     pub icmp_rate_limited: u64,
-    /// ICMP error messages received (handed to no socket).
+    /// ICMP error messages received (destination unreachable, time exceeded).
     pub icmp_errors_received: u64,
+    /// ... of which TCP or a connected UDP socket took (TCP found the connection and
+    /// the quoted sequence number in its window).
+    pub icmp_errors_delivered: u64,
+    /// ... of which no transport took: no connection or socket, a sequence number out
+    /// of window (TCP counts why), an unconnected UDP socket, another protocol.
+    pub icmp_errors_unclaimed: u64,
+    /// ... of which quoted a datagram that is cut short, a non-first fragment, or not
+    /// from one of our addresses.
+    pub icmp_errors_bad_quote: u64,
     /// UDP datagrams delivered to a socket.
     pub udp_delivered: u64,
     /// UDP datagrams sent.
@@ -178,6 +187,9 @@ impl Default for Stats {
             icmp_unreachables_sent: 0,
             icmp_rate_limited: 0,
             icmp_errors_received: 0,
+            icmp_errors_delivered: 0,
+            icmp_errors_unclaimed: 0,
+            icmp_errors_bad_quote: 0,
             udp_delivered: 0,
             udp_sent: 0,
             tcp_delivered: 0,
@@ -232,6 +244,9 @@ impl fmt::Display for Stats {
         writeln!(f, "icmp_unreachables_sent {}", self.icmp_unreachables_sent)?;
         writeln!(f, "icmp_rate_limited {}", self.icmp_rate_limited)?;
         writeln!(f, "icmp_errors_received {}", self.icmp_errors_received)?;
+        writeln!(f, "icmp_errors_delivered {}", self.icmp_errors_delivered)?;
+        writeln!(f, "icmp_errors_unclaimed {}", self.icmp_errors_unclaimed)?;
+        writeln!(f, "icmp_errors_bad_quote {}", self.icmp_errors_bad_quote)?;
         writeln!(f, "udp_delivered {}", self.udp_delivered)?;
         writeln!(f, "udp_sent {}", self.udp_sent)?;
         writeln!(f, "tcp_delivered {}", self.tcp_delivered)?;

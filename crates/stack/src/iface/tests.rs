@@ -1,11 +1,12 @@
 //! Interface unit tests: one malformed or foreign frame per drop reason, each counted
 //! exactly once and answered with nothing.
 
-use core::net::{IpAddr, Ipv4Addr};
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use ulnet_wire::{
     ArpOperation, ArpPacket, ArpRepr, ChecksumMode, EtherType, EthernetAddress, EthernetFrame,
-    EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
+    EthernetRepr, Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr,
+    UdpPacket, UdpRepr,
 };
 
 use super::*;
@@ -344,4 +345,131 @@ fn static_entry_releases_parked_packets() {
     let last = frames.last().unwrap();
     assert_eq!(&last[0..6], &PEER.0);
     assert_eq!(last.len(), 14 + 20 + 8 + 1);
+}
+
+/// An ICMP error from the peer quoting `quoted` (a transport header and payload we
+/// sent from OUR_IP to PEER_IP).
+fn icmp_error(reason: Icmpv4DstUnreachable, proto: IpProtocol, quoted: &[u8]) -> Vec<u8> {
+    let msg = Icmpv4Repr::DstUnreachable {
+        reason,
+        header: Ipv4Repr::new(OUR_IP, PEER_IP, proto, quoted.len(), 64),
+        data: quoted,
+    };
+    let mut b = vec![0u8; msg.buffer_len()];
+    msg.emit(
+        &mut Icmpv4Packet::new_unchecked(&mut b[..]),
+        ChecksumMode::Full,
+    );
+    eth(
+        US,
+        EtherType::Ipv4,
+        &ip(PEER_IP, OUR_IP, IpProtocol::Icmp, &b),
+    )
+}
+
+fn feed(i: &mut Interface, now: Instant, frame: &[u8]) {
+    let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+        let mut b = [0u8; 2048];
+        fill(&mut b[..len]);
+        true
+    };
+    i.ingress(now, frame, &mut sink);
+}
+
+/// Issue 12 defect 8: a port unreachable about a datagram of a *connected* UDP socket
+/// fails its next receive (and only that one) with ConnectionRefused, as Linux's
+/// ECONNREFUSED; an unconnected socket, or one connected elsewhere, ignores it.
+#[test]
+fn port_unreachable_refuses_a_connected_udp_socket_only() {
+    let mut quoted = vec![0u8; 8];
+    quoted[0..2].copy_from_slice(&7u16.to_be_bytes());
+    quoted[2..4].copy_from_slice(&5000u16.to_be_bytes());
+    let frame = icmp_error(
+        Icmpv4DstUnreachable::PortUnreachable,
+        IpProtocol::Udp,
+        &quoted,
+    );
+    let peer = SocketAddr::new(IpAddr::V4(PEER_IP), 5000);
+    let now = Instant::from_secs(1);
+    for connect in [
+        None,
+        Some(SocketAddr::new(IpAddr::V4(PEER_IP), 5001)),
+        Some(peer),
+    ] {
+        let mut i = iface();
+        let h = i.sockets().udp_sockets().next().unwrap().0;
+        i.sockets_mut().udp_mut(h).unwrap().connect(connect);
+        feed(&mut i, now, &frame);
+        let s = i.sockets_mut().udp_mut(h).unwrap();
+        let mut buf = [0u8; 8];
+        let got = s.recv_from(&mut buf);
+        let st = i.stats().clone();
+        assert_eq!(st.icmp_errors_received, 1);
+        if connect == Some(peer) {
+            assert_eq!(got, Err(crate::socket::RecvError::ConnectionRefused));
+            assert_eq!(st.icmp_errors_delivered, 1);
+            let s = i.sockets_mut().udp_mut(h).unwrap();
+            assert_eq!(
+                s.recv_from(&mut buf),
+                Err(crate::socket::RecvError::Exhausted)
+            );
+        } else {
+            assert_eq!(got, Err(crate::socket::RecvError::Exhausted));
+            assert_eq!(st.icmp_errors_unclaimed, 1);
+        }
+        assert_eq!(st.total_drops(), 0);
+    }
+    // A quote cut short of the 8 transport bytes: counted as a bad quote.
+    let mut i = iface();
+    feed(
+        &mut i,
+        now,
+        &icmp_error(
+            Icmpv4DstUnreachable::PortUnreachable,
+            IpProtocol::Udp,
+            &quoted[..6],
+        ),
+    );
+    assert_eq!(i.stats().icmp_errors_bad_quote, 1);
+}
+
+/// The TCP path through the interface: a port unreachable quoting our SYN aborts the
+/// connection; one quoting another sequence number is dropped by TCP (RFC 5927 §4.1).
+#[test]
+fn port_unreachable_reaches_tcp_through_the_interface() {
+    use crate::tcp::{ConnError, State, Tcp, TcpConfig};
+    let mut i = iface();
+    i.add_static_neighbor(IpAddr::V4(PEER_IP), PEER).unwrap();
+    i.set_tcp(Tcp::new(TcpConfig::default(), [7; 16]));
+    let now = Instant::from_secs(1);
+    let local = SocketAddr::new(IpAddr::V4(OUR_IP), 40000);
+    let remote = SocketAddr::new(IpAddr::V4(PEER_IP), 80);
+    let s = i.tcp_mut().unwrap().connect(now, local, remote).unwrap();
+    let mut syn = Vec::new();
+    let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+        let mut b = vec![0u8; len];
+        fill(&mut b);
+        syn = b;
+        true
+    };
+    i.egress(now, &mut sink);
+    // Ethernet 14 + IPv4 20, then the TCP header: its first 8 bytes are the quote.
+    let tcp_hdr = &syn[34..42];
+    let mut forged = tcp_hdr.to_vec();
+    forged[4] ^= 0x80;
+    for (quote, state) in [(&forged[..], State::SynSent), (tcp_hdr, State::Closed)] {
+        let f = icmp_error(
+            Icmpv4DstUnreachable::PortUnreachable,
+            IpProtocol::Tcp,
+            quote,
+        );
+        feed(&mut i, now, &f);
+        assert_eq!(i.tcp().unwrap().state(s).unwrap(), state);
+    }
+    let tcp = i.tcp().unwrap();
+    assert_eq!(tcp.readiness(s).unwrap().error, Some(ConnError::Refused));
+    assert_eq!(tcp.stats().icmp_out_of_window, 1);
+    assert_eq!(tcp.stats().icmp_aborts, 1);
+    assert_eq!(i.stats().icmp_errors_delivered, 1);
+    assert_eq!(i.stats().icmp_errors_unclaimed, 1);
 }

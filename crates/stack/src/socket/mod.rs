@@ -21,7 +21,7 @@ use core::fmt;
 pub use buffer::PacketBuffer;
 pub use icmp::{EchoReply, IcmpSocket};
 pub use set::{AddError, Event, IcmpHandle, InvalidHandle, SocketSet, UdpHandle};
-pub use udp::{UdpConfig, UdpMetadata, UdpSocket};
+pub use udp::{UdpConfig, UdpError, UdpMetadata, UdpSocket};
 
 /// Why a datagram could not be queued for sending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +33,9 @@ pub enum SendError {
     TooLarge,
     /// The destination address or port is unspecified, or of an unsupported family.
     Unaddressable,
+    /// An ICMP port unreachable came back for an earlier datagram of this connected
+    /// socket (Linux's `ECONNREFUSED`).
+    ConnectionRefused,
 }
 
 impl fmt::Display for SendError {
@@ -41,6 +44,7 @@ impl fmt::Display for SendError {
             SendError::BufferFull => "transmit buffer full",
             SendError::TooLarge => "datagram too large",
             SendError::Unaddressable => "destination unaddressable",
+            SendError::ConnectionRefused => "connection refused",
         })
     }
 }
@@ -53,12 +57,16 @@ impl core::error::Error for SendError {}
 pub enum RecvError {
     /// No datagram is waiting.
     Exhausted,
+    /// An ICMP port unreachable came back for an earlier datagram of this connected
+    /// socket (Linux's `ECONNREFUSED`).
+    ConnectionRefused,
 }
 
 impl fmt::Display for RecvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             RecvError::Exhausted => "no datagram waiting",
+            RecvError::ConnectionRefused => "connection refused",
         })
     }
 }

@@ -355,6 +355,28 @@ impl SocketSet {
         Some(delivered)
     }
 
+    /// An ICMP error quoted a UDP datagram from `local` to `remote`: the socket bound to
+    /// `local` records it if it is connected to `remote`, and gets an event so a blocked
+    /// receive wakes to report it. Returns whether a socket took it.
+    pub(crate) fn udp_icmp_error(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        e: super::UdpError,
+    ) -> bool {
+        let Some(i) = self.udp_slot_for(local) else {
+            return false;
+        };
+        let taken = self
+            .udp
+            .at_mut(i)
+            .is_some_and(|s| s.icmp_error(local, remote, e));
+        if taken {
+            self.queue(Queued::Udp(i));
+        }
+        taken
+    }
+
     /// Hands an echo reply to the socket of `ident`; `None` when there is none.
     pub(crate) fn deliver_icmp(
         &mut self,

@@ -64,9 +64,23 @@ pub struct UdpSocketStats {
 #[derive(Debug, Clone)]
 pub struct UdpSocket {
     local: Option<SocketAddr>,
+    /// The peer of a connected socket (`connect(2)` on UDP): ICMP errors about its
+    /// datagrams are reported (Linux reports them on connected sockets only).
+    peer: Option<SocketAddr>,
+    /// An ICMP error waiting to fail the next send or receive (Linux's `sk_err`).
+    error: Option<UdpError>,
     rx: PacketBuffer<UdpMetadata>,
     tx: PacketBuffer<SocketAddr>,
     stats: UdpSocketStats,
+}
+
+/// An ICMP error reported on a connected UDP socket (RFC 1122 §4.1.3.3: UDP passes ICMP
+/// errors up to the application).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UdpError {
+    /// Port unreachable: nothing listens at the peer (Linux's `ECONNREFUSED`).
+    ConnectionRefused,
 }
 
 impl UdpSocket {
@@ -74,6 +88,8 @@ impl UdpSocket {
     pub fn new(config: UdpConfig) -> UdpSocket {
         UdpSocket {
             local: None,
+            peer: None,
+            error: None,
             rx: PacketBuffer::new(config.rx_datagram_count, config.rx_len),
             tx: PacketBuffer::new(config.tx_datagram_count, config.tx_len),
             stats: UdpSocketStats::default(),
@@ -102,6 +118,41 @@ impl UdpSocket {
         self.local
     }
 
+    /// Connects to `peer` (or disconnects with `None`): ICMP port-unreachable messages
+    /// about datagrams to it then fail the next [`send_to`](Self::send_to) or
+    /// [`recv_from`](Self::recv_from) with [`SendError::ConnectionRefused`] /
+    /// [`RecvError::ConnectionRefused`]. Datagrams from other peers are not filtered here.
+    pub fn connect(&mut self, peer: Option<SocketAddr>) {
+        self.peer = peer;
+        self.error = None;
+    }
+
+    /// The connected peer.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
+    /// Takes the pending ICMP error, if any.
+    pub fn take_error(&mut self) -> Option<UdpError> {
+        self.error.take()
+    }
+
+    /// An ICMP error quoted a datagram from `local` to `remote`: recorded when the socket
+    /// is connected to `remote` (an unconnected socket ignores it, as Linux's does
+    /// without IP_RECVERR). Returns whether it was recorded.
+    pub(crate) fn icmp_error(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        e: UdpError,
+    ) -> bool {
+        if self.peer != Some(remote) || !self.accepts(local) {
+            return false;
+        }
+        self.error = Some(e);
+        true
+    }
+
     pub(crate) fn set_local(&mut self, local: SocketAddr) {
         self.local = Some(local);
     }
@@ -111,8 +162,13 @@ impl UdpSocket {
     /// # Errors
     /// [`SendError::Unaddressable`] for an unspecified or IPv6 destination or port 0;
     /// [`SendError::TooLarge`] above 65507 bytes or the buffer's capacity;
-    /// [`SendError::BufferFull`] when the buffer has no room now.
+    /// [`SendError::BufferFull`] when the buffer has no room now;
+    /// [`SendError::ConnectionRefused`] once after an ICMP port unreachable on a connected
+    /// socket (the datagram is not queued).
     pub fn send_to(&mut self, data: &[u8], dst: SocketAddr) -> Result<(), SendError> {
+        if let Some(UdpError::ConnectionRefused) = self.error.take() {
+            return Err(SendError::ConnectionRefused);
+        }
         if dst.port() == 0 || dst.ip().is_unspecified() || dst.is_ipv6() {
             return Err(SendError::Unaddressable);
         }
@@ -135,8 +191,12 @@ impl UdpSocket {
     /// from. [`peek_len`](Self::peek_len) tells the full length first.
     ///
     /// # Errors
-    /// [`RecvError::Exhausted`] when nothing is waiting.
+    /// [`RecvError::Exhausted`] when nothing is waiting; [`RecvError::ConnectionRefused`]
+    /// once after an ICMP port unreachable on a connected socket.
     pub fn recv_from(&mut self, buf: &mut [u8]) -> Result<(usize, UdpMetadata), RecvError> {
+        if let Some(UdpError::ConnectionRefused) = self.error.take() {
+            return Err(RecvError::ConnectionRefused);
+        }
         let (meta, _, copied) = self.rx.pop(buf).ok_or(RecvError::Exhausted)?;
         Ok((copied, meta))
     }
@@ -146,9 +206,9 @@ impl UdpSocket {
         self.rx.peek().map(|(_, n)| n)
     }
 
-    /// Whether a datagram is waiting.
+    /// Whether a datagram or an error is waiting.
     pub fn can_recv(&self) -> bool {
-        !self.rx.is_empty()
+        !self.rx.is_empty() || self.error.is_some()
     }
 
     /// Datagrams waiting to be sent.

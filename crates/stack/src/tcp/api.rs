@@ -14,7 +14,9 @@ use core::net::SocketAddr;
 use crate::time::Instant;
 
 use super::config::SocketOption;
-use super::error::{AcceptError, ConnectError, ListenError, RecvError, SendError, SocketError};
+use super::error::{
+    AcceptError, ConnError, ConnectError, ListenError, RecvError, SendError, SocketError,
+};
 use super::handle::{Event, ListenerHandle, SocketHandle};
 use super::layer::Tcp;
 use super::listen::Listener;
@@ -270,6 +272,17 @@ impl Tcp {
             .user_sock(h)
             .ok_or(SocketError::InvalidHandle)?
             .readiness())
+    }
+
+    /// Takes the connection's ICMP soft error (RFC 1122 §4.2.3.9), as reading SO_ERROR
+    /// does on Linux: the connection goes on, the error is reported once.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn take_soft_error(&mut self, h: SocketHandle) -> Result<Option<ConnError>, SocketError> {
+        let now = self.last_now;
+        self.with_user_sock_if(h, now, |s| (s.set_soft_error(None), false))
+            .ok_or(SocketError::InvalidHandle)
     }
 
     /// Readable now (data, EOF or error).

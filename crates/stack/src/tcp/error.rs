@@ -74,6 +74,12 @@ error_enum! {
         TimedOut => "connection timed out",
         /// The connection was refused (RST in reply to our SYN).
         ConnectionRefused => "connection refused",
+        /// An ICMP error said the peer's network is unreachable (RFC 1122 §4.2.3.9).
+        NetworkUnreachable => "network unreachable",
+        /// An ICMP error said the peer is unreachable (RFC 1122 §4.2.3.9).
+        HostUnreachable => "no route to host",
+        /// An ICMP protocol-unreachable answered our SYN (RFC 5461).
+        ProtocolUnreachable => "protocol not available",
     }
 }
 
@@ -93,6 +99,12 @@ error_enum! {
         ConnectionRefused => "connection refused",
         /// The connection was aborted locally.
         Closed => "connection aborted",
+        /// An ICMP error said the peer's network is unreachable (RFC 1122 §4.2.3.9).
+        NetworkUnreachable => "network unreachable",
+        /// An ICMP error said the peer is unreachable (RFC 1122 §4.2.3.9).
+        HostUnreachable => "no route to host",
+        /// An ICMP protocol-unreachable answered our SYN (RFC 5461).
+        ProtocolUnreachable => "protocol not available",
     }
 }
 
@@ -119,6 +131,15 @@ pub enum ConnError {
     TimedOut,
     /// The local application aborted the connection.
     Aborted,
+    /// ICMP net unreachable (codes 0, 6, 9, 11): Linux's `ENETUNREACH`. A soft error
+    /// (RFC 1122 §4.2.3.9): reported, and what a later timeout reports.
+    NetworkUnreachable,
+    /// ICMP host unreachable and the other soft codes, or time exceeded: Linux's
+    /// `EHOSTUNREACH`.
+    HostUnreachable,
+    /// ICMP protocol unreachable for our SYN (a hard error, RFC 5461): Linux's
+    /// `ENOPROTOOPT`.
+    ProtocolUnreachable,
 }
 
 impl fmt::Display for ConnError {
@@ -128,6 +149,9 @@ impl fmt::Display for ConnError {
             ConnError::Refused => "connection refused",
             ConnError::TimedOut => "connection timed out",
             ConnError::Aborted => "connection aborted",
+            ConnError::NetworkUnreachable => "network unreachable",
+            ConnError::HostUnreachable => "no route to host",
+            ConnError::ProtocolUnreachable => "protocol not available",
         })
     }
 }
@@ -141,6 +165,9 @@ impl From<ConnError> for SendError {
             ConnError::Refused => SendError::ConnectionRefused,
             ConnError::TimedOut => SendError::TimedOut,
             ConnError::Aborted => SendError::Closed,
+            ConnError::NetworkUnreachable => SendError::NetworkUnreachable,
+            ConnError::HostUnreachable => SendError::HostUnreachable,
+            ConnError::ProtocolUnreachable => SendError::ProtocolUnreachable,
         }
     }
 }
@@ -152,6 +179,9 @@ impl From<ConnError> for RecvError {
             ConnError::Refused => RecvError::ConnectionRefused,
             ConnError::TimedOut => RecvError::TimedOut,
             ConnError::Aborted => RecvError::Closed,
+            ConnError::NetworkUnreachable => RecvError::NetworkUnreachable,
+            ConnError::HostUnreachable => RecvError::HostUnreachable,
+            ConnError::ProtocolUnreachable => RecvError::ProtocolUnreachable,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! Read first: RFC 9293 (the protocol), RFC 7323 (window scale, timestamps, PAWS),
 //! RFC 2018 and 2883 (SACK, D-SACK), RFC 6298 (retransmission timer), RFC 5681 and 6582
 //! (congestion control, NewReno), RFC 6675 (SACK loss recovery), RFC 9438 (CUBIC),
-//! RFC 5961 (blind in-window attacks), RFC 6528 (ISNs), RFC 1122 §4.2 (host requirements).
+//! RFC 5961 (blind in-window attacks), RFC 6528 (ISNs), RFC 1122 §4.2 (host requirements),
+//! RFC 5927 / RFC 5461 (ICMP errors, `layer/icmp.rs`).
 //!
 //! Where things live: [`Tcp`] is the whole engine and the only thing the IP layer and the
 //! socket API call: `layer/` (segments in, segments out, timers, tables; `layer/user.rs` the slab as the user calls see it) and `api.rs`
@@ -35,8 +36,9 @@
 //!
 //! Deliberately not supported: urgent data (URG is ignored and data stays inline, as
 //! RFC 6093 recommends for new code), ECN, TCP Fast Open, SYN cookies (a full SYN queue
-//! drops SYNs instead), path MTU discovery itself (the IP layer reports MTUs through
-//! [`Tcp::set_path_mtu`]), data carried on a SYN (it is not acknowledged; the peer sends
+//! drops SYNs instead), path MTU discovery beyond ICMP "fragmentation needed" (the IP layer
+//! hands ICMP errors to [`Tcp::icmp_error`] and may report MTUs through [`Tcp::set_path_mtu`];
+//! no RFC 4821/8899 black-hole probing), data carried on a SYN (it is not acknowledged; the peer sends
 //! it again).
 
 pub mod congestion;
@@ -69,6 +71,7 @@ pub use error::{
     AcceptError, ConnError, ConnectError, ListenError, RecvError, SendError, SocketError,
 };
 pub use handle::{Event, ListenerHandle, SocketHandle};
+pub use layer::icmp::{IcmpError, IcmpVerdict, MIN_PATH_MTU};
 pub use layer::Tcp;
 pub use socket::{Readiness, Shutdown};
 pub use state::State;

@@ -159,4 +159,19 @@ pub struct TcpStats {
     /// Segments at SND.UNA (original or retransmitted) deemed lost by RACK's time-based
     /// detection (RFC 8985 §6) rather than by duplicate-ACK counting.
     pub rack_losses: u64,
+    /// ICMP errors about our segments handed to [`Tcp::icmp_error`](super::Tcp::icmp_error).
+    pub icmp_received: u64,
+    /// ... of which quoted a 4-tuple no connection has.
+    pub icmp_no_connection: u64,
+    /// ... of which quoted a sequence number outside SND.UNA..SND.NXT (RFC 5927 §4.1):
+    /// dropped as forged or stale.
+    pub icmp_out_of_window: u64,
+    /// ... of which aborted a connection in SYN-SENT (hard errors, RFC 5461).
+    pub icmp_aborts: u64,
+    /// ... of which were recorded as soft errors (RFC 1122 §4.2.3.9).
+    pub icmp_soft_errors: u64,
+    /// ... of which lowered the path MTU and the MSS (RFC 1191).
+    pub icmp_mtu_lowered: u64,
+    /// ... of which reported an MTU no lower than the one in force (ignored).
+    pub icmp_mtu_not_lower: u64,
 }

@@ -27,6 +27,10 @@ pub(crate) fn conn(e: ConnError) -> Error {
         ConnError::Reset => ErrorKind::ConnectionReset,
         ConnError::Refused => ErrorKind::ConnectionRefused,
         ConnError::TimedOut => ErrorKind::TimedOut,
+        ConnError::NetworkUnreachable => ErrorKind::NetworkUnreachable,
+        ConnError::HostUnreachable => ErrorKind::HostUnreachable,
+        // ENOPROTOOPT has no kind of its own; the connection was refused.
+        ConnError::ProtocolUnreachable => ErrorKind::ConnectionRefused,
         _ => ErrorKind::ConnectionAborted,
     };
     err(kind, e)
@@ -64,7 +68,11 @@ pub(crate) fn send(e: SendError) -> Error {
         SendError::Closed => ErrorKind::BrokenPipe,
         SendError::ConnectionReset => ErrorKind::ConnectionReset,
         SendError::TimedOut => ErrorKind::TimedOut,
-        SendError::ConnectionRefused => ErrorKind::ConnectionRefused,
+        SendError::ConnectionRefused | SendError::ProtocolUnreachable => {
+            ErrorKind::ConnectionRefused
+        }
+        SendError::NetworkUnreachable => ErrorKind::NetworkUnreachable,
+        SendError::HostUnreachable => ErrorKind::HostUnreachable,
         _ => ErrorKind::NotConnected,
     };
     err(kind, e)
@@ -75,7 +83,11 @@ pub(crate) fn recv(e: RecvError) -> Error {
         RecvError::WouldBlock => ErrorKind::WouldBlock,
         RecvError::ConnectionReset => ErrorKind::ConnectionReset,
         RecvError::TimedOut => ErrorKind::TimedOut,
-        RecvError::ConnectionRefused => ErrorKind::ConnectionRefused,
+        RecvError::ConnectionRefused | RecvError::ProtocolUnreachable => {
+            ErrorKind::ConnectionRefused
+        }
+        RecvError::NetworkUnreachable => ErrorKind::NetworkUnreachable,
+        RecvError::HostUnreachable => ErrorKind::HostUnreachable,
         _ => ErrorKind::NotConnected,
     };
     err(kind, e)
@@ -105,6 +117,7 @@ pub(crate) fn udp_handle(e: InvalidHandle) -> Error {
 
 pub(crate) fn udp_send(e: UdpSendError) -> Error {
     let kind = match e {
+        UdpSendError::ConnectionRefused => ErrorKind::ConnectionRefused,
         UdpSendError::BufferFull => ErrorKind::WouldBlock,
         UdpSendError::TooLarge => ErrorKind::InvalidInput,
         _ => ErrorKind::InvalidInput,

@@ -493,15 +493,24 @@ impl TcpStream {
     }
 
     /// The error the connection ended with, if any (it stays readable through reads
-    /// too).
+    /// too); otherwise the latest ICMP soft error (host or network unreachable, RFC 1122
+    /// §4.2.3.9) while the connection goes on retrying, taken once as Linux's SO_ERROR
+    /// takes `sk_err_soft`.
     ///
     /// # Errors
     /// `NotConnected` when the connection is gone.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         let h = self.inner.h;
         self.inner.stack.with(|iface| {
-            let r = tcp(iface)?.readiness(h).map_err(error::socket)?;
-            Ok(r.error.map(error::conn))
+            let tcp = tcp(iface)?;
+            let r = tcp.readiness(h).map_err(error::socket)?;
+            if let Some(e) = r.error {
+                return Ok(Some(error::conn(e)));
+            }
+            Ok(tcp
+                .take_soft_error(h)
+                .map_err(error::socket)?
+                .map(error::conn))
         })
     }
 

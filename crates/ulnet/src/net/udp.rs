@@ -12,7 +12,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use ulnet_stack::iface::Interface;
-use ulnet_stack::socket::{SendError, UdpConfig, UdpHandle, UdpSocket as EngineUdp};
+use ulnet_stack::socket::{RecvError, SendError, UdpConfig, UdpHandle, UdpSocket as EngineUdp};
 
 use super::error::{self, err};
 use super::poll::Source;
@@ -156,6 +156,8 @@ impl UdpSocket {
 
     /// Sets the default destination for [`send`](Self::send) and keeps only its
     /// datagrams for [`recv`](Self::recv) (others are discarded, as `connect(2)` does).
+    /// Like Linux, an ICMP port unreachable for a datagram sent to the peer makes the
+    /// next send or receive fail with `ConnectionRefused`.
     ///
     /// # Errors
     /// `InvalidInput` for an unspecified address or port 0.
@@ -171,6 +173,13 @@ impl UdpSocket {
             ));
         }
         set(&self.inner.peer, Some(a));
+        // The engine reports ICMP errors about datagrams to the peer (ECONNREFUSED).
+        let h = self.inner.h;
+        self.inner.stack.with(|iface| {
+            if let Ok(s) = iface.sockets_mut().udp_mut(h) {
+                s.connect(Some(a));
+            }
+        });
         Ok(())
     }
 
@@ -261,6 +270,12 @@ impl UdpSocket {
                         continue;
                     }
                     return Poll::Ready(Ok((n, meta.peer)));
+                }
+                Err(RecvError::ConnectionRefused) => {
+                    return Poll::Ready(Err(err(
+                        io::ErrorKind::ConnectionRefused,
+                        "connection refused (ICMP port unreachable)",
+                    )))
                 }
                 Err(_) => return Poll::Pending,
             }

@@ -29,6 +29,7 @@ use crate::time::Instant;
 use super::challenge::ChallengeLimiter;
 use super::config::{mss_for_mtu, TcpConfig};
 use super::error::ConnError;
+pub(crate) mod icmp;
 mod user;
 
 use super::handle::{Event, ListenerHandle, SocketHandle};
@@ -105,7 +106,7 @@ pub struct Tcp {
     pending_rst: VecDeque<(IpAddr, IpAddr, TcpRepr<'static>)>,
     scratch: Vec<u8>,
     path_mtu: HashMap<IpAddr, usize, KeyedState>,
-    last_now: Instant,
+    pub(super) last_now: Instant,
     live: usize,
     /// Tests pin the next ISS (to exercise wraparound).
     #[cfg(test)]

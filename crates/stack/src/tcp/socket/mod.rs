@@ -137,6 +137,9 @@ pub(crate) struct Socket {
     delack_on: bool,
 
     error: Option<ConnError>,
+    /// The latest ICMP soft error (RFC 1122 §4.2.3.9): reported through SO_ERROR, and
+    /// what a timeout reports instead of "timed out" (Linux's `sk_err_soft`).
+    soft_error: Option<ConnError>,
     counters: ConnCounters,
 }
 
@@ -236,6 +239,7 @@ impl Socket {
             nodelay: !cfg.nagle,
             delack_on: !cfg.delayed_ack.is_zero(),
             error: None,
+            soft_error: None,
             counters: ConnCounters::default(),
         })
     }
@@ -382,6 +386,12 @@ impl Socket {
     /// Moves to CLOSED with `error` (None for a clean close), dropping all timers.
     pub(crate) fn set_closed(&mut self, error: Option<ConnError>) {
         self.state = State::Closed;
+        // A connection that timed out after an ICMP soft error reports that error, as
+        // Linux does (RFC 1122 §4.2.3.9: the soft error is what the application learns).
+        let error = match error {
+            Some(ConnError::TimedOut) => self.soft_error.take().or(error),
+            e => e,
+        };
         if error.is_some() && self.error.is_none() {
             self.error = error;
         }
@@ -762,6 +772,16 @@ impl Socket {
             ts_recent: self.ts_on.then_some(self.ts_recent),
             window,
         }
+    }
+
+    /// SND.UNA and SND.NXT: the sequence numbers an ICMP error may quote (RFC 5927 §4.1).
+    pub(crate) fn unacked_range(&self) -> (SeqNumber, SeqNumber) {
+        (self.snd.una(), self.snd.nxt())
+    }
+
+    /// Records an ICMP soft error (`None` takes it back, as SO_ERROR reads clear it).
+    pub(crate) fn set_soft_error(&mut self, e: Option<ConnError>) -> Option<ConnError> {
+        core::mem::replace(&mut self.soft_error, e)
     }
 
     /// The path MTU towards the peer dropped: never send segments larger than `mss`.

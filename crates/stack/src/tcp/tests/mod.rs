@@ -6,6 +6,7 @@ mod close;
 mod engine;
 mod handshake;
 mod harness;
+mod icmp;
 mod loopback;
 mod options;
 mod regressions;
