@@ -261,7 +261,15 @@ fn synchronized(
 
     // §3.10.7.4 first: sequence number acceptability.
     let seg_len = seg.segment_len() as u32;
-    let wnd = s.rcv_wnd().max(s.rcv_space());
+    // A RST is judged against the window actually advertised (RCV.NXT up to the right
+    // edge we sent, RFC 9293 §3.10.7.4, RFC 5961 §3.2): one beyond it is dropped
+    // silently, however much room the buffer has. Data may still land in free buffer
+    // beyond the edge (a window update the peer has not seen yet costs nothing to honour).
+    let wnd = if rst {
+        s.rcv_wnd()
+    } else {
+        s.rcv_wnd().max(s.rcv_space())
+    };
     if !s.rcv.acceptable(seg.seq, seg_len, wnd) {
         if rst {
             cx.stats.dropped_rst += 1;

@@ -290,3 +290,27 @@ fn unacceptable_ack_leaves_ts_recent_alone() {
     assert_eq!(h.tcp.stats().dropped_paws, 0);
     assert_eq!(h.tcp.state(s).unwrap(), State::Established);
 }
+
+/// Issue 12, defect 2 (RFC 9293 §3.10.7.4, RFC 5961 §3.2): a RST beyond the right edge
+/// of the window actually advertised is dropped silently, even where the receive buffer
+/// has room (after a passive open the SYN-ACK offered at most 65535 bytes, unscaled).
+#[test]
+fn rst_beyond_advertised_edge_dropped_silently() {
+    let mut cfg = plain_config();
+    cfg.window_scaling = true;
+    cfg.recv_buffer_len = 256 * 1024;
+    let mut h = Harness::new(cfg);
+    let (s, _) = h.passive_open(1000, h.peer().wscale(7));
+    let edge = 1001 + 65535;
+    for seq in [edge, edge + 50_000] {
+        h.send(h.peer().seq(seq).flags(TcpFlags::RST));
+        h.quiet();
+        assert_eq!(h.tcp.state(s).unwrap(), State::Established);
+    }
+    assert_eq!(h.tcp.stats().dropped_rst, 2);
+    assert_eq!(h.tcp.stats().challenge_acks, 0);
+    // Just inside the edge: a challenge ACK as before.
+    h.send(h.peer().seq(edge - 1).flags(TcpFlags::RST));
+    assert_eq!(h.out1().ack, 1001);
+    assert_eq!(h.tcp.state(s).unwrap(), State::Established);
+}
