@@ -562,10 +562,13 @@ fn text_and_fin(
     }
     if seg.flags.contains(TcpFlags::FIN) && s.state.is_synchronized() {
         let at = seq + seg.payload.len() as u32;
-        if at.diff(s.rcv.nxt()) >= 0 {
+        if s.state.may_receive() && at.diff(s.rcv.nxt()) >= 0 {
             s.rcv.note_fin(at);
         } else {
-            // A FIN we already took: acknowledge again (and restart TIME-WAIT).
+            // The peer's FIN was taken already, so this one (wherever it sits: behind
+            // RCV.NXT as a retransmission, or at RCV.NXT) is not new: acknowledge it
+            // again, and in TIME-WAIT restart the 2 MSL timeout (RFC 9293 §3.10.7.4,
+            // eighth, TIME-WAIT STATE).
             s.ack_now = true;
             if s.state == State::TimeWait {
                 s.enter_time_wait(now, cx.cfg);

@@ -331,3 +331,53 @@ fn time_wait_full_socket_reused_by_newer_syn() {
     // The application's old handle now reports the old connection as closed.
     assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
 }
+
+/// Issue 12, defect 3 (RFC 9293 §3.10.7.4, eighth, TIME-WAIT STATE): a FIN at RCV.NXT
+/// in TIME-WAIT is acknowledged and restarts the 2 MSL timeout, for the full socket and
+/// for the compact record alike.
+#[test]
+fn time_wait_fin_at_rcv_nxt_acked_and_restarts_2msl() {
+    let mut cfg = plain_config();
+    cfg.msl = Duration::from_secs(2);
+    for compact in [false, true] {
+        let mut h = Harness::new(cfg.clone());
+        let (s, iss) = h.passive_open(1000, h.peer());
+        let nxt = iss + 1;
+        h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
+        h.out1();
+        let fin = |h: &Harness, seq: u32| {
+            h.peer()
+                .seq(seq)
+                .ack(nxt + 1)
+                .flags(TcpFlags::FIN | TcpFlags::ACK)
+        };
+        h.send(fin(&h, 1001));
+        assert_eq!(h.out1().ack, 1002);
+        assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
+        if compact {
+            h.tcp.close(h.now, s).unwrap();
+            assert_eq!(h.tcp.time_wait_count(), 1);
+        }
+        h.advance(Duration::from_secs(3));
+        h.send(fin(&h, 1002));
+        let a = h.out1();
+        assert_eq!(
+            (a.flags, a.seq, a.ack),
+            (TcpFlags::ACK, nxt + 1, 1002),
+            "{compact}"
+        );
+        // 2*MSL after entering TIME-WAIT, but not after the restart: still there.
+        h.advance(Duration::from_secs(3));
+        if compact {
+            assert_eq!(h.tcp.time_wait_count(), 1);
+        } else {
+            assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
+        }
+        h.advance(Duration::from_millis(1001));
+        if compact {
+            assert_eq!(h.tcp.time_wait_count(), 0);
+        } else {
+            assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
+        }
+    }
+}
