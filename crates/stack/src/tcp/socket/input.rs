@@ -548,7 +548,7 @@ fn text_and_fin(
             if s.orphan && seq.add(seg.payload.len() as u32).diff(s.rcv.nxt()) > 0 {
                 // New data for a connection the application closed: nobody will ever
                 // read it; tell the peer (RFC 1122 §4.2.2.13, RFC 2525 §2.17).
-                let rst = s.rst_segment();
+                let rst = s.rst_segment(now);
                 reply(&rst);
                 cx.stats.resets_sent += 1;
                 s.set_closed(Some(ConnError::Aborted));

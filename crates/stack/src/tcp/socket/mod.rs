@@ -474,13 +474,13 @@ impl Socket {
 
     /// ABORT (RFC 9293 §3.10.5): a RST goes out in synchronized states; the socket is
     /// CLOSED afterwards. Returns the RST to send, if any.
-    pub(crate) fn abort(&mut self) -> Option<TcpRepr<'static>> {
+    pub(crate) fn abort(&mut self, now: Instant) -> Option<TcpRepr<'static>> {
         let rst = match self.state {
             State::SynReceived
             | State::Established
             | State::FinWait1
             | State::FinWait2
-            | State::CloseWait => Some(self.rst_segment()),
+            | State::CloseWait => Some(self.rst_segment(now)),
             _ => None,
         };
         self.set_closed(Some(ConnError::Aborted));

@@ -455,8 +455,18 @@ impl Socket {
         }
     }
 
-    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT).
-    pub(crate) fn rst_segment(&self) -> TcpRepr<'static> {
+    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT). It
+    /// carries the timestamp option when timestamps were negotiated (RFC 7323 §3.2: it
+    /// SHOULD be sent in a RST too; Linux's active resets do, and a peer that checks
+    /// PAWS on RSTs (§5.2) needs it). No SACK blocks: nothing will be retransmitted.
+    pub(crate) fn rst_segment(&self, now: Instant) -> TcpRepr<'static> {
+        let mut options = TcpOptions::none();
+        if self.ts_on {
+            options.timestamp = Some(ulnet_wire::TcpTimestamp {
+                tsval: self.tsval(now),
+                tsecr: self.ts_recent,
+            });
+        }
         TcpRepr {
             src_port: self.tuple.local().port(),
             dst_port: self.tuple.remote().port(),
@@ -465,7 +475,7 @@ impl Socket {
             flags: TcpFlags::RST | TcpFlags::ACK,
             window: 0,
             urgent: 0,
-            options: TcpOptions::none(),
+            options,
             payload: &[],
         }
     }

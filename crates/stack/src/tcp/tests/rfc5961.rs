@@ -314,3 +314,33 @@ fn rst_beyond_advertised_edge_dropped_silently() {
     assert_eq!(h.out1().ack, 1001);
     assert_eq!(h.tcp.state(s).unwrap(), State::Established);
 }
+
+/// Issue 12, defect 4 (RFC 7323 §3.2): with timestamps negotiated, the RSTs a connection
+/// sends carry the option (TS val from our clock, TS ecr = TS.Recent): on abort, and on
+/// data arriving after close. Without timestamps they carry none.
+#[test]
+fn connection_rsts_carry_timestamps() {
+    // Abort.
+    let mut h = Harness::new(ts_config());
+    let (s, _) = h.passive_open(1000, h.peer().ts(1000, 0));
+    h.tcp.abort(h.now, s).unwrap();
+    let r = h.out1();
+    assert!(r.has(TcpFlags::RST));
+    let ts = r.options.timestamp.expect("RST carries TS");
+    assert_eq!(ts.tsecr, 1000);
+    // Data after close (RFC 1122 §4.2.2.13).
+    let mut h = Harness::new(ts_config());
+    let (s, iss) = h.passive_open(1000, h.peer().ts(1000, 0));
+    h.tcp.close(h.now, s).unwrap();
+    assert!(h.out1().has(TcpFlags::FIN));
+    h.send(h.peer().seq(1001).ack(iss + 2).data(b"late").ts(1100, 0));
+    let r = h.out1();
+    assert!(r.has(TcpFlags::RST));
+    assert_eq!(r.options.timestamp.map(|t| t.tsecr), Some(1100));
+    // No timestamps negotiated: none on the RST.
+    let (mut h, s, _) = established();
+    h.tcp.abort(h.now, s).unwrap();
+    let r = h.out1();
+    assert!(r.has(TcpFlags::RST));
+    assert_eq!(r.options.timestamp, None);
+}
