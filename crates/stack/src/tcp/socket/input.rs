@@ -270,7 +270,17 @@ fn synchronized(
     } else {
         s.rcv_wnd().max(s.rcv_space())
     };
-    if !s.rcv.acceptable(seg.seq, seg_len, wnd) {
+    // A bare FIN at RCV.NXT is taken even when the window is zero: it needs no buffer
+    // space. RFC 9293 §3.10.7.4 makes this allowance for ACKs, URGs and RSTs; Linux
+    // (tcp_data_queue) makes it for a bare FIN too, to break FIN/ACK loops with peers
+    // that resend it against a closed window. A FIN behind data still waits for room.
+    let zero_window_fin = wnd == 0
+        && f.contains(TcpFlags::FIN)
+        && !rst
+        && !syn
+        && seg.payload.is_empty()
+        && seg.seq == s.rcv.nxt();
+    if !zero_window_fin && !s.rcv.acceptable(seg.seq, seg_len, wnd) {
         if rst {
             cx.stats.dropped_rst += 1;
         } else if s.state == State::TimeWait && syn {

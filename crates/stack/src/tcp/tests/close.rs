@@ -381,3 +381,40 @@ fn time_wait_fin_at_rcv_nxt_acked_and_restarts_2msl() {
         }
     }
 }
+
+/// Issue 12, defect 5: a bare FIN at RCV.NXT is taken with a zero receive window (it needs
+/// no buffer; RFC 9293 §3.10.7.4's zero-window allowance, as Linux extends it); data, or
+/// a FIN behind data, is still refused while the window is closed.
+#[test]
+fn fin_at_rcv_nxt_taken_with_zero_window() {
+    let mut cfg = plain_config();
+    cfg.recv_buffer_len = 1000;
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer());
+    let nxt = iss + 1;
+    h.send(h.peer().seq(1001).ack(nxt).data(&[7; 1000]));
+    let _ = h.advance(Duration::from_millis(500));
+    assert_eq!(h.tcp.info(s).unwrap().recv_queue_len, 1000);
+    // A FIN behind data at zero window: refused (ACK of what we have).
+    h.send(
+        h.peer()
+            .seq(2001)
+            .ack(nxt)
+            .data(b"x")
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
+    let a = h.out1();
+    assert_eq!((a.ack, a.window), (2001, 0));
+    assert_eq!(h.tcp.state(s).unwrap(), State::Established);
+    // The bare FIN: taken.
+    h.send(
+        h.peer()
+            .seq(2001)
+            .ack(nxt)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
+    let a = h.out1();
+    assert_eq!((a.flags, a.ack, a.window), (TcpFlags::ACK, 2002, 0));
+    assert_eq!(h.tcp.state(s).unwrap(), State::CloseWait);
+    assert_eq!(h.read_all(s).len(), 1000);
+}
