@@ -209,6 +209,35 @@ fn delayed_ack_every_second_segment_and_timer() {
     assert_eq!(h.out1().ack, 1001 + 4381);
 }
 
+/// Issue 12, defect 6 (RFC 2883 §4.2): a duplicate of out-of-order data above RCV.NXT
+/// gets a D-SACK: the duplicate first, then the block that holds it, then the others.
+#[test]
+fn duplicate_above_rcv_nxt_gets_dsack() {
+    let mut cfg = plain_config();
+    cfg.sack = true;
+    let mut h = Harness::new(cfg);
+    let (_s, iss) = h.passive_open(1000, h.peer().sack_ok());
+    let nxt = iss + 1;
+    h.send(h.peer().seq(1101).ack(nxt).data(&[2; 100]));
+    assert_eq!(h.out1().sack(), vec![(1101, 1201)]);
+    h.send(h.peer().seq(1301).ack(nxt).data(&[4; 100]));
+    assert_eq!(h.out1().sack(), vec![(1301, 1401), (1101, 1201)]);
+    // The lower out-of-order segment again.
+    h.send(h.peer().seq(1101).ack(nxt).data(&[2; 100]));
+    let a = h.out1();
+    assert_eq!(a.ack, 1001);
+    assert_eq!(a.sack(), vec![(1101, 1201), (1101, 1201), (1301, 1401)]);
+    // Partly a duplicate (RFC 2883 §4.2 reports the duplicated part): 1351..1451 overlaps
+    // 1351..1401; the block holding it now runs to 1451.
+    h.send(h.peer().seq(1351).ack(nxt).data(&[4; 100]));
+    let a = h.out1();
+    assert_eq!(a.sack(), vec![(1351, 1401), (1301, 1451), (1101, 1201)]);
+    // New out-of-order data reports no D-SACK.
+    h.send(h.peer().seq(1501).ack(nxt).data(&[6; 100]));
+    let a = h.out1();
+    assert_eq!(a.sack(), vec![(1501, 1601), (1301, 1451), (1101, 1201)]);
+}
+
 #[test]
 fn out_of_order_gets_immediate_ack_with_sack_and_dsack() {
     let mut cfg = plain_config();
