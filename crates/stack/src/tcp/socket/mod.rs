@@ -126,6 +126,8 @@ pub(crate) struct Socket {
     /// SND.NXT right after a window probe that took new sequence space, while nothing
     /// but that probe is outstanding (so an ACK that does not take it can retract it).
     probe_end: Option<SeqNumber>,
+    /// New data sent since the last segment that carried PSH (Linux's forced push).
+    unpushed: u32,
     /// Consecutive unanswered retransmissions / probes.
     retries: u8,
     /// When the oldest unacknowledged data was first sent (user timeout, RFC 5482).
@@ -228,6 +230,7 @@ impl Socket {
             timers: Timers::default(),
             retries: 0,
             probe_end: None,
+            unpushed: 0,
             flight_at_send: 0,
             unacked_since: None,
             last_rcv: now,

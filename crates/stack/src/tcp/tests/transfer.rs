@@ -632,3 +632,29 @@ fn sws_override_timer_sends_into_a_small_window() {
     assert_eq!(got.len(), 1);
     assert_eq!((got[0].seq, got[0].payload.len()), (iss + 8001, 300));
 }
+
+/// Issue 12, defect 7: PSH on the segment that empties the send queue and on Linux's
+/// forced push (more than half the largest window offered unpushed), not on the last
+/// segment the windows let out.
+#[test]
+fn psh_only_at_end_of_queue_or_forced_push() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.active_open(1000, h.peer().mss(1000).window(8000));
+    let nxt = iss + 1;
+    h.tcp.send(h.now, s, &[5; 12_500]).unwrap();
+    let out = h.out();
+    assert_eq!(out.len(), 8, "the window lets 8 segments out");
+    let pushed: Vec<bool> = out.iter().map(|g| g.has(TcpFlags::PSH)).collect();
+    // 5000 bytes > 8000 / 2 on the fifth; the window-limited eighth is mid-write.
+    assert_eq!(
+        pushed,
+        [false, false, false, false, true, false, false, false]
+    );
+    // Everything acknowledged: the rest. The second is pushed (3000 unpushed from the
+    // first flight + 2000 > 4000), and the one that empties the queue.
+    h.send(h.peer().seq(1001).ack(nxt + 8000).window(8000));
+    let out = h.out();
+    let pushed: Vec<bool> = out.iter().map(|g| g.has(TcpFlags::PSH)).collect();
+    assert_eq!(pushed, [false, true, false, false, true]);
+    assert_eq!(out[4].len(), 500);
+}
