@@ -141,6 +141,17 @@ impl Assembler {
         self.ranges.get(i).copied().filter(|&(s, _)| s <= offset)
     }
 
+    /// The first held part of `[offset, offset + len)`, as `(start, end)`, if any: the
+    /// bytes of an arriving segment that are already here (a duplicate, RFC 2883 §4.2).
+    pub fn first_overlap(&self, offset: usize, len: usize) -> Option<(usize, usize)> {
+        let end = offset.saturating_add(len);
+        let i = self.ranges.partition_point(|&(_, e)| e <= offset);
+        self.ranges
+            .get(i)
+            .filter(|&&(s, _)| s < end)
+            .map(|&(s, e)| (s.max(offset), e.min(end)))
+    }
+
     /// The ranges as `(start, end)` half-open intervals, lowest first.
     pub fn ranges(
         &self,
@@ -153,6 +164,19 @@ impl Assembler {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn first_overlap_finds_held_bytes() {
+        let mut a = Assembler::new(4);
+        a.add(10, 5).unwrap();
+        a.add(20, 5).unwrap();
+        assert_eq!(a.first_overlap(0, 10), None);
+        assert_eq!(a.first_overlap(15, 5), None);
+        assert_eq!(a.first_overlap(10, 5), Some((10, 15)));
+        assert_eq!(a.first_overlap(12, 10), Some((12, 15)));
+        assert_eq!(a.first_overlap(18, 4), Some((20, 22)));
+        assert_eq!(a.first_overlap(30, usize::MAX), None);
+    }
 
     #[test]
     fn merge_overlap_and_adjacent() {

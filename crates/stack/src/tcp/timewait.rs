@@ -246,11 +246,13 @@ impl TimeWaitTable {
                 return Some(ack);
             }
         }
-        let seg_end = seg.seq + seg.segment_len() as u32;
-        if f.contains(TcpFlags::FIN) && seg_end == rec.rcv_nxt {
-            // A retransmitted FIN: our ACK was lost. Restart 2*MSL (RFC 9293 §3.10.7.4).
-            // RFC 7323 §4.3: SEG.SEQ <= Last.ACK.sent (= RCV.NXT here) and PAWS passed, so
-            // its TSval becomes TS.Recent and the ACK answering it echoes that.
+        // The sequence number the segment's FIN occupies.
+        let fin_at = seg.seq + seg.payload.len() as u32;
+        if f.contains(TcpFlags::FIN) && (fin_at + 1 == rec.rcv_nxt || fin_at == rec.rcv_nxt) {
+            // A retransmitted FIN (our ACK was lost), or a FIN at RCV.NXT, which is in the
+            // window: acknowledge it and restart 2*MSL (RFC 9293 §3.10.7.4, eighth,
+            // TIME-WAIT STATE). RFC 7323 §4.3: SEG.SEQ <= Last.ACK.sent (= RCV.NXT here)
+            // and PAWS passed, so its TSval becomes TS.Recent and the ACK echoes that.
             let mut moved = rec;
             if let (true, Some(tsval)) = (ts_on, seg_ts) {
                 moved.ts_recent = tsval;
@@ -381,6 +383,30 @@ mod tests {
             Some(TwVerdict::Ack { tsecr, .. }) => assert_eq!(tsecr, Some(1700)),
             v => panic!("{v:?}"),
         }
+    }
+
+    /// Issue 12, defect 3 (RFC 9293 §3.10.7.4, TIME-WAIT): a FIN at RCV.NXT is in the
+    /// window; it is acknowledged and restarts 2*MSL like a retransmitted one.
+    #[test]
+    fn fin_at_rcv_nxt_acked_and_restarts() {
+        let mut tw = TimeWaitTable::new(&[3; 16], 10, Duration::from_secs(1));
+        let t0 = Instant::from_secs(10);
+        tw.insert(t0, init(1, Some(700)));
+        let t1 = t0 + Duration::from_millis(1500);
+        let fin = seg(TcpFlags::FIN | TcpFlags::ACK, 1000, Some(1700));
+        match tw.process(t1, &tuple(1), &fin) {
+            Some(TwVerdict::Ack {
+                seq, ack, tsecr, ..
+            }) => {
+                assert_eq!((seq, ack), (SeqNumber(500), SeqNumber(1000)));
+                assert_eq!(tsecr, Some(1700));
+            }
+            v => panic!("{v:?}"),
+        }
+        tw.expire(t0 + Duration::from_secs(3));
+        assert!(tw.contains(&tuple(1)));
+        tw.expire(t1 + Duration::from_secs(2));
+        assert!(!tw.contains(&tuple(1)));
     }
 
     #[test]

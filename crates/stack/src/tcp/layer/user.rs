@@ -191,7 +191,7 @@ impl Tcp {
             return;
         };
         let (local, remote) = (s.tuple().local().ip(), s.tuple().remote().ip());
-        if let Some(rst) = s.abort() {
+        if let Some(rst) = s.abort(now) {
             if self.pending_rst.len() < MAX_PENDING_RST {
                 self.pending_rst.push_back((local, remote, rst));
                 self.stats.resets_sent += 1;

@@ -261,8 +261,26 @@ fn synchronized(
 
     // §3.10.7.4 first: sequence number acceptability.
     let seg_len = seg.segment_len() as u32;
-    let wnd = s.rcv_wnd().max(s.rcv_space());
-    if !s.rcv.acceptable(seg.seq, seg_len, wnd) {
+    // A RST is judged against the window actually advertised (RCV.NXT up to the right
+    // edge we sent, RFC 9293 §3.10.7.4, RFC 5961 §3.2): one beyond it is dropped
+    // silently, however much room the buffer has. Data may still land in free buffer
+    // beyond the edge (a window update the peer has not seen yet costs nothing to honour).
+    let wnd = if rst {
+        s.rcv_wnd()
+    } else {
+        s.rcv_wnd().max(s.rcv_space())
+    };
+    // A bare FIN at RCV.NXT is taken even when the window is zero: it needs no buffer
+    // space. RFC 9293 §3.10.7.4 makes this allowance for ACKs, URGs and RSTs; Linux
+    // (tcp_data_queue) makes it for a bare FIN too, to break FIN/ACK loops with peers
+    // that resend it against a closed window. A FIN behind data still waits for room.
+    let zero_window_fin = wnd == 0
+        && f.contains(TcpFlags::FIN)
+        && !rst
+        && !syn
+        && seg.payload.is_empty()
+        && seg.seq == s.rcv.nxt();
+    if !zero_window_fin && !s.rcv.acceptable(seg.seq, seg_len, wnd) {
         if rst {
             cx.stats.dropped_rst += 1;
         } else if s.state == State::TimeWait && syn {
@@ -540,7 +558,7 @@ fn text_and_fin(
             if s.orphan && seq.add(seg.payload.len() as u32).diff(s.rcv.nxt()) > 0 {
                 // New data for a connection the application closed: nobody will ever
                 // read it; tell the peer (RFC 1122 §4.2.2.13, RFC 2525 §2.17).
-                let rst = s.rst_segment();
+                let rst = s.rst_segment(now);
                 reply(&rst);
                 cx.stats.resets_sent += 1;
                 s.set_closed(Some(ConnError::Aborted));
@@ -554,10 +572,13 @@ fn text_and_fin(
     }
     if seg.flags.contains(TcpFlags::FIN) && s.state.is_synchronized() {
         let at = seq + seg.payload.len() as u32;
-        if at.diff(s.rcv.nxt()) >= 0 {
+        if s.state.may_receive() && at.diff(s.rcv.nxt()) >= 0 {
             s.rcv.note_fin(at);
         } else {
-            // A FIN we already took: acknowledge again (and restart TIME-WAIT).
+            // The peer's FIN was taken already, so this one (wherever it sits: behind
+            // RCV.NXT as a retransmission, or at RCV.NXT) is not new: acknowledge it
+            // again, and in TIME-WAIT restart the 2 MSL timeout (RFC 9293 §3.10.7.4,
+            // eighth, TIME-WAIT STATE).
             s.ack_now = true;
             if s.state == State::TimeWait {
                 s.enter_time_wait(now, cx.cfg);

@@ -126,6 +126,8 @@ pub(crate) struct Socket {
     /// SND.NXT right after a window probe that took new sequence space, while nothing
     /// but that probe is outstanding (so an ACK that does not take it can retract it).
     probe_end: Option<SeqNumber>,
+    /// New data sent since the last segment that carried PSH (Linux's forced push).
+    unpushed: u32,
     /// Consecutive unanswered retransmissions / probes.
     retries: u8,
     /// When the oldest unacknowledged data was first sent (user timeout, RFC 5482).
@@ -231,6 +233,7 @@ impl Socket {
             timers: Timers::default(),
             retries: 0,
             probe_end: None,
+            unpushed: 0,
             flight_at_send: 0,
             unacked_since: None,
             last_rcv: now,
@@ -484,13 +487,13 @@ impl Socket {
 
     /// ABORT (RFC 9293 §3.10.5): a RST goes out in synchronized states; the socket is
     /// CLOSED afterwards. Returns the RST to send, if any.
-    pub(crate) fn abort(&mut self) -> Option<TcpRepr<'static>> {
+    pub(crate) fn abort(&mut self, now: Instant) -> Option<TcpRepr<'static>> {
         let rst = match self.state {
             State::SynReceived
             | State::Established
             | State::FinWait1
             | State::FinWait2
-            | State::CloseWait => Some(self.rst_segment()),
+            | State::CloseWait => Some(self.rst_segment(now)),
             _ => None,
         };
         self.set_closed(Some(ConnError::Aborted));

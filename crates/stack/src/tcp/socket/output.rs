@@ -247,7 +247,14 @@ fn data(
     if fin {
         flags |= TcpFlags::FIN;
     }
-    if n > 0 && (offset + n == s.tx.len() || last_of_burst(s, n as u32)) {
+    let push = n > 0
+        && match kind {
+            // Linux sets PSH on a window probe carrying data (tcp_write_wakeup).
+            Kind::Probe => true,
+            Kind::New => offset + n == s.tx.len() || forced_push(s, n as u32),
+            Kind::Retransmit => offset + n == s.tx.len(),
+        };
+    if push {
         flags |= TcpFlags::PSH;
     }
     let saved = s.rcv.mark();
@@ -273,6 +280,13 @@ fn data(
     }
     s.counters.segs_out += 1;
     s.note_ack_sent();
+    if kind == Kind::New {
+        s.unpushed = if push {
+            0
+        } else {
+            s.unpushed.saturating_add(n as u32)
+        };
+    }
     let end = end_data + u32::from(fin);
     if fin && s.fin_sent_seq.is_none() {
         s.fin_sent_seq = Some(end_data);
@@ -300,17 +314,23 @@ fn data(
     Output::Sent
 }
 
-/// Whether a segment of `n` bytes is the last the windows let out now (RFC 9293
-/// §3.9.1: PSH when the sender stops short). Linux receivers defer the ACK of a
-/// full-sized segment until the reader drains the buffer, and then send it at once only
-/// if PSH was seen (`ICSK_ACK_PUSHED`); without it the tail of a window-limited flight
-/// waits for the delayed-ACK timer (40 ms), which under loss stalls the sender every
-/// few round trips.
-fn last_of_burst(s: &Socket, n: u32) -> bool {
-    let mss = u32::from(s.data_mss());
-    let wnd_room = s.snd.wnd_room();
-    let room = wnd_room.min(s.rec.send_allowance(&s.snd, &s.cc));
-    room.saturating_sub(n) < mss
+/// Linux's forced push (`forced_push` in tcp.c): PSH once more than half the largest
+/// window the peer offered has gone out since the last PSH. Otherwise PSH marks only the
+/// segment that empties the send queue (the end of what the application wrote, RFC 9293
+/// §3.9.1), not every segment the windows happen to cut short: a window- or
+/// congestion-limited tail is mid-flight, and PSH there tells the receiver nothing.
+///
+/// This replaces `last_of_burst` (PSH on the last segment the windows let out), which
+/// was added so a Linux receiver would ACK a window-limited flight at once. A Linux
+/// receiver takes its "pushed" hint for delayed ACKs (`ICSK_ACK_PUSHED`,
+/// tcp_measure_rcv_mss) from segments shorter than its MSS estimate, not from PSH on a
+/// full-sized segment; the tails this rule leaves unmarked are full-sized (a short
+/// segment goes out only when it empties the queue, and then it carries PSH), and an
+/// unread-buffer receiver still ACKs every second full segment. A peer that does wait
+/// for PSH still sees one at least every half window.
+fn forced_push(s: &Socket, n: u32) -> bool {
+    let half = s.snd.max_wnd() / 2;
+    s.unpushed.saturating_add(n) > half
 }
 
 /// A tail loss probe (RFC 8985 §7.3): one segment of new data if there is any and the
@@ -479,8 +499,18 @@ impl Socket {
         }
     }
 
-    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT).
-    pub(crate) fn rst_segment(&self) -> TcpRepr<'static> {
+    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT). It
+    /// carries the timestamp option when timestamps were negotiated (RFC 7323 §3.2: it
+    /// SHOULD be sent in a RST too; Linux's active resets do, and a peer that checks
+    /// PAWS on RSTs (§5.2) needs it). No SACK blocks: nothing will be retransmitted.
+    pub(crate) fn rst_segment(&self, now: Instant) -> TcpRepr<'static> {
+        let mut options = TcpOptions::none();
+        if self.ts_on {
+            options.timestamp = Some(ulnet_wire::TcpTimestamp {
+                tsval: self.tsval(now),
+                tsecr: self.ts_recent,
+            });
+        }
         TcpRepr {
             src_port: self.tuple.local().port(),
             dst_port: self.tuple.remote().port(),
@@ -489,7 +519,7 @@ impl Socket {
             flags: TcpFlags::RST | TcpFlags::ACK,
             window: 0,
             urgent: 0,
-            options: TcpOptions::none(),
+            options,
             payload: &[],
         }
     }

@@ -77,6 +77,15 @@ pub(crate) fn deliver(
         return n;
     }
 
+    if offset > 0 && s.sack_on {
+        // RFC 2883 §4.2: a duplicate of out-of-order data above RCV.NXT is reported too,
+        // as the first SACK block, followed by the block that holds it (`sack_blocks`
+        // orders them). Only the first held part is reported, as Linux does.
+        if let Some((a, b)) = s.asm.first_overlap(offset, len) {
+            let nxt = s.rcv.nxt();
+            s.dsack = Some((nxt + a as u32, nxt + b as u32));
+        }
+    }
     let written = s.rx.write_unallocated(offset, data);
     if s.asm.add(offset, written).is_err() {
         if offset == 0 {

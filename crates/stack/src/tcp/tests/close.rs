@@ -331,3 +331,90 @@ fn time_wait_full_socket_reused_by_newer_syn() {
     // The application's old handle now reports the old connection as closed.
     assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
 }
+
+/// Issue 12, defect 3 (RFC 9293 §3.10.7.4, eighth, TIME-WAIT STATE): a FIN at RCV.NXT
+/// in TIME-WAIT is acknowledged and restarts the 2 MSL timeout, for the full socket and
+/// for the compact record alike.
+#[test]
+fn time_wait_fin_at_rcv_nxt_acked_and_restarts_2msl() {
+    let mut cfg = plain_config();
+    cfg.msl = Duration::from_secs(2);
+    for compact in [false, true] {
+        let mut h = Harness::new(cfg.clone());
+        let (s, iss) = h.passive_open(1000, h.peer());
+        let nxt = iss + 1;
+        h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
+        h.out1();
+        let fin = |h: &Harness, seq: u32| {
+            h.peer()
+                .seq(seq)
+                .ack(nxt + 1)
+                .flags(TcpFlags::FIN | TcpFlags::ACK)
+        };
+        h.send(fin(&h, 1001));
+        assert_eq!(h.out1().ack, 1002);
+        assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
+        if compact {
+            h.tcp.close(h.now, s).unwrap();
+            assert_eq!(h.tcp.time_wait_count(), 1);
+        }
+        h.advance(Duration::from_secs(3));
+        h.send(fin(&h, 1002));
+        let a = h.out1();
+        assert_eq!(
+            (a.flags, a.seq, a.ack),
+            (TcpFlags::ACK, nxt + 1, 1002),
+            "{compact}"
+        );
+        // 2*MSL after entering TIME-WAIT, but not after the restart: still there.
+        h.advance(Duration::from_secs(3));
+        if compact {
+            assert_eq!(h.tcp.time_wait_count(), 1);
+        } else {
+            assert_eq!(h.tcp.state(s).unwrap(), State::TimeWait);
+        }
+        h.advance(Duration::from_millis(1001));
+        if compact {
+            assert_eq!(h.tcp.time_wait_count(), 0);
+        } else {
+            assert_eq!(h.tcp.state(s).unwrap(), State::Closed);
+        }
+    }
+}
+
+/// Issue 12, defect 5: a bare FIN at RCV.NXT is taken with a zero receive window (it needs
+/// no buffer; RFC 9293 §3.10.7.4's zero-window allowance, as Linux extends it); data, or
+/// a FIN behind data, is still refused while the window is closed.
+#[test]
+fn fin_at_rcv_nxt_taken_with_zero_window() {
+    let mut cfg = plain_config();
+    cfg.recv_buffer_len = 1000;
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer());
+    let nxt = iss + 1;
+    h.send(h.peer().seq(1001).ack(nxt).data(&[7; 1000]));
+    let _ = h.advance(Duration::from_millis(500));
+    assert_eq!(h.tcp.info(s).unwrap().recv_queue_len, 1000);
+    // A FIN behind data at zero window: refused (ACK of what we have).
+    h.send(
+        h.peer()
+            .seq(2001)
+            .ack(nxt)
+            .data(b"x")
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
+    let a = h.out1();
+    assert_eq!((a.ack, a.window), (2001, 0));
+    assert_eq!(h.tcp.state(s).unwrap(), State::Established);
+    // The bare FIN: taken.
+    h.send(
+        h.peer()
+            .seq(2001)
+            .ack(nxt)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
+    let a = h.out1();
+    assert_eq!((a.flags, a.ack, a.window), (TcpFlags::ACK, 2002, 0));
+    assert_eq!(h.tcp.state(s).unwrap(), State::CloseWait);
+    assert_eq!(h.read_all(s).len(), 1000);
+}

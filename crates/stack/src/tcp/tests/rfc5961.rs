@@ -290,3 +290,57 @@ fn unacceptable_ack_leaves_ts_recent_alone() {
     assert_eq!(h.tcp.stats().dropped_paws, 0);
     assert_eq!(h.tcp.state(s).unwrap(), State::Established);
 }
+
+/// Issue 12, defect 2 (RFC 9293 §3.10.7.4, RFC 5961 §3.2): a RST beyond the right edge
+/// of the window actually advertised is dropped silently, even where the receive buffer
+/// has room (after a passive open the SYN-ACK offered at most 65535 bytes, unscaled).
+#[test]
+fn rst_beyond_advertised_edge_dropped_silently() {
+    let mut cfg = plain_config();
+    cfg.window_scaling = true;
+    cfg.recv_buffer_len = 256 * 1024;
+    let mut h = Harness::new(cfg);
+    let (s, _) = h.passive_open(1000, h.peer().wscale(7));
+    let edge = 1001 + 65535;
+    for seq in [edge, edge + 50_000] {
+        h.send(h.peer().seq(seq).flags(TcpFlags::RST));
+        h.quiet();
+        assert_eq!(h.tcp.state(s).unwrap(), State::Established);
+    }
+    assert_eq!(h.tcp.stats().dropped_rst, 2);
+    assert_eq!(h.tcp.stats().challenge_acks, 0);
+    // Just inside the edge: a challenge ACK as before.
+    h.send(h.peer().seq(edge - 1).flags(TcpFlags::RST));
+    assert_eq!(h.out1().ack, 1001);
+    assert_eq!(h.tcp.state(s).unwrap(), State::Established);
+}
+
+/// Issue 12, defect 4 (RFC 7323 §3.2): with timestamps negotiated, the RSTs a connection
+/// sends carry the option (TS val from our clock, TS ecr = TS.Recent): on abort, and on
+/// data arriving after close. Without timestamps they carry none.
+#[test]
+fn connection_rsts_carry_timestamps() {
+    // Abort.
+    let mut h = Harness::new(ts_config());
+    let (s, _) = h.passive_open(1000, h.peer().ts(1000, 0));
+    h.tcp.abort(h.now, s).unwrap();
+    let r = h.out1();
+    assert!(r.has(TcpFlags::RST));
+    let ts = r.options.timestamp.expect("RST carries TS");
+    assert_eq!(ts.tsecr, 1000);
+    // Data after close (RFC 1122 §4.2.2.13).
+    let mut h = Harness::new(ts_config());
+    let (s, iss) = h.passive_open(1000, h.peer().ts(1000, 0));
+    h.tcp.close(h.now, s).unwrap();
+    assert!(h.out1().has(TcpFlags::FIN));
+    h.send(h.peer().seq(1001).ack(iss + 2).data(b"late").ts(1100, 0));
+    let r = h.out1();
+    assert!(r.has(TcpFlags::RST));
+    assert_eq!(r.options.timestamp.map(|t| t.tsecr), Some(1100));
+    // No timestamps negotiated: none on the RST.
+    let (mut h, s, _) = established();
+    h.tcp.abort(h.now, s).unwrap();
+    let r = h.out1();
+    assert!(r.has(TcpFlags::RST));
+    assert_eq!(r.options.timestamp, None);
+}

@@ -209,6 +209,35 @@ fn delayed_ack_every_second_segment_and_timer() {
     assert_eq!(h.out1().ack, 1001 + 4381);
 }
 
+/// Issue 12, defect 6 (RFC 2883 §4.2): a duplicate of out-of-order data above RCV.NXT
+/// gets a D-SACK: the duplicate first, then the block that holds it, then the others.
+#[test]
+fn duplicate_above_rcv_nxt_gets_dsack() {
+    let mut cfg = plain_config();
+    cfg.sack = true;
+    let mut h = Harness::new(cfg);
+    let (_s, iss) = h.passive_open(1000, h.peer().sack_ok());
+    let nxt = iss + 1;
+    h.send(h.peer().seq(1101).ack(nxt).data(&[2; 100]));
+    assert_eq!(h.out1().sack(), vec![(1101, 1201)]);
+    h.send(h.peer().seq(1301).ack(nxt).data(&[4; 100]));
+    assert_eq!(h.out1().sack(), vec![(1301, 1401), (1101, 1201)]);
+    // The lower out-of-order segment again.
+    h.send(h.peer().seq(1101).ack(nxt).data(&[2; 100]));
+    let a = h.out1();
+    assert_eq!(a.ack, 1001);
+    assert_eq!(a.sack(), vec![(1101, 1201), (1101, 1201), (1301, 1401)]);
+    // Partly a duplicate (RFC 2883 §4.2 reports the duplicated part): 1351..1451 overlaps
+    // 1351..1401; the block holding it now runs to 1451.
+    h.send(h.peer().seq(1351).ack(nxt).data(&[4; 100]));
+    let a = h.out1();
+    assert_eq!(a.sack(), vec![(1351, 1401), (1301, 1451), (1101, 1201)]);
+    // New out-of-order data reports no D-SACK.
+    h.send(h.peer().seq(1501).ack(nxt).data(&[6; 100]));
+    let a = h.out1();
+    assert_eq!(a.sack(), vec![(1501, 1601), (1301, 1451), (1101, 1201)]);
+}
+
 #[test]
 fn out_of_order_gets_immediate_ack_with_sack_and_dsack() {
     let mut cfg = plain_config();
@@ -602,4 +631,30 @@ fn sws_override_timer_sends_into_a_small_window() {
     let got = h.wait();
     assert_eq!(got.len(), 1);
     assert_eq!((got[0].seq, got[0].payload.len()), (iss + 8001, 300));
+}
+
+/// Issue 12, defect 7: PSH on the segment that empties the send queue and on Linux's
+/// forced push (more than half the largest window offered unpushed), not on the last
+/// segment the windows let out.
+#[test]
+fn psh_only_at_end_of_queue_or_forced_push() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.active_open(1000, h.peer().mss(1000).window(8000));
+    let nxt = iss + 1;
+    h.tcp.send(h.now, s, &[5; 12_500]).unwrap();
+    let out = h.out();
+    assert_eq!(out.len(), 8, "the window lets 8 segments out");
+    let pushed: Vec<bool> = out.iter().map(|g| g.has(TcpFlags::PSH)).collect();
+    // 5000 bytes > 8000 / 2 on the fifth; the window-limited eighth is mid-write.
+    assert_eq!(
+        pushed,
+        [false, false, false, false, true, false, false, false]
+    );
+    // Everything acknowledged: the rest. The second is pushed (3000 unpushed from the
+    // first flight + 2000 > 4000), and the one that empties the queue.
+    h.send(h.peer().seq(1001).ack(nxt + 8000).window(8000));
+    let out = h.out();
+    let pushed: Vec<bool> = out.iter().map(|g| g.has(TcpFlags::PSH)).collect();
+    assert_eq!(pushed, [false, true, false, false, true]);
+    assert_eq!(out[4].len(), 500);
 }
