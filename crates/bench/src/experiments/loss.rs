@@ -2,10 +2,14 @@
 //! testbed with random drop each way in the peer's namespace, ulnet against the kernel in
 //! the same run, alternating round by round, in both directions.
 //!
-//! The peer is the kernel in namespace B; nftables there (`numgen random mod 100 < p`,
-//! input and output hooks, [`Side::set_loss`]) drops p% of what B's kernel receives and,
-//! independently, p% of what it sends, so data and ACKs are both lost. The system under
-//! test is in namespace A, on its own core, with no loss rule of its own:
+//! The peer is the kernel in a third namespace C, reached from A through the testbed's
+//! namespace B, which routes between the two veth pairs (proxy ARP, so C's address sits
+//! on A's subnet and neither A's kernel nor ulnet needs a gateway). nftables in B's
+//! forward hook (`numgen random mod 100 < p`) drops p% of the frames each way, so data
+//! and ACKs are both lost, silently, one segment at a time, as on a lossy link. (The
+//! testbed's [`Side::set_loss`] on the peer's own namespace does not do that for the
+//! peer's sends: see [`Router`].) The system under test is in namespace A, on its own
+//! core, with no rule of its own:
 //!
 //! - `kernel`: a `std::net` socket on a thread in A (the Linux kernel's TCP, this kernel's
 //!   default congestion control, offloads off at both veth ends as the testbed leaves them,
@@ -14,15 +18,15 @@
 //!   (`Stack::builder()...build()`, `TcpStream::connect` + `write_all`, or `TcpListener` +
 //!   blocking reads), opened and closed each round by hurd-tcp's helpers.
 //!
-//! Direction `tx`: the system under test sends to a kernel receiver in B. Direction `rx`: a
-//! kernel sender in B sends to the system under test. Every transfer carries the
+//! Direction `tx`: the system under test sends to a kernel receiver in C. Direction `rx`: a
+//! kernel sender in C sends to the system under test. Every transfer carries the
 //! deterministic pattern and the receiver checks every byte; goodput is the payload over
 //! the receiver's time from its first byte to its last (hurd-tcp's transfers and checks).
 //!
 //! Loss-recovery figures come from the SENDER of each round:
 //! - ulnet sending: its own `TcpStream::info()` (`TcpInfo { retransmits, timeouts,
 //!   fast_recoveries, .. }`), read once the receiver has closed (every byte acknowledged).
-//! - a kernel sending (in A for `tx`, in B for `rx`): the sending namespace's counters,
+//! - a kernel sending (in A for `tx`, in C for `rx`): the sending namespace's counters,
 //!   `/proc/net/snmp` Tcp RetransSegs and `/proc/net/netstat` TcpExt TCPTimeouts,
 //!   TCPLossProbes, TCPSackRecovery + TCPRenoRecovery, TCPLostRetransmit, read before and
 //!   after the round (the round's connection is the only one in that namespace). They are
@@ -44,15 +48,14 @@ use ulnet::runtime::Backend;
 use ulnet_apps::pattern;
 
 use super::hurd_tcp::transfer::{
-    close_stack, finish, join, kernel_rx, kernel_tx, open_stack, timed_sink, ulnet_rx,
-    UlnetStack,
+    close_stack, finish, join, open_stack, timed_sink, ulnet_rx, UlnetStack,
 };
 use super::hurd_tcp::{IDLE_LIMIT, IO_CHUNK};
-use super::Experiment;
-use crate::harness::{io_err, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU};
+use super::{load, Experiment};
+use crate::harness::{io_err, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU, SUT_CPU};
 use crate::results::{ExperimentResult, Metric, PlotKind, PlotView, SystemKind, TableView, View};
 use crate::summary::Summary;
-use crate::testbed::{loss_drops, Side, Testbed};
+use crate::testbed::{Side, Testbed};
 
 /// The experiment.
 #[derive(Debug, Clone, Copy)]
@@ -220,18 +223,210 @@ fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::Result<Metri
     Ok(m)
 }
 
-/// One round of `spec` for `sys`.
-fn measure(tb: &Testbed, spec: &CaseSpec, sys: &str, port: u16) -> io::Result<Metrics> {
-    let b = tb.b();
-    let drops0 = loss_drops(&b.ns).map_err(io_err)?;
+/// The nftables table of the drop rules in the router namespace.
+const DROP_TABLE: &str = "ulnet_lossfwd";
+/// The veth pair between B (the router) and C (the peer), named inside those namespaces.
+const ROUTER_IF: &str = "lossb";
+const PEER_IF: &str = "lossc";
+
+/// The peer's namespace C behind B, which routes between A and C and drops there.
+///
+/// Why not [`Side::set_loss`] on B as the peer: its output hook drops packets B's own
+/// TCP sends before they leave, and the kernel reports such a local drop to the sending
+/// socket (the segment stays unsent and goes again later: no loss, no retransmission
+/// counted), and it drops whole GSO super-packets (up to 64 KB) rather than segments.
+/// Dropping in B's forward path instead is what a lossy link does: the frames are already
+/// segmented by C's veth (offloads off), the drop is silent to both ends, each way.
+struct Router {
+    ns: String,
+}
+
+impl Router {
+    /// Builds C (address `b.spare_ip(99)`, on A's subnet: B answers ARP for it and for A's
+    /// addresses by proxy ARP) and returns it with C described as a [`Side`].
+    fn build(tb: &Testbed) -> io::Result<(Router, Side)> {
+        let (a, b) = (tb.a(), tb.b());
+        let ns = format!("{}-c", tb.name());
+        crate::exec::run("ip", ["netns", "add", ns.as_str()]).map_err(io_err)?;
+        let r = Router { ns };
+        let ip = b.spare_ip(99);
+        let (ip_s, a_net) = (ip.to_string(), subnet(a));
+        let host = format!("{ip_s}/32");
+        let off = ["tx", "off", "tso", "off", "gso", "off", "gro", "off"];
+        b.run(
+            "ip",
+            [
+                "link",
+                "add",
+                ROUTER_IF,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                PEER_IF,
+                "netns",
+                r.ns.as_str(),
+            ],
+        )
+        .map_err(io_err)?;
+        let run_c = |args: &[&str]| -> io::Result<()> {
+            crate::exec::run_in(&r.ns, args[0], &args[1..])
+                .map(|_| ())
+                .map_err(io_err)
+        };
+        let run_b = |args: &[&str]| -> io::Result<()> {
+            b.run(args[0], &args[1..]).map(|_| ()).map_err(io_err)
+        };
+        run_b(&["ip", "link", "set", ROUTER_IF, "up"])?;
+        run_b(&[&["ethtool", "-K", ROUTER_IF][..], &off[..]].concat())?;
+        run_b(&["ip", "route", "replace", &host, "dev", ROUTER_IF])?;
+        run_b(&["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])?;
+        for i in [b.ifname.as_str(), ROUTER_IF] {
+            run_b(&[
+                "sysctl",
+                "-q",
+                "-w",
+                &format!("net.ipv4.conf.{i}.proxy_arp=1"),
+            ])?;
+            // No redirects: A and C are on different links of B anyway, but A must never
+            // be told to bypass the router.
+            run_b(&[
+                "sysctl",
+                "-q",
+                "-w",
+                &format!("net.ipv4.conf.{i}.send_redirects=0"),
+            ])?;
+        }
+        run_c(&["ip", "link", "set", "lo", "up"])?;
+        run_c(&["ip", "link", "set", PEER_IF, "up"])?;
+        run_c(&[&["ethtool", "-K", PEER_IF][..], &off[..]].concat())?;
+        run_c(&["ip", "addr", "add", &host, "dev", PEER_IF])?;
+        run_c(&["ip", "route", "add", &a_net, "dev", PEER_IF])?;
+        let mac =
+            crate::exec::output_in(&r.ns, "cat", [format!("/sys/class/net/{PEER_IF}/address")])
+                .ok()
+                .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+                .unwrap_or(b.mac);
+        let c = Side {
+            ns: r.ns.clone(),
+            ifname: PEER_IF.into(),
+            ip,
+            mac,
+            ..b.clone()
+        };
+        Ok((r, c))
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes its veth end and so the pair.
+        let _ = crate::exec::run("ip", ["netns", "del", self.ns.as_str()]);
+    }
+}
+
+/// `side`'s subnet, `a.b.c.0/len`.
+fn subnet(side: &Side) -> String {
+    match side.ip {
+        std::net::IpAddr::V4(v4) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(side.prefix_len))
+                .unwrap_or(0);
+            format!(
+                "{}/{}",
+                std::net::Ipv4Addr::from(u32::from(v4) & mask),
+                side.prefix_len
+            )
+        }
+        std::net::IpAddr::V6(_) => format!("{}/{}", side.ip, side.prefix_len),
+    }
+}
+
+/// Makes B drop `percent`% of the frames it forwards, each way, at random (0: none).
+fn set_drop(b: &Side, percent: u8) -> io::Result<()> {
+    let nft = |args: &[&str]| b.run("nft", args).map(|_| ()).map_err(io_err);
+    // `add` is idempotent, so the delete always finds a table.
+    nft(&["add", "table", "inet", DROP_TABLE])?;
+    nft(&["delete", "table", "inet", DROP_TABLE])?;
+    if percent == 0 {
+        return Ok(());
+    }
+    nft(&["add", "table", "inet", DROP_TABLE])?;
+    nft(&[
+        "add", "chain", "inet", DROP_TABLE, "forward", "{", "type", "filter", "hook", "forward",
+        "priority", "0", ";", "}",
+    ])?;
+    let pct = percent.to_string();
+    nft(&[
+        "add", "rule", "inet", DROP_TABLE, "forward", "numgen", "random", "mod", "100", "<", &pct,
+        "counter", "drop",
+    ])
+}
+
+/// Frames the drop rule has dropped so far (0 without it).
+fn drops(b: &Side) -> io::Result<u64> {
+    let o = b
+        .output("nft", ["list", "table", "inet", DROP_TABLE])
+        .map_err(io_err)?;
+    if !o.status.success() {
+        return Ok(0);
+    }
+    Ok(counter_packets(&String::from_utf8_lossy(&o.stdout)))
+}
+
+/// The sum of every `counter packets N` in nft's listing.
+fn counter_packets(text: &str) -> u64 {
+    let w: Vec<&str> = text.split_whitespace().collect();
+    w.windows(3)
+        .filter(|x| x[0] == "counter" && x[1] == "packets")
+        .filter_map(|x| x[2].parse::<u64>().ok())
+        .sum()
+}
+
+/// The kernel's socket in A sends to the kernel receiver in C.
+fn kernel_tx(a: &Side, peer: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
+    let at = SocketAddr::new(peer.ip, port);
+    let w = Window::start()?;
+    let sink = timed_sink(peer, at, LOAD_CPU)?;
+    let sent = load::tcp_send_on(&a.ns, at, bytes, SUT_CPU).and_then(|s| join(s, "sender"));
+    let got = join(sink, "peer receiver");
+    sent?;
+    let (got, rates) = got?;
+    let cpu = w.finish(got.done.cpu)?;
+    finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
+}
+
+/// The kernel sender in C sends to the kernel's socket in A.
+fn kernel_rx(a: &Side, peer: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
+    let at = SocketAddr::new(a.ip, port);
+    let w = Window::start()?;
+    let sink = timed_sink(a, at, SUT_CPU)?;
+    let sent = load::tcp_send(&peer.ns, at, bytes).and_then(|s| join(s, "sender"));
+    let got = join(sink, "kernel receiver");
+    let sent = sent?;
+    let (got, rates) = got?;
+    let cpu = w.finish(sent.cpu)?;
+    finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
+}
+
+/// One round of `spec` for `sys`, the peer in `peer` (C).
+fn measure(
+    tb: &Testbed,
+    peer: &Side,
+    spec: &CaseSpec,
+    sys: &str,
+    port: u16,
+) -> io::Result<Metrics> {
+    let a = tb.a();
+    let drops0 = drops(tb.b())?;
+    // The sending kernel's namespace: A when the kernel under test sends, C otherwise.
+    let sender = if spec.tx { a } else { peer };
     let mut m = if sys == KERNEL {
-        // The sending kernel's namespace: A when the kernel under test sends, B otherwise.
-        let sender = if spec.tx { tb.a() } else { b };
         let before = ns_counters(sender)?;
         let mut m = if spec.tx {
-            kernel_tx(tb, port, spec.bytes)?
+            kernel_tx(a, peer, port, spec.bytes)?
         } else {
-            kernel_rx(tb, port, spec.bytes)?
+            kernel_rx(a, peer, port, spec.bytes)?
         };
         let after = ns_counters(sender)?;
         m.extend(kernel_sender_metrics(&before, &after));
@@ -239,13 +434,12 @@ fn measure(tb: &Testbed, spec: &CaseSpec, sys: &str, port: u16) -> io::Result<Me
     } else {
         let u = open_stack(tb, Backend::Xdp)?;
         let r = if spec.tx {
-            ulnet_tx(&u, b, port, spec.bytes)
+            ulnet_tx(&u, peer, port, spec.bytes)
         } else {
-            // The kernel in B sends: its namespace's counters, as for the kernel's rounds.
-            ns_counters(b).and_then(|before| {
-                let m = ulnet_rx(&u, b, port, spec.bytes)?;
-                let after = ns_counters(b)?;
-                let mut m = m;
+            // The kernel in C sends: its namespace's counters, as in the kernel's rounds.
+            ns_counters(sender).and_then(|before| {
+                let mut m = ulnet_rx(&u, peer, port, spec.bytes)?;
+                let after = ns_counters(sender)?;
                 m.extend(kernel_sender_metrics(&before, &after));
                 Ok(m)
             })
@@ -255,8 +449,7 @@ fn measure(tb: &Testbed, spec: &CaseSpec, sys: &str, port: u16) -> io::Result<Me
         closed?;
         m
     };
-    let drops1 = loss_drops(&b.ns).map_err(io_err)?;
-    m.insert("drops".into(), drops1.saturating_sub(drops0) as f64);
+    m.insert("drops".into(), drops(tb.b())?.saturating_sub(drops0) as f64);
     Ok(m)
 }
 
@@ -308,7 +501,7 @@ fn declare_systems(ctx: &mut Ctx<'_>, cc: &str) {
             ),
             (
                 "sender figures",
-                "tx: ulnet's own TcpStream::info() (retransmits, timeouts, fast_recoveries, dsacks_received) read after the receiver closed; rx: the kernel sender's namespace counters in B, as for the kernel's rounds".into(),
+                "tx: ulnet's own TcpStream::info() (retransmits, timeouts, fast_recoveries, dsacks_received) read after the receiver closed; rx: the kernel sender's namespace counters in C, as for the kernel's rounds".into(),
             ),
         ],
     );
@@ -345,7 +538,7 @@ impl Experiment for Loss {
     }
 
     fn tools(&self) -> &'static [&'static str] {
-        &["ip", "nft", "cat"]
+        &["ip", "nft", "ethtool", "sysctl", "cat"]
     }
 
     fn run(&self, ctx: &mut Ctx<'_>) -> io::Result<()> {
@@ -355,7 +548,7 @@ impl Experiment for Loss {
         declare_systems(ctx, &format!("{cc} (this kernel's default)"));
         ctx.param(
             "loss",
-            "nftables in namespace B (the kernel peer): `numgen random mod 100 < p` drop on the input and the output hook, so p% of data and p% of ACKs are dropped, independently; ulnet's AF_XDP socket in A is not behind any rule",
+            "the kernel peer is in a third namespace C behind B; B routes between A's veth and C's (proxy ARP both ways, ip_forward=1, offloads off on every veth end) and nftables in B's forward hook drops `numgen random mod 100 < p` of the frames, each way, independently: p% of data and p% of ACKs, silently to both ends",
         );
         ctx.param(
             "transfer",
@@ -377,6 +570,20 @@ impl Experiment for Loss {
             .name_prefix("loss")
             .build()
             .map_err(io_err)?;
+        let (router, peer) = match Router::build(&tb) {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = tb.teardown();
+                return Err(e);
+            }
+        };
+        ctx.param(
+            "peer",
+            format!(
+                "a kernel socket in namespace C ({}) on CPU 0, 64 KiB reads/writes",
+                peer.ip
+            ),
+        );
         let mut port = 21_000u16;
         let passes = passes(ctx.profile());
         for spec in &specs {
@@ -389,19 +596,20 @@ impl Experiment for Loss {
                     ("mbytes", spec.bytes as f64 / 1e6),
                 ],
             );
-            if let Err(e) = tb.b().set_loss(spec.loss) {
-                let _ = tb.b().clear_loss();
+            if let Err(e) = set_drop(tb.b(), spec.loss) {
+                drop(router);
                 let _ = tb.teardown();
-                return Err(io_err(e));
+                return Err(e);
             }
             for _ in 0..passes {
                 ctx.alternate(&spec.id, &SYSTEMS, |sys, _round| {
                     port = port.wrapping_add(1).max(21_000);
-                    measure(&tb, spec, sys, port)
+                    measure(&tb, &peer, spec, sys, port)
                 });
             }
         }
-        let _ = tb.b().clear_loss();
+        let _ = set_drop(tb.b(), 0);
+        drop(router);
         tb.teardown().map_err(io_err)?;
 
         let metrics = vec![
@@ -422,18 +630,18 @@ impl Experiment for Loss {
                 continue;
             }
             let what = if tx {
-                "the system under test in A sends to a kernel receiver in B"
+                "the system under test in A sends to a kernel receiver in C"
             } else {
-                "a kernel sender in B sends to the system under test in A"
+                "a kernel sender in C sends to the system under test in A"
             };
             ctx.view(View::Table(TableView {
                 title: format!(
-                    "{}: {what}, random drop each way in B; sender figures from {}",
+                    "{}: {what}, random drop each way in B's forwarding; sender figures from {}",
                     if tx { "tx" } else { "rx" },
                     if tx {
                         "ulnet's TcpInfo or the kernel's namespace counters in A"
                     } else {
-                        "the kernel sender's namespace counters in B (both rows)"
+                        "the kernel sender's namespace counters in C (both rows)"
                     }
                 ),
                 cases: of.clone(),
@@ -456,7 +664,7 @@ impl Experiment for Loss {
             }));
         }
         ctx.note("The drop is random and independent per packet: at 1-2% some losses are not isolated (a retransmission or several segments of one window lost, a lost SYN or FIN). An RTO there is not by itself a miss of the goal, so the verdict holds ulnet's RTOs against the kernel's in the same case and requires none without drop.");
-        ctx.note("In rx the sender is the kernel in B for both rows: its retransmissions and RTOs show how well the receiver's ACKs (and SACK blocks) drive a Linux sender.");
+        ctx.note("In rx the sender is the kernel in C for both rows: its retransmissions and RTOs show how well the receiver's ACKs (and SACK blocks) drive a Linux sender.");
         ctx.note("The kernel's figures are namespace-wide counters (the round's connection is the only one there); ulnet's tx figures are its connection's own TcpInfo. Both count every retransmitted segment, including tail-loss probes (the kernel's TLPs also appear on their own, as tlps).");
         if ctx.profile() == Profile::Smoke {
             ctx.note("Smoke profile: 2 MB, 2% only; figures prove the harness runs, nothing more.");
