@@ -522,7 +522,7 @@ impl Experiment for Loss {
 
     fn estimate(&self, plan: &Plan) -> Duration {
         // Pessimistic rates seen on this shared 2-core machine: the kernel 1 Gb/s or more
-        // under 2% drop, ulnet 0.2-0.6 Gb/s under loss and ~1 Gb/s without; per round
+        // under 2% drop, ulnet 0.5-3 Gb/s under loss (0.4 assumed) and ~1 Gb/s without; per round
         // fixed costs (nft and /proc reads, for ulnet opening/closing AF_XDP and the
         // stack's linger).
         let mut s = 2.0; // testbed
@@ -531,7 +531,7 @@ impl Experiment for Loss {
             s += 0.3; // nft
             let bits = c.bytes as f64 * 8.0;
             let kernel = 0.3 + bits / 1e9;
-            let ulnet = 0.8 + bits / if c.loss == 0 { 0.8e9 } else { 0.2e9 };
+            let ulnet = 0.8 + bits / if c.loss == 0 { 0.8e9 } else { 0.4e9 };
             s += rounds * (kernel + ulnet);
         }
         Duration::from_secs_f64(s)
@@ -664,6 +664,7 @@ impl Experiment for Loss {
             }));
         }
         ctx.note("The drop is random and independent per packet: at 1-2% some losses are not isolated (a retransmission or several segments of one window lost, a lost SYN or FIN). An RTO there is not by itself a miss of the goal, so the verdict holds ulnet's RTOs against the kernel's in the same case and requires none without drop.");
+        ctx.note("Issue 12's own figures (the seed figure above) were taken with drop rules in the peer's own namespace (input and output hooks). There the output hook's drops of what the peer's kernel sends are local send failures its TCP retries at once (no loss, no retransmission counted) and fall on whole GSO packets; so its kernel-sending figures saw only ACK loss. Here both ends' frames are lost on the way, in B's forwarding, which is why the kernel's figures under drop are lower than the issue's.");
         ctx.note("In rx the sender is the kernel in C for both rows: its retransmissions and RTOs show how well the receiver's ACKs (and SACK blocks) drive a Linux sender.");
         ctx.note("The kernel's figures are namespace-wide counters (the round's connection is the only one there); ulnet's tx figures are its connection's own TcpInfo. Both count every retransmitted segment, including tail-loss probes (the kernel's TLPs also appear on their own, as tlps).");
         if ctx.profile() == Profile::Smoke {
@@ -736,7 +737,14 @@ Goal: ulnet ≥ 0.9x the kernel's goodput at 1% and 2% drop each way, as sender 
             if rto_ok {
                 met.push(format!("{tag} RTOs"));
             } else {
-                missed.push(format!("{tag} RTOs {:.0} vs {:.0}", ur.median, kr.median));
+                missed.push(if loss == 0.0 {
+                    format!("{tag}: {:.0} RTO(s) in a round without drop", ur.max)
+                } else {
+                    format!(
+                        "{tag} RTOs per round {:.0} vs the kernel's {:.0}",
+                        ur.median, kr.median
+                    )
+                });
             }
         }
         if met.is_empty() && missed.is_empty() {
@@ -783,6 +791,28 @@ mod tests {
         assert_eq!(m["retrans_segs"], 8.0);
         assert_eq!(m["rtos"], 1.0);
         assert_eq!(m["tlps"], 0.0);
+    }
+
+    #[test]
+    fn nft_counters_and_subnets() {
+        let listing = "table inet ulnet_lossfwd {\n\tchain forward {\n\t\ttype filter hook forward priority filter; policy accept;\n\t\tnumgen random mod 100 < 2 counter packets 17 bytes 25000 drop\n\t}\n}\n";
+        assert_eq!(counter_packets(listing), 17);
+        assert_eq!(counter_packets(""), 0);
+        let s = Side {
+            side: crate::testbed::SideId::A,
+            ns: "x".into(),
+            ifname: "y".into(),
+            ifindex: 1,
+            mac: "02:00:00:00:00:01".parse().unwrap(),
+            ip: "198.18.7.1".parse().unwrap(),
+            prefix_len: 24,
+            mtu: 1500,
+            kernel_offloads: false,
+            ipv6: false,
+            spare_first: "198.18.7.16".parse().unwrap(),
+            spare_count: 100,
+        };
+        assert_eq!(subnet(&s), "198.18.7.0/24");
     }
 
     #[test]
