@@ -10,6 +10,7 @@ mod hurd_tcp;
 mod hurd_udp;
 mod latency;
 mod load;
+mod loss;
 mod netchannel_cpu;
 mod raw;
 
@@ -54,6 +55,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &netchannel_cpu::NetchannelCpu,
         &latency::Latency,
         &raw::Raw,
+        &loss::Loss,
     ]
 }
 

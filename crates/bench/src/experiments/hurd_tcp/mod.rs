@@ -46,7 +46,7 @@ use ulnet::stack::tcp::Event;
 use ulnet_apps::discard::Discard;
 use ulnet_apps::pattern;
 
-mod transfer;
+pub(super) mod transfer;
 
 use transfer::*;
 
@@ -59,9 +59,9 @@ use crate::testbed::{Side, Testbed};
 /// The seed's window for the peak rate.
 const PEAK_WINDOW: Duration = Duration::from_millis(100);
 /// Application read and write size (the kernel peers use the same).
-const IO_CHUNK: usize = 64 * 1024;
+pub(crate) const IO_CHUNK: usize = 64 * 1024;
 /// A transfer idle this long counts as failed.
-const IDLE_LIMIT: Duration = Duration::from_secs(20);
+pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(20);
 /// The TAP device ulnet creates in namespace A.
 const TAP_DEV: &str = "ulhurd0";
 /// A's kernel address on the TAP device; ulnet takes .2. Outside every testbed subnet

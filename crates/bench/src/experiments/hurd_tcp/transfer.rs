@@ -17,7 +17,7 @@ pub(super) const PEAK_STEP: Duration = Duration::from_millis(1);
 /// windows, and with fixed buckets the only complete one is often the first (slow
 /// start), which would put the "peak" below the average.
 #[derive(Debug, Clone)]
-pub(super) struct RateWindows {
+pub(crate) struct RateWindows {
     window: Duration,
     first: Option<Instant>,
     last: Option<Instant>,
@@ -27,7 +27,7 @@ pub(super) struct RateWindows {
 
 /// What [`RateWindows`] saw.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Rates {
+pub(crate) struct Rates {
     /// Bytes seen.
     pub total: u64,
     /// From the first read to the last.
@@ -136,7 +136,7 @@ pub(super) struct Transfer {
     rates: Rates,
 }
 
-pub(super) fn join<T>(t: JoinHandle<io::Result<T>>, what: &str) -> io::Result<T> {
+pub(crate) fn join<T>(t: JoinHandle<io::Result<T>>, what: &str) -> io::Result<T> {
     t.join()
         .map_err(|_| io::Error::other(format!("{what} panicked")))?
 }
@@ -212,9 +212,9 @@ pub(super) fn retry_busy<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<
 }
 
 /// A running ulnet stack for a round, and how its channel runs.
-pub(super) struct UlnetStack {
-    stack: Stack,
-    ip: IpAddr,
+pub(crate) struct UlnetStack {
+    pub(crate) stack: Stack,
+    pub(crate) ip: IpAddr,
     pub(super) mode: String,
     /// Only for TAP: the forwarding was turned on in A and must go off again.
     forwarding: bool,
@@ -224,7 +224,7 @@ pub(super) struct UlnetStack {
 /// round's AF_XDP socket is released), then builds the stack over it with the socket
 /// API's builder. The channel is opened here rather than by `build()` so its
 /// capabilities (XDP mode, copy/zero-copy, multi-buffer) can be recorded.
-pub(super) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStack> {
+pub(crate) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStack> {
     let a = tb.a();
     let b = tb.b();
     let builder = Stack::builder()
@@ -325,7 +325,7 @@ fn on_veth<C: Channel + Send + 'static>(
 }
 
 /// Stops the stack (after its bounded linger) and undoes the TAP forwarding.
-pub(super) fn close_stack(tb: &Testbed, u: UlnetStack) -> io::Result<()> {
+pub(crate) fn close_stack(tb: &Testbed, u: UlnetStack) -> io::Result<()> {
     let UlnetStack {
         stack, forwarding, ..
     } = u;
@@ -343,7 +343,7 @@ pub(super) fn cidr(ip: IpAddr, len: u8) -> io::Result<IpCidr> {
 }
 
 /// Checks the receiver's count and pattern and turns a transfer into metrics.
-pub(super) fn finish(
+pub(crate) fn finish(
     expected: u64,
     got: u64,
     pattern_ok: bool,
@@ -369,9 +369,9 @@ pub(super) fn finish(
 }
 
 /// A kernel receiver with the peak windows, on `cpu` in `side`'s namespace.
-pub(super) type Sink = JoinHandle<io::Result<(load::Received, RateWindows)>>;
+pub(crate) type Sink = JoinHandle<io::Result<(load::Received, RateWindows)>>;
 
-pub(super) fn timed_sink(side: &Side, at: SocketAddr, cpu: usize) -> io::Result<Sink> {
+pub(crate) fn timed_sink(side: &Side, at: SocketAddr, cpu: usize) -> io::Result<Sink> {
     load::tcp_sink_with(
         &side.ns,
         at,
@@ -382,7 +382,7 @@ pub(super) fn timed_sink(side: &Side, at: SocketAddr, cpu: usize) -> io::Result<
 }
 
 /// The peer in B sends; the kernel's socket in A receives (the system under test).
-pub(super) fn kernel_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
+pub(crate) fn kernel_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
     let at = SocketAddr::new(tb.a().ip, port);
     let w = Window::start()?;
     let sink = timed_sink(tb.a(), at, SUT_CPU)?;
@@ -496,7 +496,7 @@ pub(super) fn iperf3_figures(j: &serde_json::Value) -> Option<Iperf3> {
 }
 
 /// The kernel's socket in A sends (the system under test) to the peer in B.
-pub(super) fn kernel_tx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
+pub(crate) fn kernel_tx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
     let at = SocketAddr::new(tb.b().ip, port);
     let w = Window::start()?;
     let sink = timed_sink(tb.b(), at, LOAD_CPU)?;
@@ -509,7 +509,7 @@ pub(super) fn kernel_tx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metri
 }
 
 /// The peer in B sends to ulnet in A, which receives through its socket API.
-pub(super) fn ulnet_rx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
+pub(crate) fn ulnet_rx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
     let at = SocketAddr::new(u.ip, port);
     let listener = TcpListener::bind(&u.stack, at)?;
     let w = Window::start()?;

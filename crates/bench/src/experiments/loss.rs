@@ -1,0 +1,834 @@
+//! `loss` (issue 12, "Loss recovery against a real peer"): a bulk TCP transfer on the
+//! testbed with random drop each way in the peer's namespace, ulnet against the kernel in
+//! the same run, alternating round by round, in both directions.
+//!
+//! The peer is the kernel in a third namespace C, reached from A through the testbed's
+//! namespace B, which routes between the two veth pairs (proxy ARP, so C's address sits
+//! on A's subnet and neither A's kernel nor ulnet needs a gateway). nftables in B's
+//! forward hook (`numgen random mod 100 < p`) drops p% of the frames each way, so data
+//! and ACKs are both lost, silently, one segment at a time, as on a lossy link. (The
+//! testbed's [`Side::set_loss`] on the peer's own namespace does not do that for the
+//! peer's sends: see [`Router`].) The system under test is in namespace A, on its own
+//! core, with no rule of its own:
+//!
+//! - `kernel`: a `std::net` socket on a thread in A (the Linux kernel's TCP, this kernel's
+//!   default congestion control, offloads off at both veth ends as the testbed leaves them,
+//!   so it handles the same 1500-byte segments as ulnet).
+//! - `ulnet-xdp`: ulnet's public socket API over AF_XDP on A's veth end
+//!   (`Stack::builder()...build()`, `TcpStream::connect` + `write_all`, or `TcpListener` +
+//!   blocking reads), opened and closed each round by hurd-tcp's helpers.
+//!
+//! Direction `tx`: the system under test sends to a kernel receiver in C. Direction `rx`: a
+//! kernel sender in C sends to the system under test. Every transfer carries the
+//! deterministic pattern and the receiver checks every byte; goodput is the payload over
+//! the receiver's time from its first byte to its last (hurd-tcp's transfers and checks).
+//!
+//! Loss-recovery figures come from the SENDER of each round:
+//! - ulnet sending: its own `TcpStream::info()` (`TcpInfo { retransmits, timeouts,
+//!   fast_recoveries, .. }`), read once the receiver has closed (every byte acknowledged).
+//! - a kernel sending (in A for `tx`, in C for `rx`): the sending namespace's counters,
+//!   `/proc/net/snmp` Tcp RetransSegs and `/proc/net/netstat` TcpExt TCPTimeouts,
+//!   TCPLossProbes, TCPSackRecovery + TCPRenoRecovery, TCPLostRetransmit, read before and
+//!   after the round (the round's connection is the only one in that namespace). They are
+//!   namespace-wide counters rather than `TCP_INFO` because the crate has no unsafe code and
+//!   rustix has no wrapper for that option.
+//!
+//! The drops the rules made in the round (both hooks, from nft's counters) are recorded too.
+//!
+//! CPU figures: machine-wide busy time over the transfer per GB, and the system under
+//! test's own CPU (this process minus the in-process peer thread), as in hurd-tcp.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::time::Duration;
+
+use ulnet::net::TcpStream;
+use ulnet::runtime::Backend;
+use ulnet_apps::pattern;
+
+use super::hurd_tcp::transfer::{
+    close_stack, finish, join, open_stack, timed_sink, ulnet_rx, UlnetStack,
+};
+use super::hurd_tcp::{IDLE_LIMIT, IO_CHUNK};
+use super::{load, Experiment};
+use crate::harness::{io_err, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU, SUT_CPU};
+use crate::results::{ExperimentResult, Metric, PlotKind, PlotView, SystemKind, TableView, View};
+use crate::summary::Summary;
+use crate::testbed::{Side, Testbed};
+
+/// The experiment.
+#[derive(Debug, Clone, Copy)]
+pub struct Loss;
+
+const KERNEL: &str = "kernel";
+const ULNET: &str = "ulnet-xdp";
+const SYSTEMS: [&str; 2] = [KERNEL, ULNET];
+
+/// The issue's goal: ulnet's goodput at least this share of the kernel's under loss.
+const GOAL_RATIO: f64 = 0.9;
+
+/// One case: a direction and a drop rate.
+#[derive(Debug, Clone)]
+struct CaseSpec {
+    id: String,
+    /// The system under test sends (else it receives).
+    tx: bool,
+    /// Percent dropped each way in B.
+    loss: u8,
+    bytes: u64,
+}
+
+impl CaseSpec {
+    fn label(&self) -> String {
+        format!(
+            "{} {} MB, {}% drop each way",
+            if self.tx {
+                "A sends (tx)"
+            } else {
+                "A receives (rx)"
+            },
+            self.bytes / 1_000_000,
+            self.loss
+        )
+    }
+}
+
+/// The drop rates of a profile.
+fn losses(p: Profile) -> &'static [u8] {
+    p.pick(&[2][..], &[0, 1, 2][..], &[0, 1, 2][..], &[0, 1, 2][..])
+}
+
+/// How many times each case's alternation runs: the full profile runs it twice (twice the
+/// rounds; the harness's round numbers restart in the second pass).
+fn passes(p: Profile) -> u32 {
+    p.pick(1, 1, 1, 2)
+}
+
+fn cases(plan: &Plan) -> Vec<CaseSpec> {
+    let p = plan.profile;
+    let bytes: u64 = p.pick(2_000_000, 20_000_000, 100_000_000, 100_000_000);
+    let mut v = Vec::new();
+    for tx in [true, false] {
+        for &loss in losses(p) {
+            v.push(CaseSpec {
+                id: format!("{}-{loss}pct", if tx { "tx" } else { "rx" }),
+                tx,
+                loss,
+                bytes,
+            });
+        }
+    }
+    v
+}
+
+/// TCP counters of one namespace, by `Group.Name` (`Tcp.RetransSegs`,
+/// `TcpExt.TCPTimeouts`, ...).
+type Counters = BTreeMap<String, u64>;
+
+/// Parses `/proc/net/snmp` or `/proc/net/netstat`: pairs of lines, names then values,
+/// each starting with the same `Group:`.
+fn parse_proc_counters(text: &str, into: &mut Counters) {
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks(2) {
+        let [names, values] = pair else { continue };
+        let (Some((g1, names)), Some((g2, values))) =
+            (names.split_once(':'), values.split_once(':'))
+        else {
+            continue;
+        };
+        if g1 != g2 {
+            continue;
+        }
+        for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
+            // Signed fields (Tcp MaxConn is -1) are not counters; skip what is not a u64.
+            if let Ok(v) = v.parse::<u64>() {
+                into.insert(format!("{g1}.{n}"), v);
+            }
+        }
+    }
+}
+
+/// The TCP counters of `side`'s namespace now.
+fn ns_counters(side: &Side) -> io::Result<Counters> {
+    let mut c = Counters::new();
+    for f in ["/proc/net/snmp", "/proc/net/netstat"] {
+        let o = side.output("cat", [f]).map_err(io_err)?;
+        if !o.status.success() {
+            return Err(io_err(format!("cat {f} in {} failed", side.ns)));
+        }
+        parse_proc_counters(&String::from_utf8_lossy(&o.stdout), &mut c);
+    }
+    Ok(c)
+}
+
+/// The kernel sender's loss-recovery figures between two readings of its namespace.
+fn kernel_sender_metrics(before: &Counters, after: &Counters) -> Metrics {
+    let d = |k: &str| {
+        after
+            .get(k)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(before.get(k).copied().unwrap_or(0)) as f64
+    };
+    let mut m = Metrics::new();
+    m.insert("retrans_segs".into(), d("Tcp.RetransSegs"));
+    m.insert("rtos".into(), d("TcpExt.TCPTimeouts"));
+    m.insert(
+        "recoveries".into(),
+        d("TcpExt.TCPSackRecovery") + d("TcpExt.TCPRenoRecovery"),
+    );
+    m.insert("tlps".into(), d("TcpExt.TCPLossProbes"));
+    m.insert("lost_retrans".into(), d("TcpExt.TCPLostRetransmit"));
+    m
+}
+
+/// ulnet in A sends `bytes` through its socket API to a kernel receiver in B; the round's
+/// metrics with the sender's own `TcpInfo` figures.
+fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
+    let at = SocketAddr::new(b.ip, port);
+    let w = Window::start()?;
+    let sink = timed_sink(b, at, LOAD_CPU)?;
+    let sent = (|| -> io::Result<ulnet::net::TcpInfo> {
+        let mut s = TcpStream::connect_timeout(&u.stack, &at, Duration::from_secs(10))?;
+        s.set_write_timeout(Some(IDLE_LIMIT))?;
+        s.set_read_timeout(Some(IDLE_LIMIT))?;
+        let mut off = 0u64;
+        while off < bytes {
+            let n = (bytes - off).min(IO_CHUNK as u64) as usize;
+            s.write_all(pattern::slice(off, n))?;
+            off += n as u64;
+        }
+        s.shutdown(Shutdown::Write)?;
+        // The peer closes once it has read everything: by then every byte is
+        // acknowledged and the counters are final.
+        let mut buf = [0u8; 64];
+        while s.read(&mut buf)? > 0 {}
+        s.info()
+    })();
+    if sent.is_err() {
+        // The peer's idle timeout bounds its wait once the stack is gone.
+        let _ = u.stack.stop();
+    }
+    let got = join(sink, "peer receiver");
+    let info = sent?;
+    let (got, rates) = got?;
+    let cpu = w.finish(got.done.cpu)?;
+    let mut m = finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)?;
+    m.insert("retrans_segs".into(), info.retransmits as f64);
+    m.insert("rtos".into(), info.timeouts as f64);
+    m.insert("recoveries".into(), info.fast_recoveries as f64);
+    m.insert("dsacks".into(), info.dsacks_received as f64);
+    m.insert("segs_out".into(), info.segs_out as f64);
+    Ok(m)
+}
+
+/// The nftables table of the drop rules in the router namespace.
+const DROP_TABLE: &str = "ulnet_lossfwd";
+/// The veth pair between B (the router) and C (the peer), named inside those namespaces.
+const ROUTER_IF: &str = "lossb";
+const PEER_IF: &str = "lossc";
+
+/// The peer's namespace C behind B, which routes between A and C and drops there.
+///
+/// Why not [`Side::set_loss`] on B as the peer: its output hook drops packets B's own
+/// TCP sends before they leave, and the kernel reports such a local drop to the sending
+/// socket (the segment stays unsent and goes again later: no loss, no retransmission
+/// counted), and it drops whole GSO super-packets (up to 64 KB) rather than segments.
+/// Dropping in B's forward path instead is what a lossy link does: the frames are already
+/// segmented by C's veth (offloads off), the drop is silent to both ends, each way.
+struct Router {
+    ns: String,
+}
+
+impl Router {
+    /// Builds C (address `b.spare_ip(99)`, on A's subnet: B answers ARP for it and for A's
+    /// addresses by proxy ARP) and returns it with C described as a [`Side`].
+    fn build(tb: &Testbed) -> io::Result<(Router, Side)> {
+        let (a, b) = (tb.a(), tb.b());
+        let ns = format!("{}-c", tb.name());
+        crate::exec::run("ip", ["netns", "add", ns.as_str()]).map_err(io_err)?;
+        let r = Router { ns };
+        let ip = b.spare_ip(99);
+        let (ip_s, a_net) = (ip.to_string(), subnet(a));
+        let host = format!("{ip_s}/32");
+        let off = ["tx", "off", "tso", "off", "gso", "off", "gro", "off"];
+        b.run(
+            "ip",
+            [
+                "link",
+                "add",
+                ROUTER_IF,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                PEER_IF,
+                "netns",
+                r.ns.as_str(),
+            ],
+        )
+        .map_err(io_err)?;
+        let run_c = |args: &[&str]| -> io::Result<()> {
+            crate::exec::run_in(&r.ns, args[0], &args[1..])
+                .map(|_| ())
+                .map_err(io_err)
+        };
+        let run_b = |args: &[&str]| -> io::Result<()> {
+            b.run(args[0], &args[1..]).map(|_| ()).map_err(io_err)
+        };
+        run_b(&["ip", "link", "set", ROUTER_IF, "up"])?;
+        run_b(&[&["ethtool", "-K", ROUTER_IF][..], &off[..]].concat())?;
+        run_b(&["ip", "route", "replace", &host, "dev", ROUTER_IF])?;
+        run_b(&["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])?;
+        for i in [b.ifname.as_str(), ROUTER_IF] {
+            run_b(&[
+                "sysctl",
+                "-q",
+                "-w",
+                &format!("net.ipv4.conf.{i}.proxy_arp=1"),
+            ])?;
+            // No redirects: A and C are on different links of B anyway, but A must never
+            // be told to bypass the router.
+            run_b(&[
+                "sysctl",
+                "-q",
+                "-w",
+                &format!("net.ipv4.conf.{i}.send_redirects=0"),
+            ])?;
+        }
+        run_c(&["ip", "link", "set", "lo", "up"])?;
+        run_c(&["ip", "link", "set", PEER_IF, "up"])?;
+        run_c(&[&["ethtool", "-K", PEER_IF][..], &off[..]].concat())?;
+        run_c(&["ip", "addr", "add", &host, "dev", PEER_IF])?;
+        run_c(&["ip", "route", "add", &a_net, "dev", PEER_IF])?;
+        let mac =
+            crate::exec::output_in(&r.ns, "cat", [format!("/sys/class/net/{PEER_IF}/address")])
+                .ok()
+                .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+                .unwrap_or(b.mac);
+        let c = Side {
+            ns: r.ns.clone(),
+            ifname: PEER_IF.into(),
+            ip,
+            mac,
+            ..b.clone()
+        };
+        Ok((r, c))
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes its veth end and so the pair.
+        let _ = crate::exec::run("ip", ["netns", "del", self.ns.as_str()]);
+    }
+}
+
+/// `side`'s subnet, `a.b.c.0/len`.
+fn subnet(side: &Side) -> String {
+    match side.ip {
+        std::net::IpAddr::V4(v4) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(side.prefix_len))
+                .unwrap_or(0);
+            format!(
+                "{}/{}",
+                std::net::Ipv4Addr::from(u32::from(v4) & mask),
+                side.prefix_len
+            )
+        }
+        std::net::IpAddr::V6(_) => format!("{}/{}", side.ip, side.prefix_len),
+    }
+}
+
+/// Makes B drop `percent`% of the frames it forwards, each way, at random (0: none).
+fn set_drop(b: &Side, percent: u8) -> io::Result<()> {
+    let nft = |args: &[&str]| b.run("nft", args).map(|_| ()).map_err(io_err);
+    // `add` is idempotent, so the delete always finds a table.
+    nft(&["add", "table", "inet", DROP_TABLE])?;
+    nft(&["delete", "table", "inet", DROP_TABLE])?;
+    if percent == 0 {
+        return Ok(());
+    }
+    nft(&["add", "table", "inet", DROP_TABLE])?;
+    nft(&[
+        "add", "chain", "inet", DROP_TABLE, "forward", "{", "type", "filter", "hook", "forward",
+        "priority", "0", ";", "}",
+    ])?;
+    let pct = percent.to_string();
+    nft(&[
+        "add", "rule", "inet", DROP_TABLE, "forward", "numgen", "random", "mod", "100", "<", &pct,
+        "counter", "drop",
+    ])
+}
+
+/// Frames the drop rule has dropped so far (0 without it).
+fn drops(b: &Side) -> io::Result<u64> {
+    let o = b
+        .output("nft", ["list", "table", "inet", DROP_TABLE])
+        .map_err(io_err)?;
+    if !o.status.success() {
+        return Ok(0);
+    }
+    Ok(counter_packets(&String::from_utf8_lossy(&o.stdout)))
+}
+
+/// The sum of every `counter packets N` in nft's listing.
+fn counter_packets(text: &str) -> u64 {
+    let w: Vec<&str> = text.split_whitespace().collect();
+    w.windows(3)
+        .filter(|x| x[0] == "counter" && x[1] == "packets")
+        .filter_map(|x| x[2].parse::<u64>().ok())
+        .sum()
+}
+
+/// The kernel's socket in A sends to the kernel receiver in C.
+fn kernel_tx(a: &Side, peer: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
+    let at = SocketAddr::new(peer.ip, port);
+    let w = Window::start()?;
+    let sink = timed_sink(peer, at, LOAD_CPU)?;
+    let sent = load::tcp_send_on(&a.ns, at, bytes, SUT_CPU).and_then(|s| join(s, "sender"));
+    let got = join(sink, "peer receiver");
+    sent?;
+    let (got, rates) = got?;
+    let cpu = w.finish(got.done.cpu)?;
+    finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
+}
+
+/// The kernel sender in C sends to the kernel's socket in A.
+fn kernel_rx(a: &Side, peer: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
+    let at = SocketAddr::new(a.ip, port);
+    let w = Window::start()?;
+    let sink = timed_sink(a, at, SUT_CPU)?;
+    let sent = load::tcp_send(&peer.ns, at, bytes).and_then(|s| join(s, "sender"));
+    let got = join(sink, "kernel receiver");
+    let sent = sent?;
+    let (got, rates) = got?;
+    let cpu = w.finish(sent.cpu)?;
+    finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
+}
+
+/// One round of `spec` for `sys`, the peer in `peer` (C).
+fn measure(
+    tb: &Testbed,
+    peer: &Side,
+    spec: &CaseSpec,
+    sys: &str,
+    port: u16,
+) -> io::Result<Metrics> {
+    let a = tb.a();
+    let drops0 = drops(tb.b())?;
+    // The sending kernel's namespace: A when the kernel under test sends, C otherwise.
+    let sender = if spec.tx { a } else { peer };
+    let mut m = if sys == KERNEL {
+        let before = ns_counters(sender)?;
+        let mut m = if spec.tx {
+            kernel_tx(a, peer, port, spec.bytes)?
+        } else {
+            kernel_rx(a, peer, port, spec.bytes)?
+        };
+        let after = ns_counters(sender)?;
+        m.extend(kernel_sender_metrics(&before, &after));
+        m
+    } else {
+        let u = open_stack(tb, Backend::Xdp)?;
+        let r = if spec.tx {
+            ulnet_tx(&u, peer, port, spec.bytes)
+        } else {
+            // The kernel in C sends: its namespace's counters, as in the kernel's rounds.
+            ns_counters(sender).and_then(|before| {
+                let mut m = ulnet_rx(&u, peer, port, spec.bytes)?;
+                let after = ns_counters(sender)?;
+                m.extend(kernel_sender_metrics(&before, &after));
+                Ok(m)
+            })
+        };
+        let closed = close_stack(tb, u);
+        let m = r?;
+        closed?;
+        m
+    };
+    m.insert("drops".into(), drops(tb.b())?.saturating_sub(drops0) as f64);
+    Ok(m)
+}
+
+fn declare_systems(ctx: &mut Ctx<'_>, cc: &str) {
+    ctx.system(
+        KERNEL,
+        "kernel, offloads off",
+        SystemKind::Kernel,
+        false,
+        &[
+            (
+                "stack",
+                "the Linux kernel's TCP: a std::net socket on a thread in namespace A pinned to CPU 1, 64 KiB reads/writes, every byte checked".into(),
+            ),
+            ("congestion control", cc.to_owned()),
+            (
+                "offloads",
+                "off at both veth ends (tx, tso, gso, gro), as the testbed leaves them: the same 1500-byte segments ulnet handles".into(),
+            ),
+            ("buffers", "the kernel's defaults (autotuned)".into()),
+            (
+                "sender figures",
+                "the sending namespace's counters before/after the round: /proc/net/snmp Tcp RetransSegs, /proc/net/netstat TcpExt TCPTimeouts (RTOs), TCPSackRecovery+TCPRenoRecovery, TCPLossProbes, TCPLostRetransmit".into(),
+            ),
+        ],
+    );
+    ctx.system(
+        ULNET,
+        "ulnet, AF_XDP",
+        SystemKind::Ulnet,
+        false,
+        &[
+            (
+                "API",
+                "ulnet::net socket API: Stack::builder()...build(); tx: TcpStream::connect + write_all of 64 KiB pattern slices; rx: TcpListener::bind + accept + blocking 64 KiB reads, every byte checked".into(),
+            ),
+            (
+                "channel",
+                "AF_XDP on A's veth end with ulnet's steering program, opened and closed each round".into(),
+            ),
+            ("wait mode", "sleep (poll(2) after a short spin)".into()),
+            (
+                "TCP",
+                "ulnet's default TcpConfig (256 KiB send and receive buffers, SACK, timestamps)".into(),
+            ),
+            (
+                "offloads",
+                "off at both veth ends (raw readers need them off)".into(),
+            ),
+            (
+                "sender figures",
+                "tx: ulnet's own TcpStream::info() (retransmits, timeouts, fast_recoveries, dsacks_received) read after the receiver closed; rx: the kernel sender's namespace counters in C, as for the kernel's rounds".into(),
+            ),
+        ],
+    );
+}
+
+impl Experiment for Loss {
+    fn name(&self) -> &'static str {
+        "loss"
+    }
+
+    fn seed(&self) -> &'static str {
+        "-"
+    }
+
+    fn title(&self) -> &'static str {
+        "Bulk TCP under random drop each way (0/1/2%), ulnet vs the kernel, both directions: goodput, retransmissions, RTOs"
+    }
+
+    fn estimate(&self, plan: &Plan) -> Duration {
+        // Pessimistic rates seen on this shared 2-core machine: the kernel 1 Gb/s or more
+        // under 2% drop, ulnet 0.5-3 Gb/s under loss (0.4 assumed) and ~1 Gb/s without; per round
+        // fixed costs (nft and /proc reads, for ulnet opening/closing AF_XDP and the
+        // stack's linger).
+        let mut s = 2.0; // testbed
+        let rounds = f64::from(plan.rounds * passes(plan.profile));
+        for c in cases(plan) {
+            s += 0.3; // nft
+            let bits = c.bytes as f64 * 8.0;
+            let kernel = 0.3 + bits / 1e9;
+            let ulnet = 0.8 + bits / if c.loss == 0 { 0.8e9 } else { 0.4e9 };
+            s += rounds * (kernel + ulnet);
+        }
+        Duration::from_secs_f64(s)
+    }
+
+    fn tools(&self) -> &'static [&'static str] {
+        &["ip", "nft", "ethtool", "sysctl", "cat"]
+    }
+
+    fn run(&self, ctx: &mut Ctx<'_>) -> io::Result<()> {
+        let specs = cases(ctx.plan);
+        let cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+            .map_or_else(|_| "unknown".into(), |s| s.trim().to_owned());
+        declare_systems(ctx, &format!("{cc} (this kernel's default)"));
+        ctx.param(
+            "loss",
+            "the kernel peer is in a third namespace C behind B; B routes between A's veth and C's (proxy ARP both ways, ip_forward=1, offloads off on every veth end) and nftables in B's forward hook drops `numgen random mod 100 < p` of the frames, each way, independently: p% of data and p% of ACKs, silently to both ends",
+        );
+        ctx.param(
+            "transfer",
+            "one TCP connection per round (connection setup and teardown under the same drop), the pattern, every byte checked by the receiver; a transfer idle for 20 s fails the round",
+        );
+        ctx.param("MTU", 1500);
+        ctx.param(
+            "sizes",
+            specs
+                .iter()
+                .map(|c| format!("{}: {} B", c.id, c.bytes))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        ctx.param("rounds", ctx.rounds() * passes(ctx.profile()));
+
+        ctx.status("testbed");
+        let tb = Testbed::builder()
+            .name_prefix("loss")
+            .build()
+            .map_err(io_err)?;
+        let (router, peer) = match Router::build(&tb) {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = tb.teardown();
+                return Err(e);
+            }
+        };
+        ctx.param(
+            "peer",
+            format!(
+                "a kernel socket in namespace C ({}) on CPU 0, 64 KiB reads/writes",
+                peer.ip
+            ),
+        );
+        let mut port = 21_000u16;
+        let passes = passes(ctx.profile());
+        for spec in &specs {
+            ctx.case(
+                &spec.id,
+                &spec.label(),
+                &[
+                    ("loss_pct", f64::from(spec.loss)),
+                    ("direction", if spec.tx { 1.0 } else { 0.0 }),
+                    ("mbytes", spec.bytes as f64 / 1e6),
+                ],
+            );
+            if let Err(e) = set_drop(tb.b(), spec.loss) {
+                drop(router);
+                let _ = tb.teardown();
+                return Err(e);
+            }
+            for _ in 0..passes {
+                ctx.alternate(&spec.id, &SYSTEMS, |sys, _round| {
+                    port = port.wrapping_add(1).max(21_000);
+                    measure(&tb, &peer, spec, sys, port)
+                });
+            }
+        }
+        let _ = set_drop(tb.b(), 0);
+        drop(router);
+        tb.teardown().map_err(io_err)?;
+
+        let metrics = vec![
+            Metric::more("goodput_gbps", "goodput (Gb/s)", 3),
+            Metric::less("retrans_segs", "sender retransmitted segments", 0),
+            Metric::less("rtos", "sender RTOs", 0),
+            Metric::plain("recoveries", "sender fast recoveries", 0),
+            Metric::plain("drops", "packets dropped (both ways)", 0),
+            Metric::less("machine_s_per_gb", "machine CPU (s/GB)", 3),
+        ];
+        for tx in [true, false] {
+            let of: Vec<String> = specs
+                .iter()
+                .filter(|c| c.tx == tx)
+                .map(|c| c.id.clone())
+                .collect();
+            if of.is_empty() {
+                continue;
+            }
+            let what = if tx {
+                "the system under test in A sends to a kernel receiver in C"
+            } else {
+                "a kernel sender in C sends to the system under test in A"
+            };
+            ctx.view(View::Table(TableView {
+                title: format!(
+                    "{}: {what}, random drop each way in B's forwarding; sender figures from {}",
+                    if tx { "tx" } else { "rx" },
+                    if tx {
+                        "ulnet's TcpInfo or the kernel's namespace counters in A"
+                    } else {
+                        "the kernel sender's namespace counters in C (both rows)"
+                    }
+                ),
+                cases: of.clone(),
+                systems: SYSTEMS.iter().map(|s| (*s).to_owned()).collect(),
+                metrics: metrics.clone(),
+                baselines: vec![KERNEL.into()],
+                ratio_metric: Some("goodput_gbps".into()),
+            }));
+            ctx.view(View::Plot(PlotView {
+                id: format!("goodput-{}", if tx { "tx" } else { "rx" }),
+                title: format!("Goodput vs drop rate: {what}"),
+                kind: PlotKind::Lines,
+                cases: of,
+                systems: SYSTEMS.iter().map(|s| (*s).to_owned()).collect(),
+                x_param: Some("loss_pct".into()),
+                x_label: "drop each way (%)".into(),
+                y: Metric::more("goodput_gbps", "goodput (Gb/s)", 3),
+                y2: None,
+                x_log: false,
+            }));
+        }
+        ctx.note("The drop is random and independent per packet: at 1-2% some losses are not isolated (a retransmission or several segments of one window lost, a lost SYN or FIN). An RTO there is not by itself a miss of the goal, so the verdict holds ulnet's RTOs against the kernel's in the same case and requires none without drop.");
+        ctx.note("Issue 12's own figures (the seed figure above) were taken with drop rules in the peer's own namespace (input and output hooks). There the output hook's drops of what the peer's kernel sends are local send failures its TCP retries at once (no loss, no retransmission counted) and fall on whole GSO packets; so its kernel-sending figures saw only ACK loss. Here both ends' frames are lost on the way, in B's forwarding, which is why the kernel's figures under drop are lower than the issue's.");
+        ctx.note("In rx the sender is the kernel in C for both rows: its retransmissions and RTOs show how well the receiver's ACKs (and SACK blocks) drive a Linux sender.");
+        ctx.note("The kernel's figures are namespace-wide counters (the round's connection is the only one there); ulnet's tx figures are its connection's own TcpInfo. Both count every retransmitted segment, including tail-loss probes (the kernel's TLPs also appear on their own, as tlps).");
+        if ctx.profile() == Profile::Smoke {
+            ctx.note("Smoke profile: 2 MB, 2% only; figures prove the harness runs, nothing more.");
+        }
+        Ok(())
+    }
+
+    fn seed_figure(&self) -> &'static str {
+        "Issue 12 (before its fixes), 2% random drop each way (nftables in the peer namespace), MTU 1500:\n\n\
+| sender | receiver | goodput |\n\
+| --- | --- | --- |\n\
+| ulnet | curl (kernel), 100 MB | ~27 MB/s |\n\
+| kernel | curl (kernel), 100 MB | ~110 MB/s |\n\
+| ulnet | iperf3 -R, 5 s | 222-325 Mb/s |\n\
+| kernel | iperf3 -R, 5 s | 4.35-4.66 Gb/s |\n\n\
+Goal: ulnet ≥ 0.9x the kernel's goodput at 1% and 2% drop each way, as sender and as receiver, and no RTO in a run whose only losses are isolated."
+    }
+
+    fn verdict(&self, r: &ExperimentResult, s: &Summary) -> Vec<String> {
+        let mut out = Vec::new();
+        let (mut met, mut missed) = (Vec::new(), Vec::new());
+        for c in &r.cases {
+            let loss = c.params.get("loss_pct").copied().unwrap_or(0.0);
+            let ratio = s.ratio(&c.id, ULNET, KERNEL, "goodput_gbps");
+            let u_rto = s.get(&c.id, ULNET, "rtos");
+            let k_rto = s.get(&c.id, KERNEL, "rtos");
+            let (Some(x), Some(ur), Some(kr)) = (ratio, u_rto, k_rto) else {
+                out.push(format!(
+                    "{}: ulnet or the kernel has no successful round; no verdict.",
+                    c.label
+                ));
+                continue;
+            };
+            let ug = s.median(&c.id, ULNET, "goodput_gbps").unwrap_or(0.0);
+            let kg = s.median(&c.id, KERNEL, "goodput_gbps").unwrap_or(0.0);
+            // Without drop every RTO is a defect; with random drop ulnet may take no more
+            // RTOs than the kernel took in the same case (see the note).
+            let rto_ok = if loss == 0.0 {
+                ur.max == 0.0
+            } else {
+                ur.median <= kr.median
+            };
+            let rate_ok = loss == 0.0 || x >= GOAL_RATIO;
+            let line = format!(
+                "{}: ulnet {ug:.3} Gb/s vs the kernel {kg:.3} Gb/s = {x:.2}x{}; sender RTOs per round ulnet-row median {:.0} (max {:.0}), kernel-row median {:.0} (max {:.0}).",
+                c.label,
+                if loss == 0.0 {
+                    " (reference, no goal)".to_owned()
+                } else {
+                    format!(
+                        " ({} the {GOAL_RATIO}x goal)",
+                        if rate_ok { "meets" } else { "below" }
+                    )
+                },
+                ur.median,
+                ur.max,
+                kr.median,
+                kr.max
+            );
+            out.push(line);
+            let tag = c.id.clone();
+            if loss > 0.0 {
+                if rate_ok {
+                    met.push(format!("{tag} goodput"));
+                } else {
+                    missed.push(format!("{tag} goodput {x:.2}x"));
+                }
+            }
+            if rto_ok {
+                met.push(format!("{tag} RTOs"));
+            } else {
+                missed.push(if loss == 0.0 {
+                    format!("{tag}: {:.0} RTO(s) in a round without drop", ur.max)
+                } else {
+                    format!(
+                        "{tag} RTOs per round {:.0} vs the kernel's {:.0}",
+                        ur.median, kr.median
+                    )
+                });
+            }
+        }
+        if met.is_empty() && missed.is_empty() {
+            out.push("Nothing to judge: no case has both systems measured.".into());
+        } else {
+            out.push(format!(
+                "Issue 12's loss-recovery goal (≥ {GOAL_RATIO}x the kernel's goodput at 1% and 2% drop, no more RTOs than the kernel under random drop and none without) {} here: {} of {} checks pass{}.",
+                if missed.is_empty() {
+                    "is met"
+                } else {
+                    "is not met"
+                },
+                met.len(),
+                met.len() + missed.len(),
+                if missed.is_empty() {
+                    String::new()
+                } else {
+                    format!("; missed: {}", missed.join(", "))
+                }
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_counters_are_parsed_in_pairs() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 2 64\nTcp: RtoAlgorithm MaxConn RetransSegs\nTcp: 1 -1 42\n";
+        let netstat = "TcpExt: SyncookiesSent TCPTimeouts TCPLossProbes\nTcpExt: 0 3 7\n";
+        let mut c = Counters::new();
+        parse_proc_counters(snmp, &mut c);
+        parse_proc_counters(netstat, &mut c);
+        assert_eq!(c.get("Tcp.RetransSegs"), Some(&42));
+        assert_eq!(c.get("Tcp.MaxConn"), None);
+        assert_eq!(c.get("TcpExt.TCPTimeouts"), Some(&3));
+        let mut after = c.clone();
+        after.insert("Tcp.RetransSegs".into(), 50);
+        after.insert("TcpExt.TCPTimeouts".into(), 4);
+        let m = kernel_sender_metrics(&c, &after);
+        assert_eq!(m["retrans_segs"], 8.0);
+        assert_eq!(m["rtos"], 1.0);
+        assert_eq!(m["tlps"], 0.0);
+    }
+
+    #[test]
+    fn nft_counters_and_subnets() {
+        let listing = "table inet ulnet_lossfwd {\n\tchain forward {\n\t\ttype filter hook forward priority filter; policy accept;\n\t\tnumgen random mod 100 < 2 counter packets 17 bytes 25000 drop\n\t}\n}\n";
+        assert_eq!(counter_packets(listing), 17);
+        assert_eq!(counter_packets(""), 0);
+        let s = Side {
+            side: crate::testbed::SideId::A,
+            ns: "x".into(),
+            ifname: "y".into(),
+            ifindex: 1,
+            mac: "02:00:00:00:00:01".parse().unwrap(),
+            ip: "198.18.7.1".parse().unwrap(),
+            prefix_len: 24,
+            mtu: 1500,
+            kernel_offloads: false,
+            ipv6: false,
+            spare_first: "198.18.7.16".parse().unwrap(),
+            spare_count: 100,
+        };
+        assert_eq!(subnet(&s), "198.18.7.0/24");
+    }
+
+    #[test]
+    fn profiles_pick_cases() {
+        let plan = |profile| Plan {
+            profile,
+            rounds: 1,
+            backends: vec![],
+            out: "/tmp".into(),
+        };
+        let smoke = cases(&plan(Profile::Smoke));
+        assert_eq!(smoke.len(), 2);
+        assert!(smoke.iter().all(|c| c.loss == 2 && c.bytes == 2_000_000));
+        let def = cases(&plan(Profile::Default));
+        assert_eq!(def.len(), 6);
+        assert!(def.iter().all(|c| c.bytes == 100_000_000));
+        assert_eq!(passes(Profile::Full), 2);
+    }
+}
