@@ -390,4 +390,26 @@ mod tests {
         assert!(!partial.sack && partial.timestamps);
         assert_eq!(partial.congestion, Congestion::NewReno);
     }
+
+    #[test]
+    fn link_config_deserialises_through_the_clamping_builder() {
+        // ulnet-channel's `serde` feature: out-of-range knobs are clamped as the builder
+        // clamps them, missing ones take a perfect wire's defaults, and a configuration
+        // round-trips.
+        let c: LinkConfig =
+            serde_json::from_str(r#"{"loss": 5.0, "duplicate": -1.0, "rate_bps": 0}"#).unwrap();
+        assert_eq!(c.loss_probability(), 1.0);
+        assert_eq!(c.duplicate_probability(), 0.0);
+        assert_eq!(c.rate(), None);
+        assert_eq!(c, LinkConfig::new().loss(1.0));
+        let full = LinkConfig::new()
+            .burst_loss(0.01, 0.5)
+            .delay(Duration::from_millis(10))
+            .rate_bps(1_000_000)
+            .queue_limit_frames(8);
+        let back: LinkConfig =
+            serde_json::from_str(&serde_json::to_string(&full).unwrap()).unwrap();
+        assert_eq!(back, full);
+        assert!(serde_json::from_str::<LinkConfig>(r#"{"los": 0.1}"#).is_err());
+    }
 }
