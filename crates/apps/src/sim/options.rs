@@ -11,6 +11,12 @@ use ulnet_stack::tcp::Algorithm;
 
 /// The impairments of one direction of the simulated cable. Every field defaults to a
 /// perfect wire; see [`LinkConfig`] for the order a frame meets them in.
+///
+/// Not [`LinkConfig`] itself (which serialises through ulnet-channel's `serde` feature):
+/// these are the runner's options as the command line and the report state them, with
+/// `None` meaning "the simulator's default" (a state `LinkConfig` does not keep),
+/// durations in seconds, and public fields that tests and the CLI assign;
+/// [`Impairments::link_config`] turns them into the real configuration.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Impairments {
     /// Probability that a frame is lost (`0.0..=1.0`).
