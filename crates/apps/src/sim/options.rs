@@ -11,6 +11,12 @@ use ulnet_stack::tcp::Algorithm;
 
 /// The impairments of one direction of the simulated cable. Every field defaults to a
 /// perfect wire; see [`LinkConfig`] for the order a frame meets them in.
+///
+/// Not [`LinkConfig`] itself (which serialises through ulnet-channel's `serde` feature):
+/// these are the runner's options as the command line and the report state them, with
+/// `None` meaning "the simulator's default" (a state `LinkConfig` does not keep),
+/// durations in seconds, and public fields that tests and the CLI assign;
+/// [`Impairments::link_config`] turns them into the real configuration.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Impairments {
     /// Probability that a frame is lost (`0.0..=1.0`).
@@ -389,5 +395,27 @@ mod tests {
             serde_json::from_str(r#"{"sack": false, "congestion": "newreno"}"#).unwrap();
         assert!(!partial.sack && partial.timestamps);
         assert_eq!(partial.congestion, Congestion::NewReno);
+    }
+
+    #[test]
+    fn link_config_deserialises_through_the_clamping_builder() {
+        // ulnet-channel's `serde` feature: out-of-range knobs are clamped as the builder
+        // clamps them, missing ones take a perfect wire's defaults, and a configuration
+        // round-trips.
+        let c: LinkConfig =
+            serde_json::from_str(r#"{"loss": 5.0, "duplicate": -1.0, "rate_bps": 0}"#).unwrap();
+        assert_eq!(c.loss_probability(), 1.0);
+        assert_eq!(c.duplicate_probability(), 0.0);
+        assert_eq!(c.rate(), None);
+        assert_eq!(c, LinkConfig::new().loss(1.0));
+        let full = LinkConfig::new()
+            .burst_loss(0.01, 0.5)
+            .delay(Duration::from_millis(10))
+            .rate_bps(1_000_000)
+            .queue_limit_frames(8);
+        let back: LinkConfig =
+            serde_json::from_str(&serde_json::to_string(&full).unwrap()).unwrap();
+        assert_eq!(back, full);
+        assert!(serde_json::from_str::<LinkConfig>(r#"{"los": 0.1}"#).is_err());
     }
 }

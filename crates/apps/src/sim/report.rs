@@ -64,45 +64,32 @@ pub struct Windows {
     pub srtt_ms: Option<Spread>,
 }
 
-/// One direction of the wire.
+/// One direction of the wire: the link's own counters ([`LinkStats`], through
+/// ulnet-channel's `serde` feature, flattened into this object and reachable as fields
+/// through `Deref`) plus what the harness did before the wire.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct WireDirection {
-    /// Frames put on the link.
-    pub sent: u64,
-    /// Frame copies handed to the receiver.
-    pub delivered: u64,
-    /// Bytes of those frames (Ethernet header included).
-    pub delivered_bytes: u64,
-    /// Frames lost at random.
-    pub dropped_loss: u64,
-    /// Frame copies dropped at the full bottleneck queue.
-    pub dropped_queue: u64,
-    /// Frame copies dropped at the simulator's in-flight bound.
-    pub dropped_overflow: u64,
-    /// Frames duplicated.
-    pub duplicated: u64,
-    /// Frame copies that arrived after a later one.
-    pub reordered: u64,
-    /// Frame copies with a flipped bit.
-    pub corrupted: u64,
+    /// The simulated link's counters for this direction.
+    #[serde(flatten)]
+    pub link: LinkStats,
     /// Data segments the harness dropped on purpose (`drop_segments`), before the wire.
     pub dropped_by_harness: u64,
 }
 
 impl WireDirection {
-    pub(crate) fn new(s: LinkStats, dropped_by_harness: u64) -> WireDirection {
+    pub(crate) fn new(link: LinkStats, dropped_by_harness: u64) -> WireDirection {
         WireDirection {
-            sent: s.sent,
-            delivered: s.delivered,
-            delivered_bytes: s.delivered_bytes,
-            dropped_loss: s.dropped_loss,
-            dropped_queue: s.dropped_queue,
-            dropped_overflow: s.dropped_overflow,
-            duplicated: s.duplicated,
-            reordered: s.reordered,
-            corrupted: s.corrupted,
+            link,
             dropped_by_harness,
         }
+    }
+}
+
+impl std::ops::Deref for WireDirection {
+    type Target = LinkStats;
+
+    fn deref(&self) -> &LinkStats {
+        &self.link
     }
 }
 

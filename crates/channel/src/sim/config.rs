@@ -32,7 +32,14 @@ pub const DEFAULT_IN_FLIGHT_LIMIT: usize = 16 * 1024;
 /// assert_eq!(lossy.loss_probability(), 0.01);
 /// assert!(LinkConfig::default().is_perfect());
 /// ```
+///
+/// With the `serde` feature it (de)serialises as its knobs by name (durations as serde's
+/// `{secs, nanos}`); a document may leave knobs out (they take the defaults), and
+/// deserialising goes through the builder methods, so values out of range are clamped
+/// as they are here and no document can make the simulator panic.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(from = "de::Knobs"))]
 pub struct LinkConfig {
     pub(crate) loss: f64,
     pub(crate) burst_enter: f64,
@@ -67,6 +74,79 @@ impl Default for LinkConfig {
             queue_limit_frames: None,
             queue_limit_bytes: None,
             in_flight_limit: DEFAULT_IN_FLIGHT_LIMIT,
+        }
+    }
+}
+
+/// Deserialising a [`LinkConfig`]: the same knobs as plain public fields, turned into
+/// a configuration by the builder methods, which clamp (the only way in, so the
+/// clamping invariant holds for deserialised configurations too).
+#[cfg(feature = "serde")]
+mod de {
+    use std::time::Duration;
+
+    use super::LinkConfig;
+
+    /// [`LinkConfig`]'s fields as they appear in a document; missing ones take the
+    /// defaults of a perfect wire.
+    #[derive(serde::Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    pub(super) struct Knobs {
+        loss: f64,
+        burst_enter: f64,
+        burst_exit: f64,
+        duplicate: f64,
+        corrupt: f64,
+        reorder: f64,
+        reorder_delay: Duration,
+        delay: Duration,
+        jitter: Duration,
+        rate_bps: Option<u64>,
+        overhead_len: usize,
+        queue_limit_frames: Option<usize>,
+        queue_limit_bytes: Option<usize>,
+        in_flight_limit: usize,
+    }
+
+    impl Default for Knobs {
+        fn default() -> Self {
+            let d = LinkConfig::default();
+            Knobs {
+                loss: d.loss,
+                burst_enter: d.burst_enter,
+                burst_exit: d.burst_exit,
+                duplicate: d.duplicate,
+                corrupt: d.corrupt,
+                reorder: d.reorder,
+                reorder_delay: d.reorder_delay,
+                delay: d.delay,
+                jitter: d.jitter,
+                rate_bps: d.rate_bps,
+                overhead_len: d.overhead_len,
+                queue_limit_frames: d.queue_limit_frames,
+                queue_limit_bytes: d.queue_limit_bytes,
+                in_flight_limit: d.in_flight_limit,
+            }
+        }
+    }
+
+    impl From<Knobs> for LinkConfig {
+        fn from(k: Knobs) -> Self {
+            let mut c = LinkConfig::new()
+                .loss(k.loss)
+                .burst_loss(k.burst_enter, k.burst_exit)
+                .duplicate(k.duplicate)
+                .corrupt(k.corrupt)
+                .reorder(k.reorder)
+                .reorder_delay(k.reorder_delay)
+                .delay(k.delay)
+                .jitter(k.jitter)
+                .rate_bps(k.rate_bps.unwrap_or(0))
+                .overhead_len(k.overhead_len)
+                .in_flight_limit(k.in_flight_limit);
+            c.queue_limit_frames = k.queue_limit_frames;
+            c.queue_limit_bytes = k.queue_limit_bytes;
+            c
         }
     }
 }

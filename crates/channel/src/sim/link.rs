@@ -21,6 +21,7 @@ use super::config::LinkConfig;
 /// `sent - dropped_loss + duplicated = delivered + dropped_queue + dropped_overflow +
 /// in_flight`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LinkStats {
     /// Frames the sender put on this link.
     pub sent: u64,
