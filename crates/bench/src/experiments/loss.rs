@@ -39,18 +39,16 @@
 //! test's own CPU (this process minus the in-process peer thread), as in hurd-tcp.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr};
+use std::io;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use ulnet::net::TcpStream;
 use ulnet::runtime::Backend;
-use ulnet_apps::pattern;
 
 use super::hurd_tcp::transfer::{
-    close_stack, finish, join, open_stack, timed_sink, ulnet_rx, UlnetStack,
+    close_stack, finish, join, open_stack, send_pattern, timed_sink, ulnet_rx, UlnetStack,
 };
-use super::hurd_tcp::{IDLE_LIMIT, IO_CHUNK};
 use super::{load, Experiment};
 use crate::harness::{io_err, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU, SUT_CPU};
 use crate::results::{ExperimentResult, Metric, PlotKind, PlotView, SystemKind, TableView, View};
@@ -191,19 +189,7 @@ fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::Result<Metri
     let sink = timed_sink(b, at, LOAD_CPU)?;
     let sent = (|| -> io::Result<ulnet::net::TcpInfo> {
         let mut s = TcpStream::connect_timeout(&u.stack, &at, Duration::from_secs(10))?;
-        s.set_write_timeout(Some(IDLE_LIMIT))?;
-        s.set_read_timeout(Some(IDLE_LIMIT))?;
-        let mut off = 0u64;
-        while off < bytes {
-            let n = (bytes - off).min(IO_CHUNK as u64) as usize;
-            s.write_all(pattern::slice(off, n))?;
-            off += n as u64;
-        }
-        s.shutdown(Shutdown::Write)?;
-        // The peer closes once it has read everything: by then every byte is
-        // acknowledged and the counters are final.
-        let mut buf = [0u8; 64];
-        while s.read(&mut buf)? > 0 {}
+        send_pattern(&mut s, bytes)?;
         s.info()
     })();
     if sent.is_err() {

@@ -552,19 +552,7 @@ pub(super) fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::R
     let sink = timed_sink(b, at, LOAD_CPU)?;
     let sent = (|| -> io::Result<u64> {
         let mut s = TcpStream::connect_timeout(&u.stack, &at, Duration::from_secs(5))?;
-        s.set_write_timeout(Some(IDLE_LIMIT))?;
-        s.set_read_timeout(Some(IDLE_LIMIT))?;
-        let mut off = 0u64;
-        while off < bytes {
-            let n = (bytes - off).min(IO_CHUNK as u64) as usize;
-            s.write_all(pattern::slice(off, n))?;
-            off += n as u64;
-        }
-        s.shutdown(Shutdown::Write)?;
-        // The peer closes once it has read everything.
-        let mut buf = [0u8; 64];
-        while s.read(&mut buf)? > 0 {}
-        Ok(off)
+        send_pattern(&mut s, bytes)
     })();
     if sent.is_err() {
         // Resets nothing gracefully, but the peer's idle timeout bounds its wait.
@@ -626,6 +614,24 @@ pub(super) fn engine_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<(Metr
         cpu,
     )?;
     Ok((m, mode))
+}
+
+/// Writes `bytes` of the test pattern to `s` in [`IO_CHUNK`] writes, half-closes, and
+/// waits for the peer to close (it does once it has read everything, so every byte is
+/// acknowledged and the connection's counters are final). Returns the bytes written.
+pub(crate) fn send_pattern(s: &mut TcpStream, bytes: u64) -> io::Result<u64> {
+    s.set_write_timeout(Some(IDLE_LIMIT))?;
+    s.set_read_timeout(Some(IDLE_LIMIT))?;
+    let mut off = 0u64;
+    while off < bytes {
+        let n = (bytes - off).min(IO_CHUNK as u64) as usize;
+        s.write_all(pattern::slice(off, n))?;
+        off += n as u64;
+    }
+    s.shutdown(Shutdown::Write)?;
+    let mut buf = [0u8; 64];
+    while s.read(&mut buf)? > 0 {}
+    Ok(off)
 }
 
 #[cfg(test)]
