@@ -83,6 +83,9 @@ impl Profile {
     /// The profile of `kind`.
     pub fn new(kind: ProfileKind) -> Profile {
         let mut config = TcpConfig::default();
+        // packetdrill's tun device has an Ethernet MTU; the engine runs here without an
+        // interface to lower its MTU to the link's.
+        config.mtu = 1500;
         match kind {
             ProfileKind::Neutral => Profile {
                 kind,

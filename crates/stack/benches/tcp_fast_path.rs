@@ -40,7 +40,10 @@ fn seg(seq: u32, ack: u32, flags: TcpFlags, tsval: u32, payload: &[u8]) -> TcpRe
 /// A connection in ESTABLISHED driven by a scripted peer; returns the engine, the socket
 /// and our ISS. Timestamps and SACK are on, as with a Linux peer.
 fn established(now: Instant) -> (Tcp, SocketHandle, u32) {
-    let mut tcp = Tcp::new(TcpConfig::default(), [9; 16]);
+    // No interface caps the MTU here: an Ethernet link's.
+    let mut cfg = TcpConfig::default();
+    cfg.mtu = 1500;
+    let mut tcp = Tcp::new(cfg, [9; 16]);
     let l = tcp.listen(SocketAddr::new(our_ip(), 80), 4).unwrap();
     let mut syn = seg(1000, 0, TcpFlags::SYN, 1, &[]);
     syn.options.mss = Some(1460);

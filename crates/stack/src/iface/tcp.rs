@@ -80,7 +80,12 @@ impl Interface {
 
     /// Attaches the TCP layer; segments to us go to it from now on, and
     /// [`egress`](Self::egress) runs its `dispatch`. Returns the previous one.
-    pub fn set_tcp(&mut self, tcp: Tcp) -> Option<Tcp> {
+    ///
+    /// The layer's MTU ([`TcpConfig::mtu`](crate::tcp::TcpConfig::mtu)) is lowered to this
+    /// interface's, so the MSS we offer is what the link carries (RFC 9293 §3.7.1) and a
+    /// jumbo link gets jumbo segments without a second setting.
+    pub fn set_tcp(&mut self, mut tcp: Tcp) -> Option<Tcp> {
+        tcp.cap_mtu(self.core.config.mtu);
         self.tcp.replace(tcp)
     }
 

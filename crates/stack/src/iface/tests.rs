@@ -473,3 +473,43 @@ fn port_unreachable_reaches_tcp_through_the_interface() {
     assert_eq!(i.stats().icmp_errors_delivered, 1);
     assert_eq!(i.stats().icmp_errors_unclaimed, 1);
 }
+
+/// The MSS we offer follows the link: a default `TcpConfig` on a 9000-byte interface
+/// offers 8960 (RFC 9293 §3.7.1: MTU less 40), on 1500 it offers 1460, and a lower
+/// `TcpConfig::mtu` still caps it. (A default of 1500 once kept jumbo links at 1460.)
+#[test]
+fn syn_mss_follows_the_interface_mtu() {
+    use crate::tcp::{Tcp, TcpConfig};
+    use ulnet_wire::{TcpOptions, TcpPacket};
+    let offered = |link_mtu: usize, cap: Option<usize>| -> u16 {
+        let config = InterfaceConfig::new(US)
+            .address(IpCidr::new(IpAddr::V4(OUR_IP), 24).unwrap())
+            .mtu(link_mtu);
+        let mut i = Interface::new(config).unwrap();
+        i.add_static_neighbor(IpAddr::V4(PEER_IP), PEER).unwrap();
+        let mut cfg = TcpConfig::default();
+        if let Some(c) = cap {
+            cfg.mtu = c;
+        }
+        i.set_tcp(Tcp::new(cfg, [7; 16]));
+        let now = Instant::from_secs(1);
+        let local = SocketAddr::new(IpAddr::V4(OUR_IP), 40000);
+        let remote = SocketAddr::new(IpAddr::V4(PEER_IP), 80);
+        i.tcp_mut().unwrap().connect(now, local, remote).unwrap();
+        let mut syn = Vec::new();
+        i.egress(now, &mut |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+            let mut b = vec![0u8; len];
+            fill(&mut b);
+            syn = b;
+            true
+        });
+        let seg = TcpPacket::new_checked(&syn[34..]).unwrap();
+        TcpOptions::parse(seg.options())
+            .unwrap()
+            .mss
+            .expect("the SYN carries an MSS option")
+    };
+    assert_eq!(offered(1500, None), 1460);
+    assert_eq!(offered(9000, None), 8960);
+    assert_eq!(offered(9000, Some(4000)), 3960);
+}

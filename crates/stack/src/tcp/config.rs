@@ -27,8 +27,11 @@ pub struct TcpConfig {
     pub send_buffer_len: usize,
     /// Receive buffer size per connection, in bytes (the largest window we advertise).
     pub recv_buffer_len: usize,
-    /// The path MTU (IP header included) used to derive our MSS. Per-connection paths may
-    /// lower it with [`Tcp::set_path_mtu`](super::Tcp::set_path_mtu).
+    /// The largest path MTU (IP header included) used to derive our MSS. The default is the
+    /// largest IP packet, so the link decides: attaching the layer to an interface
+    /// ([`Interface::set_tcp`](crate::iface::Interface::set_tcp)) lowers it to the
+    /// interface's MTU. Set it lower to cap the MSS below the link's. Per-connection paths
+    /// may lower it further with [`Tcp::set_path_mtu`](super::Tcp::set_path_mtu).
     pub mtu: usize,
     /// Send window scaling (RFC 7323 §2) when the peer agrees.
     pub window_scaling: bool,
@@ -103,7 +106,7 @@ impl Default for TcpConfig {
         TcpConfig {
             send_buffer_len: 256 * 1024,
             recv_buffer_len: 256 * 1024,
-            mtu: 1500,
+            mtu: 65535,
             window_scaling: true,
             timestamps: true,
             sack: true,

@@ -218,9 +218,15 @@ impl RecvSeq {
             return w as u16;
         }
         let shift = self.wscale;
-        // Round up so the right edge we already offered is not taken back.
-        let field = wnd.div_ceil(1 << shift).min(u32::from(u16::MAX));
-        let edge = self.nxt + (field << shift).min(wnd.max(self.wnd()));
+        // Round down: the peer may send up to the field times 2^shift, so rounding up would
+        // offer bytes the buffer cannot hold and the tail of a window-filling segment would
+        // be trimmed and resent (seen with 9000-byte segments: 4 bytes cut from a segment
+        // that filled a 2656-byte window, then 13 duplicate ACKs until the peer resent
+        // them). An edge already offered stays ours to honour (`adv` keeps it) even when
+        // the rounded field shows it up to 2^shift - 1 bytes short: RFC 7323 §2.4 expects
+        // that apparent shrinking and senders tolerate it.
+        let field = (wnd >> shift).min(u32::from(u16::MAX));
+        let edge = self.nxt + (field << shift);
         if edge.diff(self.adv) > 0 {
             self.adv = edge;
         }
@@ -287,6 +293,32 @@ mod tests {
         r.advance(4000);
         r.take_window_field(false, room(0));
         assert_eq!(r.wnd(), 6000);
+    }
+
+    /// With a window scale the field is rounded down, so the peer is never offered a byte
+    /// the buffer cannot hold; an edge already offered stays recorded.
+    #[test]
+    fn scaled_field_never_offers_more_than_the_room() {
+        let mut r = RecvSeq::new(8948);
+        r.sync(SeqNumber(1000));
+        r.set_wscale(3);
+        // 2652 bytes of room: 331 units of 8 offer 2648, never 332 (2656).
+        let field = r.take_window_field(false, room(2652));
+        assert_eq!(field, 331);
+        assert!(u32::from(field) << 3 <= 2652);
+        assert_eq!(r.wnd(), 2648);
+        // Room below one unit: a zero window, not one unit the buffer lacks.
+        let mut z = RecvSeq::new(8948);
+        z.sync(SeqNumber(0));
+        z.set_wscale(3);
+        assert_eq!(z.take_window_field(false, room(7)), 0);
+        // An edge offered unscaled (the SYN-ACK) at an odd offset is not taken back.
+        let mut e = RecvSeq::new(536);
+        e.sync(SeqNumber(0));
+        e.take_window_field(true, room(10_003));
+        e.set_wscale(3);
+        assert_eq!(e.take_window_field(false, room(10_003)), 1250);
+        assert_eq!(e.wnd(), 10_003);
     }
 
     #[test]

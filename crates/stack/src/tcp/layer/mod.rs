@@ -144,6 +144,11 @@ impl Tcp {
         }
     }
 
+    /// Lowers the MTU our MSS derives from to `mtu` (the interface's), never raising it.
+    pub(crate) fn cap_mtu(&mut self, mtu: usize) {
+        self.cfg.mtu = self.cfg.mtu.min(mtu);
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &TcpConfig {
         &self.cfg

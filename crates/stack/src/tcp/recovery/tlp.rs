@@ -27,10 +27,12 @@ use super::{Recovery, Sender};
 /// the PTO when only one segment is in flight (the receiver may hold its ACK that long).
 pub(crate) const WORST_CASE_DELACK: Duration = Duration::from_millis(200);
 
-/// Floor on the PTO. RFC 8985 §7.2 sets none, but a PTO of 2*SRTT on a path of a few
-/// microseconds would fire on scheduling jitter alone; Linux adds `TCP_TIMEOUT_MIN`
-/// (2 ms) to its PTO for the same reason.
-const PTO_MIN: Duration = Duration::from_millis(2);
+/// Slack added to 2*SRTT. RFC 8985 §7.2 sets none, but a PTO of 2*SRTT on a path of a
+/// few microseconds fires on scheduling jitter alone: a receiver whose application holds
+/// the socket lock ACKs in bursts milliseconds apart (seen on veth: a probe every 2 ms,
+/// each one answered by a D-SACK). Linux adds `TCP_TIMEOUT_MIN` (2 jiffies) to 2*SRTT
+/// for the same reason; this adds 2 ms.
+const PTO_SLACK: Duration = Duration::from_millis(2);
 
 /// RFC 8985 §7.2: the PTO before any RTT sample.
 const PTO_NO_RTT: Duration = Duration::from_secs(1);
@@ -91,7 +93,9 @@ impl Recovery {
                 } else {
                     Duration::ZERO
                 };
-                srtt.saturating_mul(2).max(PTO_MIN).saturating_add(extra)
+                srtt.saturating_mul(2)
+                    .saturating_add(PTO_SLACK)
+                    .saturating_add(extra)
             }
             None => PTO_NO_RTT,
         };
