@@ -15,6 +15,8 @@
 //!   `TcpStream::connect` + `write_all`), its loop sleeping in `poll(2)`, over AF_XDP
 //!   (multi-buffer at MTU 9000), AF_PACKET or a TAP device. With TAP the peer reaches
 //!   ulnet through A's kernel, which forwards between the veth and the TAP device.
+//! - `ulnet-xdp-tokio`: the same over AF_XDP with the application on tokio (ulnet's
+//!   async sockets on a current-thread runtime), for applications written that way.
 //! - `ulnet-xdp-engine` (receive at MTU 1500 only): the discard app inside ulnet's loop,
 //!   no socket API (engine only), as the old `tcp_rx` scenario measured it.
 //!
@@ -90,10 +92,11 @@ const ULNET_XDP: &str = "ulnet-xdp";
 const ULNET_PACKET: &str = "ulnet-packet";
 const ULNET_TAP: &str = "ulnet-tap";
 const ULNET_ENGINE: &str = "ulnet-xdp-engine";
+const ULNET_TOKIO: &str = "ulnet-xdp-tokio";
 const IPERF3: &str = "iperf3-kernel";
 
 /// Every system, in alternation order (kernel, ulnet, kernel, ulnet, ...).
-const SYSTEMS: [Sys; 7] = [
+const SYSTEMS: [Sys; 8] = [
     Sys {
         id: KERNEL_NOOFF,
         label: "kernel, offloads off",
@@ -135,6 +138,13 @@ const SYSTEMS: [Sys; 7] = [
         kind: SystemKind::Kernel,
         engine_only: false,
         backend: None,
+    },
+    Sys {
+        id: ULNET_TOKIO,
+        label: "ulnet, AF_XDP, tokio",
+        kind: SystemKind::Ulnet,
+        engine_only: false,
+        backend: Some(Backend::Xdp),
     },
     Sys {
         id: ULNET_ENGINE,
@@ -196,6 +206,7 @@ fn cases(plan: &Plan) -> Vec<CaseSpec> {
             KERNEL_DEFAULT,
             ULNET_PACKET,
             ULNET_TAP,
+            ULNET_TOKIO,
             ULNET_ENGINE,
             IPERF3,
         ]
@@ -209,9 +220,10 @@ fn cases(plan: &Plan) -> Vec<CaseSpec> {
             KERNEL_DEFAULT,
             ULNET_PACKET,
             ULNET_TAP,
+            ULNET_TOKIO,
         ]
     };
-    let jumbo: &[&str] = &[KERNEL_NOOFF, ULNET_XDP, KERNEL_DEFAULT];
+    let jumbo: &[&str] = &[KERNEL_NOOFF, ULNET_XDP, KERNEL_DEFAULT, ULNET_TOKIO];
     let mut v = vec![
         case("rx-1500", 1500, false, bytes, keep(rx_1500)),
         case("tx-1500", 1500, true, bytes, keep(tx_1500)),
@@ -317,6 +329,14 @@ fn declare_systems(ctx: &mut Ctx<'_>, used: &[&'static str], cc: &str) {
                 ("offloads", "off at both veth ends, as the kernel offloads-off row".into()),
                 ("purpose", "an independent check of the kernel offloads-off row's rate, by a tool no one here wrote".into()),
             ],
+            ULNET_TOKIO => {
+                let mut v = ulnet_setup(Backend::Xdp);
+                v[0] = (
+                    "API",
+                    "ulnet::net async sockets on a current-thread tokio runtime (the application's only task): rx: TcpListener::accept_async + AsyncReadExt::read of 64 KiB, every byte checked; tx: TcpStream::connect_async + AsyncWriteExt::write_all of 64 KiB, shutdown, read to EOF".into(),
+                );
+                v
+            }
             _ => ulnet_setup(s.backend.expect("ulnet rows have a backend")),
         };
         ctx.system(s.id, s.label, s.kind, s.engine_only, &setup);
@@ -374,10 +394,11 @@ fn run_mtu(ctx: &mut Ctx<'_>, mtu: u32, specs: &[CaseSpec], port: &mut u16) -> i
             learnt
                 .borrow_mut()
                 .insert((s.id, format!("mode, MTU {mtu}")), u.mode.clone());
-            let r = if spec.tx {
-                ulnet_tx(&u, tb.b(), port, spec.bytes)
-            } else {
-                ulnet_rx(&u, tb.b(), port, spec.bytes)
+            let r = match (spec.tx, id == ULNET_TOKIO) {
+                (true, false) => ulnet_tx(&u, tb.b(), port, spec.bytes),
+                (false, false) => ulnet_rx(&u, tb.b(), port, spec.bytes),
+                (true, true) => ulnet_tx_tokio(&u, tb.b(), port, spec.bytes),
+                (false, true) => ulnet_rx_tokio(&u, tb.b(), port, spec.bytes),
             };
             let closed = close_stack(&tb, u);
             let m = r?;

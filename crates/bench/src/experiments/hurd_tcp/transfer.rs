@@ -565,6 +565,103 @@ pub(super) fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::R
     finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
 }
 
+/// A current-thread tokio runtime for one application thread, as a small async service
+/// would run: the task is the only one, so every wake-up goes to it.
+fn tokio_rt() -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+}
+
+/// An async operation bounded by [`IDLE_LIMIT`], as the blocking rows bound theirs with
+/// socket timeouts.
+async fn idle_bounded<T>(f: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {
+    tokio::time::timeout(IDLE_LIMIT, f)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "transfer idle too long"))?
+}
+
+/// As [`ulnet_rx`], with the application on tokio: `accept_async`, then
+/// `AsyncReadExt::read` of 64 KiB on a current-thread runtime.
+pub(super) fn ulnet_rx_tokio(
+    u: &UlnetStack,
+    b: &Side,
+    port: u16,
+    bytes: u64,
+) -> io::Result<Metrics> {
+    use tokio::io::AsyncReadExt;
+    let at = SocketAddr::new(u.ip, port);
+    let listener = TcpListener::bind(&u.stack, at)?;
+    let w = Window::start()?;
+    let reader = std::thread::spawn(move || -> io::Result<(u64, bool, RateWindows)> {
+        tokio_rt()?.block_on(async move {
+            let (mut s, _) = idle_bounded(listener.accept_async()).await?;
+            let mut buf = vec![0u8; IO_CHUNK];
+            let mut rates = RateWindows::new(PEAK_WINDOW);
+            let (mut off, mut ok) = (0u64, true);
+            loop {
+                let n = idle_bounded(AsyncReadExt::read(&mut s, &mut buf)).await?;
+                if n == 0 {
+                    break;
+                }
+                rates.record(n);
+                ok &= pattern::matches(off, &buf[..n]);
+                off += n as u64;
+            }
+            drop(s);
+            Ok((off, ok, rates))
+        })
+    });
+    let sent = load::tcp_send(&b.ns, at, bytes).and_then(|s| join(s, "sender"));
+    if sent.is_err() {
+        let _ = u.stack.stop();
+    }
+    let got = join(reader, "ulnet tokio reader");
+    let sent = sent?;
+    let (got, ok, rates) = got?;
+    let cpu = w.finish(sent.cpu)?;
+    finish(bytes, got, ok, rates.rates(), cpu)
+}
+
+/// As [`ulnet_tx`], with the application on tokio: `connect_async`, then
+/// `AsyncWriteExt::write_all` of 64 KiB pieces, a half-close, and a read until the peer
+/// closes, on a current-thread runtime.
+pub(super) fn ulnet_tx_tokio(
+    u: &UlnetStack,
+    b: &Side,
+    port: u16,
+    bytes: u64,
+) -> io::Result<Metrics> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let at = SocketAddr::new(b.ip, port);
+    let w = Window::start()?;
+    let sink = timed_sink(b, at, LOAD_CPU)?;
+    let stack = u.stack.clone();
+    let sent = tokio_rt().and_then(|rt| {
+        rt.block_on(async move {
+            let mut s = idle_bounded(TcpStream::connect_async(&stack, at)).await?;
+            let mut off = 0u64;
+            while off < bytes {
+                let n = (bytes - off).min(IO_CHUNK as u64) as usize;
+                idle_bounded(AsyncWriteExt::write_all(&mut s, pattern::slice(off, n))).await?;
+                off += n as u64;
+            }
+            idle_bounded(AsyncWriteExt::shutdown(&mut s)).await?;
+            let mut buf = [0u8; 64];
+            while idle_bounded(AsyncReadExt::read(&mut s, &mut buf)).await? > 0 {}
+            Ok(off)
+        })
+    });
+    if sent.is_err() {
+        let _ = u.stack.stop();
+    }
+    let got = join(sink, "peer receiver");
+    sent?;
+    let (got, rates) = got?;
+    let cpu = w.finish(got.done.cpu)?;
+    finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
+}
+
 /// The peer in B sends to ulnet's discard app running inside the loop (engine only).
 pub(super) fn engine_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<(Metrics, String)> {
     let a = tb.a();
