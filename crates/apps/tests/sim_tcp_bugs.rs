@@ -16,6 +16,11 @@ use ulnet_apps::sim::{run_tcp, CwndSample, TcpSimOptions};
 /// take 1.66 s (51 Mb/s) where the 256 KB window allows about 100 Mb/s.
 /// Reproduce: `ulnet sim tcp --bytes 10M --rtt 20ms --static-arp --cwnd-trace c.csv
 /// --pcap-b b.pcap` (b.pcap: one ACK per burst of 10-16 data segments).
+///
+/// Since then the receiver acknowledges once per receive batch again, on purpose (as
+/// Linux's GRO receiver does per aggregate; it halves the frames a bulk receiver sends),
+/// and the fix moved to the sender: slow start counts every byte a stretch ACK covers
+/// (no RFC 3465 L limit, as Linux's `tcp_slow_start`), so the window still doubles.
 #[test]
 fn slow_start_doubles_per_rtt_when_a_window_arrives_in_one_batch() {
     let mut o = TcpSimOptions {

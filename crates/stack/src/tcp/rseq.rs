@@ -143,6 +143,15 @@ impl RecvSeq {
         self.nxt.distance_from(self.last_ack_sent) > u32::from(self.mss)
     }
 
+    /// So many bytes arrived since our last ACK that the ACK cannot wait for the end of
+    /// the receive batch: a quarter of the largest window we offered, and at least two
+    /// full segments.
+    #[inline]
+    pub(crate) fn unacked_over_stretch(&self) -> bool {
+        let limit = (self.wnd_max / 4).max(2 * u32::from(self.mss));
+        self.nxt.distance_from(self.last_ack_sent) >= limit
+    }
+
     /// A segment carrying ACK = RCV.NXT is going out.
     #[inline]
     pub(crate) fn note_ack_sent(&mut self) {
@@ -215,6 +224,7 @@ impl RecvSeq {
             // RFC 7323 §2.2: the window in a SYN is never scaled.
             let w = wnd.min(u32::from(u16::MAX));
             self.adv = self.nxt + w;
+            self.wnd_max = self.wnd_max.max(w);
             return w as u16;
         }
         let shift = self.wscale;

@@ -265,9 +265,6 @@ fn initial_window(mss: usize, iw_segments: usize) -> usize {
     }
 }
 
-/// RFC 3465 §2.2 limit L on the slow-start increase per ACK, in segments.
-const ABC_LIMIT_SEGMENTS: usize = 2;
-
 impl Common {
     fn new(mss: usize, iw_segments: usize) -> Self {
         let mss = clamp_mss(mss);
@@ -286,16 +283,20 @@ impl Common {
         self.last_event = Some(self.last_event.map_or(now, |t| t.max(now)));
     }
 
-    /// RFC 5681 §3.1 slow start with RFC 3465 ABC (L = 2*SMSS). Stops at `ssthresh` and
-    /// returns the acknowledged bytes left over for congestion avoidance; bytes beyond
-    /// L count for neither (RFC 3465 §2.2: one ACK is worth at most L).
+    /// RFC 5681 §3.1 slow start with RFC 3465 byte counting: cwnd grows by every byte an
+    /// ACK newly acknowledges, up to `ssthresh`; returns the bytes left over for congestion
+    /// avoidance.
+    ///
+    /// No per-ACK limit L (RFC 3465 §2.2 suggests 2*SMSS): receivers that acknowledge an
+    /// aggregate at once (Linux with GRO, ulnet once per receive batch) send stretch ACKs,
+    /// and with L = 2*SMSS slow start then adds two segments per round trip instead of
+    /// doubling (ulnet's simulator showed cwnd 10, 12, 14, ... segments). Linux counts
+    /// every acknowledged segment in slow start for the same reason (`tcp_slow_start`).
     fn slow_start(&mut self, newly_acked: usize) -> usize {
-        let limit = ABC_LIMIT_SEGMENTS.saturating_mul(self.mss);
-        let inc = newly_acked.min(limit);
         let room = self.ssthresh.saturating_sub(self.cwnd);
-        let grow = inc.min(room);
+        let grow = newly_acked.min(room);
         self.cwnd = self.cwnd.saturating_add(grow);
-        inc - grow
+        newly_acked - grow
     }
 
     /// RFC 7661 §4.3: the window grows only while the sender uses it, i.e. at least half
@@ -394,9 +395,10 @@ mod tests {
                 match e {
                     Ev::Ack(t, a, f, r) => {
                         c.on_ack(Instant::from_micros(t), a, f, r.map(Duration::from_micros));
-                        // Slow start's L = 2*SMSS, plus one SMSS of congestion
-                        // avoidance with the leftover; CUBIC at most to 1.5 cwnd.
-                        let cap = before + (3 * c.mss()).max(before / 2 + 2 * c.mss());
+                        // Slow start grows by at most the bytes acknowledged, plus
+                        // one SMSS of congestion avoidance with the leftover; CUBIC at
+                        // most to 1.5 cwnd.
+                        let cap = before + a + (3 * c.mss()).max(before / 2 + 2 * c.mss());
                         prop_assert!(c.cwnd() <= cap, "{} -> {}", before, c.cwnd());
                     }
                     Ev::Congestion(t, f) => {

@@ -152,11 +152,17 @@ mod tests {
     }
 
     #[test]
-    fn abc_limits_stretch_acks() {
+    fn stretch_acks_count_in_full_in_slow_start() {
         let mut c = NewReno::new(MSS, 10);
-        // One ACK for 8 segments grows cwnd by at most L = 2*SMSS (RFC 3465 §2.2).
+        // One ACK for 8 segments (a GRO or per-batch receiver) grows cwnd by 8 SMSS, as
+        // eight ACKs of one would: slow start still doubles per round trip.
         c.on_ack(Instant::ZERO, 8 * MSS, 10 * MSS, None);
-        assert_eq!(c.cwnd(), 12 * MSS);
+        assert_eq!(c.cwnd(), 18 * MSS);
+        // Never past ssthresh in slow start.
+        let mut d = NewReno::new(MSS, 10);
+        d.on_rto(Instant::ZERO, 10 * MSS);
+        d.on_ack(Instant::ZERO, 100 * MSS, MSS, None);
+        assert!(d.cwnd() <= d.ssthresh() + MSS, "{}", d.cwnd());
     }
 
     #[test]
