@@ -14,7 +14,7 @@ use ulnet_stack::time::Instant;
 
 use super::echo::{bind_udp, AppError};
 use super::pattern;
-use super::server::{Next, ServerStats, Session, TcpServer};
+use super::server::{Limits, Next, ServerStats, Session, TcpServer};
 use ulnet::runtime::App;
 
 /// Totals of a sink or source.
@@ -76,7 +76,7 @@ impl Discard {
     /// The port is taken or the socket set is full.
     pub fn new(iface: &mut Interface, local: SocketAddr) -> Result<Discard, AppError> {
         let udp = bind_udp(iface, local)?;
-        let mut tcp = TcpServer::new(local, 4096);
+        let mut tcp = TcpServer::new(local, Limits::default());
         if let Some(t) = iface.tcp_mut() {
             tcp.listen(t)?;
         }
@@ -121,6 +121,10 @@ impl App for Discard {
                     stats.tcp_pattern_ok += u64::from(s.pattern_ok && s.bytes > 0);
                 });
         }
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        // Idle timeouts (issue 13) fire without any event.
+        self.tcp.poll_at()
     }
 }
 
@@ -183,7 +187,7 @@ impl Chargen {
         limit: Option<u64>,
     ) -> Result<Chargen, AppError> {
         let udp = bind_udp(iface, local)?;
-        let mut tcp = TcpServer::new(local, 4096);
+        let mut tcp = TcpServer::new(local, Limits::default());
         if let Some(t) = iface.tcp_mut() {
             tcp.listen(t)?;
         }
@@ -229,5 +233,9 @@ impl App for Chargen {
                 &mut |s| stats.tcp_bytes += s.bytes,
             );
         }
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        // Idle timeouts (issue 13) fire without any event.
+        self.tcp.poll_at()
     }
 }
