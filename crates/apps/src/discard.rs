@@ -97,6 +97,11 @@ impl Discard {
         s
     }
 
+    /// Replaces the TCP connection limits (default [`Limits::default`]).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.tcp.set_limits(limits);
+    }
+
     /// TCP server counters.
     pub fn tcp_stats(&self) -> ServerStats {
         self.tcp.stats()
@@ -207,6 +212,16 @@ impl Chargen {
             s.tcp_bytes += sess.bytes;
         }
         s
+    }
+
+    /// Replaces the TCP connection limits (default [`Limits::default`]).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.tcp.set_limits(limits);
+    }
+
+    /// TCP server counters.
+    pub fn tcp_stats(&self) -> ServerStats {
+        self.tcp.stats()
     }
 }
 

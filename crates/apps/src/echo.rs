@@ -103,6 +103,11 @@ impl Echo {
         self.stats
     }
 
+    /// Replaces the TCP connection limits (default [`Limits::default`]).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.tcp.set_limits(limits);
+    }
+
     /// TCP counters.
     pub fn tcp_stats(&self) -> ServerStats {
         self.tcp.stats()

@@ -181,6 +181,11 @@ impl<S: Session> TcpServer<S> {
         self.limits
     }
 
+    /// Changes the limits; open sessions over a new limit are kept, later accepts obey it.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// Open sessions.
     pub fn sessions(&self) -> impl Iterator<Item = &S> {
         self.sessions.values().map(|e| &e.s)
