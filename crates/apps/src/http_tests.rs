@@ -55,6 +55,57 @@ fn request_heads_parse_or_are_refused() {
     assert_eq!(parse(&many), Err(431));
 }
 
+/// Heads to mutate: valid ones of each shape the parser accepts.
+const SEEDS: [&[u8]; 4] = [
+    b"GET /bytes/10 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    b"HEAD http://h/a%20b?q HTTP/1.0\nConnection: keep-alive\n\n",
+    b"GET / HTTP/1.1\r\nContent-Length: 0\r\nX: y\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+    b"OPTIONS * HTTP/1.1\r\n\r\n",
+];
+
+proptest::proptest! {
+    /// Whatever the bytes, the request path never panics, a complete head is a prefix of
+    /// the input that parses the same on its own, its path is origin-form, and no NUL
+    /// survives into a head that is accepted.
+    #[test]
+    fn any_request_head_is_parsed_or_refused(
+        seed in 0usize..SEEDS.len(),
+        edits in proptest::collection::vec((0usize..256, 0u8..6, proptest::num::u8::ANY), 0..6),
+        tail in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+    ) {
+        let mut buf = SEEDS[seed].to_vec();
+        for (at, kind, b) in edits {
+            let at = at % (buf.len() + 1);
+            match kind {
+                0 => buf.insert(at, b),
+                1 if at < buf.len() => buf[at] = b,
+                2 if at < buf.len() => { buf.remove(at); }
+                3 => buf.insert(at, [0, b'\r', b'\n', b' ', b':', b'\t'][usize::from(b) % 6]),
+                4 => buf.truncate(at),
+                _ => {}
+            }
+        }
+        buf.extend_from_slice(&tail);
+        match parse(&buf) {
+            Ok(Some((len, method, close, target))) => {
+                proptest::prop_assert!(len <= buf.len());
+                proptest::prop_assert!(!buf[..len].contains(&0), "NUL accepted");
+                proptest::prop_assert!(target.starts_with('/') || method == Method::Other);
+                proptest::prop_assert_eq!(
+                    parse(&buf[..len]),
+                    Ok(Some((len, method, close, target)))
+                );
+            }
+            Ok(None) => {
+                // Incomplete: every prefix is incomplete or already refused.
+                let prefix = &buf[..buf.len() / 2];
+                proptest::prop_assert!(!matches!(parse(prefix), Ok(Some(_))));
+            }
+            Err(status) => proptest::prop_assert!(status == 400 || status == 431),
+        }
+    }
+}
+
 #[test]
 fn bare_lf_heads_are_answered() {
     // RFC 9112 §2.2: a recipient MAY accept a bare LF as a line terminator.
