@@ -587,3 +587,54 @@ fn a_full_server_closes_its_oldest_idle_connection_for_a_new_one() {
         assert!(!s.eof && !s.reset, "{s:?}");
     }
 }
+
+#[test]
+fn a_full_server_of_busy_connections_refuses_a_new_one() {
+    // Connections in the middle of an answer are not idle: none is closed for room.
+    let cfg = HttpConfig {
+        limits: Limits {
+            max_sessions: 2,
+            max_per_source: 8,
+            idle_timeout: None,
+        },
+        ..HttpConfig::default()
+    };
+    let mut bed = Bed::new(cfg);
+    let busy: Vec<_> = (0..2).map(|_| bed.connect(0)).collect();
+    for &h in &busy {
+        // The client never reads: the server stays blocked sending.
+        let mut seen = Seen::default();
+        bed.send(h, b"GET /bytes/100000000 HTTP/1.1\r\n\r\n", &mut seen);
+    }
+    bed.run_for(1.0);
+    let h = bed.connect(1);
+    bed.run_for(0.1);
+    assert!(bed.seen(h).reset, "refused with a reset");
+    let st = bed.http.tcp_stats();
+    assert_eq!((st.refused, st.evicted, st.per_source_refused), (1, 0, 0));
+    assert_eq!(bed.http.session_count(), 2);
+}
+
+#[test]
+fn a_reader_that_stalls_mid_answer_is_reset_by_the_idle_timeout() {
+    let cfg = HttpConfig {
+        limits: Limits {
+            idle_timeout: Some(Duration::from_secs(10)),
+            ..HttpConfig::default().limits
+        },
+        ..HttpConfig::default()
+    };
+    let mut bed = Bed::new(cfg);
+    let h = bed.connect(0);
+    let mut seen = Seen::default();
+    bed.send(h, b"GET /bytes/100000000 HTTP/1.1\r\n\r\n", &mut seen);
+    bed.run_for(9.0);
+    assert_eq!(bed.http.session_count(), 1);
+    bed.run_for(70.0);
+    assert_eq!(bed.http.session_count(), 0);
+    assert_eq!(bed.http.tcp_stats().idle_closed, 1);
+    assert!(
+        bed.seen(h).reset,
+        "reset, not a FIN behind data that cannot leave"
+    );
+}

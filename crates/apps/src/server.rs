@@ -338,9 +338,15 @@ impl<S: Session> TcpServer<S> {
                 Timeout::Head => self.stats.head_timeouts += 1,
                 Timeout::Linger => self.stats.linger_timeouts += 1,
             }
-            // Unread input makes this a reset (RFC 1122 §4.2.2.13): after a timeout that
-            // is the right end for a peer that neither finished nor went away.
-            let _ = tcp.close(now, h);
+            if self.sessions.get(&h).is_some_and(|e| e.s.is_idle()) {
+                // Unread input makes this a reset (RFC 1122 §4.2.2.13): after a timeout
+                // that is the right end for a peer that neither finished nor went away.
+                let _ = tcp.close(now, h);
+            } else {
+                // Stuck mid-answer (a peer that stopped reading): a FIN would queue behind
+                // data that cannot leave, and the connection would outlive its session.
+                let _ = tcp.abort(now, h);
+            }
             self.finish(h, done);
         }
         self.expired = expired;
