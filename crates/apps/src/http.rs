@@ -180,6 +180,7 @@ impl HttpSession {
             stats: HttpStats::default(),
         }
     }
+
     fn flush(&mut self, tcp: &mut Tcp, now: Instant, h: SocketHandle) -> Flush {
         while self.head_off < self.head.len() {
             match tcp.send(now, h, &self.head.as_bytes()[self.head_off..]) {

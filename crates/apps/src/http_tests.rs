@@ -249,9 +249,12 @@ struct Seen {
 
 impl Bed {
     fn new(cfg: HttpConfig) -> Bed {
+        Bed::with_tcp(cfg, TcpConfig::default())
+    }
+
+    fn with_tcp(cfg: HttpConfig, tcp_cfg: TcpConfig) -> Bed {
         let link = LinkConfig::new().delay(std::time::Duration::from_millis(1));
         let (wire, ea, eb) = Wire::pair(13, link.clone(), link);
-        let tcp_cfg = TcpConfig::default();
         let mut c = InterfaceConfig::new(mac(2));
         for ip in CLIENT {
             c = c.address(IpCidr::new(IpAddr::V4(ip), 24).unwrap());
@@ -637,4 +640,43 @@ fn a_reader_that_stalls_mid_answer_is_reset_by_the_idle_timeout() {
         bed.seen(h).reset,
         "reset, not a FIN behind data that cannot leave"
     );
+}
+
+#[test]
+fn slowloris_connections_do_not_lock_others_out() {
+    // 200 connections from one host each hold half a request head; the server holds 64.
+    // Clients from another host are still served, throughout and after the heads time out.
+    let cfg = HttpConfig {
+        limits: Limits {
+            max_sessions: 64,
+            max_per_source: 1000,
+            idle_timeout: Some(Duration::from_secs(60)),
+        },
+        head_timeout: Duration::from_secs(5),
+        ..HttpConfig::default()
+    };
+    let mut tcp = TcpConfig::default();
+    (tcp.send_buffer_len, tcp.recv_buffer_len) = (16 * 1024, 16 * 1024);
+    let mut bed = Bed::with_tcp(cfg, tcp);
+    let mut slow = Vec::new();
+    let mut served = 0;
+    for i in 0..200 {
+        let h = bed.connect(0);
+        let mut seen = Seen::default();
+        bed.send(h, b"GET / HTTP/1.1\r\nX-Slow: ", &mut seen);
+        slow.push(h);
+        if i % 40 == 39 {
+            let c = bed.connect(1);
+            let got = bed.exchange(c, b"GET /bytes/1 HTTP/1.1\r\n\r\n", 0.1);
+            served += usize::from(text(&got.data).starts_with("HTTP/1.1 200 OK"));
+        }
+    }
+    assert_eq!(served, 5, "served during the attack");
+    assert!(bed.http.session_count() <= 64);
+    bed.run_for(6.0);
+    let st = bed.http.tcp_stats();
+    assert!(st.evicted >= 136 && st.head_timeouts >= 1, "{st:?}");
+    let c = bed.connect(1);
+    let got = bed.exchange(c, b"GET /bytes/1 HTTP/1.1\r\n\r\n", 0.1);
+    assert!(text(&got.data).starts_with("HTTP/1.1 200 OK"));
 }
