@@ -209,8 +209,7 @@ fn iperf3_slow_client_cannot_hold_the_server() {
     assert!(out[1].is_ok(), "{:?}", out[1]);
     assert!(
         sent < 15,
-        "the trickler was still connected after {sent} bytes"
+        "the trickler was still connected after {sent} bytes ({waited:?}): without the \
+         setup deadline every byte restarts the read timeout"
     );
-    // Bounded by the setup time, not by the trickler's 30 s (a loose bound, not a speed).
-    assert!(waited < Duration::from_secs(28), "{waited:?}");
 }
