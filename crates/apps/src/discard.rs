@@ -14,7 +14,7 @@ use ulnet_stack::time::Instant;
 
 use super::echo::{bind_udp, AppError};
 use super::pattern;
-use super::server::{Next, ServerStats, Session, TcpServer};
+use super::server::{Limits, Next, ServerStats, Session, TcpServer};
 use ulnet::runtime::App;
 
 /// Totals of a sink or source.
@@ -76,7 +76,7 @@ impl Discard {
     /// The port is taken or the socket set is full.
     pub fn new(iface: &mut Interface, local: SocketAddr) -> Result<Discard, AppError> {
         let udp = bind_udp(iface, local)?;
-        let mut tcp = TcpServer::new(local, 4096);
+        let mut tcp = TcpServer::new(local, Limits::default());
         if let Some(t) = iface.tcp_mut() {
             tcp.listen(t)?;
         }
@@ -95,6 +95,11 @@ impl Discard {
             s.tcp_bytes += sess.bytes;
         }
         s
+    }
+
+    /// Replaces the TCP connection limits (default [`Limits::default`]).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.tcp.set_limits(limits);
     }
 
     /// TCP server counters.
@@ -121,6 +126,10 @@ impl App for Discard {
                     stats.tcp_pattern_ok += u64::from(s.pattern_ok && s.bytes > 0);
                 });
         }
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        // Idle timeouts (issue 13) fire without any event.
+        self.tcp.poll_at()
     }
 }
 
@@ -183,7 +192,7 @@ impl Chargen {
         limit: Option<u64>,
     ) -> Result<Chargen, AppError> {
         let udp = bind_udp(iface, local)?;
-        let mut tcp = TcpServer::new(local, 4096);
+        let mut tcp = TcpServer::new(local, Limits::default());
         if let Some(t) = iface.tcp_mut() {
             tcp.listen(t)?;
         }
@@ -203,6 +212,16 @@ impl Chargen {
             s.tcp_bytes += sess.bytes;
         }
         s
+    }
+
+    /// Replaces the TCP connection limits (default [`Limits::default`]).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.tcp.set_limits(limits);
+    }
+
+    /// TCP server counters.
+    pub fn tcp_stats(&self) -> ServerStats {
+        self.tcp.stats()
     }
 }
 
@@ -229,5 +248,9 @@ impl App for Chargen {
                 &mut |s| stats.tcp_bytes += s.bytes,
             );
         }
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        // Idle timeouts (issue 13) fire without any event.
+        self.tcp.poll_at()
     }
 }

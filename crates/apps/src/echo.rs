@@ -9,7 +9,7 @@ use ulnet_stack::socket::{AddError, UdpConfig, UdpHandle, UdpSocket};
 use ulnet_stack::tcp::{Event, ListenError, RecvError, SocketHandle, Tcp};
 use ulnet_stack::time::Instant;
 
-use super::server::{Next, ServerStats, Session, TcpServer};
+use super::server::{Limits, Next, ServerStats, Session, TcpServer};
 use ulnet::runtime::App;
 
 /// Bytes one TCP echo session holds between receiving and sending.
@@ -86,7 +86,7 @@ impl Echo {
     /// The UDP port or TCP listener is taken, or the socket set is full.
     pub fn new(iface: &mut Interface, local: SocketAddr) -> Result<Echo, AppError> {
         let udp = bind_udp(iface, local)?;
-        let mut tcp = TcpServer::new(local, 4096);
+        let mut tcp = TcpServer::new(local, Limits::default());
         if let Some(t) = iface.tcp_mut() {
             tcp.listen(t)?;
         }
@@ -101,6 +101,11 @@ impl Echo {
     /// UDP counters.
     pub fn udp_stats(&self) -> UdpEchoStats {
         self.stats
+    }
+
+    /// Replaces the TCP connection limits (default [`Limits::default`]).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.tcp.set_limits(limits);
     }
 
     /// TCP counters.
@@ -133,6 +138,10 @@ impl App for Echo {
                 .poll(t, now, events, &mut EchoSession::default, &mut |_| {});
         }
     }
+    fn poll_at(&self) -> Option<Instant> {
+        // Idle timeouts (issue 13) fire without any event.
+        self.tcp.poll_at()
+    }
 }
 
 /// Binds a UDP socket with room for bursts (256 datagrams, 256 KiB each way).
@@ -159,6 +168,8 @@ pub enum AppError {
     Listen(ListenError),
     /// The interface has no TCP layer.
     NoTcp,
+    /// The HTTP server's root directory could not be opened.
+    Root(std::io::ErrorKind),
 }
 
 impl From<AddError> for AppError {
@@ -180,6 +191,7 @@ impl std::fmt::Display for AppError {
             AppError::Add(e) => write!(f, "cannot add the socket: {e}"),
             AppError::Listen(e) => write!(f, "cannot listen: {e}"),
             AppError::NoTcp => f.write_str("the interface has no TCP layer"),
+            AppError::Root(e) => write!(f, "cannot open the root directory: {e}"),
         }
     }
 }

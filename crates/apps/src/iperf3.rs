@@ -178,15 +178,44 @@ fn bad(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.into())
 }
 
-fn read_json(s: &mut TcpStream) -> io::Result<serde_json::Value> {
+/// Fills `buf` by `deadline`: the read timeout alone restarts with every byte, so a
+/// client trickling one byte at a time could hold the one-test-at-a-time server forever
+/// (issue 13).
+fn read_exact_by(s: &mut TcpStream, mut buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+    while !buf.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client is too slow",
+            ));
+        }
+        s.set_read_timeout(Some(left))?;
+        match s.read(buf) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => buf = &mut buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// One length-prefixed JSON message, complete by `deadline`.
+fn read_json(s: &mut TcpStream, deadline: Instant) -> io::Result<serde_json::Value> {
     let mut len = [0u8; 4];
-    s.read_exact(&mut len)?;
+    read_exact_by(s, &mut len, deadline)?;
     let len = u32::from_be_bytes(len) as usize;
     if len > MAX_JSON_LEN {
         return Err(bad(format!("JSON message of {len} bytes")));
     }
     let mut buf = vec![0u8; len];
-    s.read_exact(&mut buf)?;
+    read_exact_by(s, &mut buf, deadline)?;
     serde_json::from_slice(&buf).map_err(|e| bad(format!("bad JSON: {e}")))
 }
 
@@ -285,10 +314,12 @@ impl Iperf3Server {
         ctrl.set_nonblocking(false)?;
         ctrl.set_read_timeout(Some(STEP_TIMEOUT))?;
         ctrl.set_write_timeout(Some(STEP_TIMEOUT))?;
+        // The cookie and the parameters together within one step's time.
+        let setup = Instant::now() + STEP_TIMEOUT;
         let mut cookie = [0u8; COOKIE_LEN];
-        ctrl.read_exact(&mut cookie)?;
+        read_exact_by(&mut ctrl, &mut cookie, setup)?;
         ctrl.write_all(&[PARAM_EXCHANGE])?;
-        let params: Params = serde_json::from_value(read_json(&mut ctrl)?)
+        let params: Params = serde_json::from_value(read_json(&mut ctrl, setup)?)
             .map_err(|e| bad(format!("bad parameters: {e}")))?;
         let refuse = if params.bidirectional {
             Some("bidirectional tests are not supported")
@@ -345,9 +376,8 @@ impl Iperf3Server {
                     }
                     let mut s = self.accept_within(deadline)?;
                     s.set_nonblocking(false)?;
-                    s.set_read_timeout(Some(STEP_TIMEOUT))?;
                     let mut c = [0u8; COOKIE_LEN];
-                    if s.read_exact(&mut c).is_err() || c != cookie {
+                    if read_exact_by(&mut s, &mut c, deadline).is_err() || c != cookie {
                         // Another client while this test runs: iperf3 says busy.
                         let _ = s.write_all(&[ACCESS_DENIED]);
                         continue;
@@ -558,7 +588,7 @@ fn exchange(
 ) -> io::Result<()> {
     ctrl.set_read_timeout(Some(STEP_TIMEOUT))?;
     ctrl.write_all(&[EXCHANGE_RESULTS])?;
-    let _client_results = read_json(ctrl)?;
+    let _client_results = read_json(ctrl, Instant::now() + STEP_TIMEOUT)?;
     let wall = seconds.max(1e-6);
     let user = 100.0 * (cpu1.0 - cpu0.0).max(0.0) / wall;
     let system = 100.0 * (cpu1.1 - cpu0.1).max(0.0) / wall;

@@ -132,3 +132,84 @@ fn iperf3_over_packet() {
 fn iperf3_over_tap() {
     on_backend(Backend::Tap);
 }
+
+/// Issue 13: a client that trickles its cookie one byte every 2 s (each byte well within
+/// the read timeout) is dropped after the setup's 10 s, and an `iperf3 -c` after it runs.
+#[test]
+fn iperf3_slow_client_cannot_hold_the_server() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+
+    let tb = testbed("ip3s");
+    let b = tb.b();
+    let (client_ns, ip) = (tb.a().ns.clone(), b.spare_ip(4));
+    let stack = Stack::builder()
+        .backend(Backend::Packet)
+        .netns(&b.ns)
+        .interface(&b.ifname)
+        .address(&format!("{ip}/{}", b.prefix_len))
+        .build()
+        .unwrap();
+    let srv = Iperf3Server::bind(&stack, 5201).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = Arc::clone(&stop);
+    let server = thread::spawn(move || {
+        let mut out: Vec<Result<TestSummary, String>> = Vec::new();
+        srv.run(&s2, Some(2), &mut |r| {
+            out.push(r.map_err(|e| e.to_string()))
+        })
+        .unwrap();
+        out
+    });
+    let ns = client_ns.clone();
+    let started = Instant::now();
+    let trickled = thread::spawn(move || {
+        let _g = ulnet::channel::sys::netns::enter(&ns).expect("enter netns");
+        let mut c = std::net::TcpStream::connect((ip, 5201)).expect("connect");
+        let mut sent = 0;
+        // At most 15 bytes (30 s): never the whole 37-byte cookie.
+        while sent < 15 && c.write_all(b"x").is_ok() {
+            sent += 1;
+            thread::sleep(Duration::from_secs(2));
+        }
+        sent
+    });
+    // The real client waits its turn (iperf3 connects once the trickler is dropped).
+    thread::sleep(Duration::from_millis(500));
+    let o = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &client_ns,
+            "timeout",
+            "40",
+            "iperf3",
+            "-c",
+            &ip.to_string(),
+            "-t",
+            "1",
+            "-J",
+        ])
+        .output()
+        .unwrap();
+    let waited = started.elapsed();
+    let out = server.join().unwrap();
+    let sent = trickled.join().unwrap();
+    assert!(
+        o.status.success(),
+        "iperf3 after the trickler: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(
+        out[0].as_ref().is_err_and(|e| e.contains("too slow")),
+        "the trickler: {:?}",
+        out[0]
+    );
+    assert!(out[1].is_ok(), "{:?}", out[1]);
+    assert!(
+        sent < 15,
+        "the trickler was still connected after {sent} bytes ({waited:?}): without the \
+         setup deadline every byte restarts the read timeout"
+    );
+}

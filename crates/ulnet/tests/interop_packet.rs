@@ -43,3 +43,18 @@ fn packet_ping_http_udp_tcp_loss_and_clean_capture() {
         "no retransmitted bytes in the capture"
     );
 }
+
+#[test]
+fn packet_http_limits_431_and_root() {
+    let tb = testbed("ihtl");
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    let ip = a.spare_ip(1);
+    let scratch = Scratch::new();
+    let cfg = Stack::builder()
+        .backend(Backend::Packet)
+        .interface(&a.ifname)
+        .address_cidr(IpCidr::new(ip, a.prefix_len).unwrap())
+        .netns(&a.ns);
+    let mut t = Session::open(cfg, &b.ns);
+    t.check_http_limits(&scratch);
+}

@@ -63,6 +63,10 @@ fn xdp_ping_arp_http_udp_tcp_loss_and_detach() {
     t.check_bulk(SocketAddr::new(b.ip, 5001), up, 0);
     t.check_bulk(SocketAddr::new(b.ip, 5002), 0, up);
 
+    // Issue 13: 431 delivered for a 1 MB request line, no symbolic link out of the
+    // root, head and idle timeouts, the per-source limit.
+    t.check_http_limits(&scratch);
+
     // 2% random loss each way in the kernel's namespace: TCP recovers.
     let drops = t.check_curl_under_loss(&b, 5_000_000, &out);
     assert!(drops > 0, "the loss rules dropped nothing");

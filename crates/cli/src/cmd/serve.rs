@@ -14,6 +14,7 @@ use ulnet::stack::time::Instant;
 use ulnet_apps::discard::{Chargen, Discard};
 use ulnet_apps::echo::Echo;
 use ulnet_apps::http::{Http, HttpConfig};
+use ulnet_apps::server::{Limits, ServerStats};
 
 /// How to reach the network: the options shared by `serve` and `ping`.
 #[derive(Debug, Clone, clap::Args)]
@@ -138,6 +139,40 @@ pub struct Args {
     /// Stop each chargen stream after this many bytes.
     #[arg(long)]
     pub limit: Option<u64>,
+    /// Most TCP connections at once (echo, discard, chargen, http); when full, the
+    /// connection idle the longest is closed for a new one. Default 4096.
+    #[arg(long)]
+    pub max_sessions: Option<usize>,
+    /// Most TCP connections at once from one remote address. Default 256.
+    #[arg(long)]
+    pub max_per_source: Option<usize>,
+    /// Close a TCP connection without any event for this long (e.g. 60s, 2min; 0 never).
+    /// Default 60s.
+    #[arg(long, value_parser = ulnet_apps::sim::parse_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// http: a request head must be complete this long after its first byte (slowloris).
+    /// Default 10s.
+    #[arg(long, value_parser = ulnet_apps::sim::parse_duration)]
+    pub head_timeout: Option<Duration>,
+    /// http: longest lingering close (RFC 9112 §9.6) after an answer that ends the
+    /// connection. Default 5s.
+    #[arg(long, value_parser = ulnet_apps::sim::parse_duration)]
+    pub linger_time: Option<Duration>,
+}
+
+impl Args {
+    /// The connection limits these options give, over `base`.
+    fn limits(&self, base: Limits) -> Limits {
+        Limits {
+            max_sessions: self.max_sessions.unwrap_or(base.max_sessions),
+            max_per_source: self.max_per_source.unwrap_or(base.max_per_source),
+            idle_timeout: match self.idle_timeout {
+                Some(d) if d.is_zero() => None,
+                Some(d) => Some(d),
+                None => base.idle_timeout,
+            },
+        }
+    }
 }
 
 /// Stops the loop on SIGINT/SIGTERM (the runtime then returns, the channel drops and the
@@ -175,22 +210,57 @@ impl App for Running {
             Running::Http(a) => a.poll(now, iface, events),
         }
     }
+
+    fn poll_at(&self) -> Option<Instant> {
+        // The servers' idle and request-head timeouts fire without any event.
+        match self {
+            Running::Echo(a) => a.poll_at(),
+            Running::Discard(a) => a.poll_at(),
+            Running::Chargen(a) => a.poll_at(),
+            Running::Http(a) => a.poll_at(),
+        }
+    }
 }
 
 impl Running {
     fn summary(&self) -> String {
         match self {
             Running::Echo(a) => format!(
-                "udp echoed {} (dropped {}), tcp connections {}",
+                "udp echoed {} (dropped {}); tcp {}",
                 a.udp_stats().echoed,
                 a.udp_stats().dropped,
-                a.tcp_stats().accepted
+                connections(&a.tcp_stats())
             ),
-            Running::Discard(a) => format!("{:?}", a.stats()),
-            Running::Chargen(a) => format!("{:?}", a.stats()),
-            Running::Http(a) => format!("{:?}", a.stats()),
+            Running::Discard(a) => {
+                format!("{:?}; tcp {}", a.stats(), connections(&a.tcp_stats()))
+            }
+            Running::Chargen(a) => {
+                format!("{:?}; tcp {}", a.stats(), connections(&a.tcp_stats()))
+            }
+            Running::Http(a) => format!(
+                "{:?}; tcp {}, {} open",
+                a.stats(),
+                connections(&a.tcp_stats()),
+                a.session_count()
+            ),
         }
     }
+}
+
+/// A server's connection counters, for the summary.
+fn connections(s: &ServerStats) -> String {
+    format!(
+        "connections accepted {} finished {} refused {} (per-source {}), \
+         closed idle {}, evicted for room {}, head timeouts {}, linger timeouts {}",
+        s.accepted,
+        s.finished,
+        s.refused,
+        s.per_source_refused,
+        s.idle_closed,
+        s.evicted,
+        s.head_timeouts,
+        s.linger_timeouts
+    )
 }
 
 fn start(args: &Args, rt: &Runtime<AnyChannel>, ip: IpAddr) -> anyhow::Result<Running> {
@@ -203,19 +273,36 @@ fn start(args: &Args, rt: &Runtime<AnyChannel>, ip: IpAddr) -> anyhow::Result<Ru
         Service::Iperf3 => 5201,
     });
     let local = SocketAddr::new(ip, port);
+    let limits = args.limits(Limits::default());
     Ok(match args.service {
-        Service::Echo => Running::Echo(Echo::new(&mut iface, local)?),
-        Service::Discard => Running::Discard(Discard::new(&mut iface, local)?),
-        Service::Chargen => Running::Chargen(Chargen::new(&mut iface, local, args.limit)?),
+        Service::Echo => {
+            let mut a = Echo::new(&mut iface, local)?;
+            a.set_limits(limits);
+            Running::Echo(a)
+        }
+        Service::Discard => {
+            let mut a = Discard::new(&mut iface, local)?;
+            a.set_limits(limits);
+            Running::Discard(a)
+        }
+        Service::Chargen => {
+            let mut a = Chargen::new(&mut iface, local, args.limit)?;
+            a.set_limits(limits);
+            Running::Chargen(a)
+        }
         Service::Http => {
             if let Some(r) = &args.root {
                 if !r.is_dir() {
                     bail!("--root {} is not a directory", r.display());
                 }
             }
+            let base = HttpConfig::default();
             let cfg = HttpConfig {
                 root: args.root.clone(),
-                ..HttpConfig::default()
+                limits: args.limits(base.limits),
+                head_timeout: args.head_timeout.unwrap_or(base.head_timeout),
+                linger_time: args.linger_time.unwrap_or(base.linger_time),
+                ..base
             };
             Running::Http(Http::new(&mut iface, local, cfg)?)
         }

@@ -142,6 +142,17 @@ impl App for Services {
         self.discard.poll(now, iface, events);
         self.http.poll(now, iface, events);
     }
+    fn poll_at(&self) -> Option<Instant> {
+        // The servers' idle, request-head and linger timeouts fire without any event.
+        [
+            self.echo.poll_at(),
+            self.discard.poll_at(),
+            self.http.poll_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
 }
 
 /// The services and a client app, until the client is done.

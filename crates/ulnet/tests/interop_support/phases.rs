@@ -2,13 +2,19 @@
 //! ulnet serving [`Services`] at `ip`, the kernel peer in namespace `ns`. Each asserts
 //! with a message naming the direction that failed.
 
-use std::net::{IpAddr, SocketAddr};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
 use ulnet::net::StackBuilder;
-use ulnet::runtime::{AnyChannel, Runtime};
+use ulnet::runtime::{AnyChannel, App, Runtime};
+use ulnet::stack::iface::Interface;
+use ulnet::stack::tcp::Event;
+use ulnet::stack::time::Instant;
+use ulnet_apps::http::{Http, HttpConfig};
+use ulnet_apps::server::Limits;
 use ulnet_bench::testbed::Side;
 
 use super::{
@@ -162,5 +168,169 @@ impl Session {
         peer.clear_loss().unwrap();
         assert_eq!(got, (len, pattern_sha(len)), "curl body under loss");
         drops
+    }
+}
+
+/// The services and a second HTTP server, polled together.
+struct WithHttp<'a>(&'a mut Services, &'a mut Http);
+
+impl App for WithHttp<'_> {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
+        self.0.poll(now, iface, events);
+        self.1.poll(now, iface, events);
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        match (self.0.poll_at(), self.1.poll_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// How a kernel client's read ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadEnd {
+    /// FIN (read returned 0).
+    Eof,
+    /// ECONNRESET.
+    Reset,
+    /// Nothing within the read timeout.
+    TimedOut,
+    /// Another error.
+    Other(String),
+}
+
+/// Reads from `c` until EOF, reset or `limit`; returns what arrived and how it ended.
+pub fn read_until_end(c: &mut TcpStream, limit: Duration) -> (Vec<u8>, ReadEnd) {
+    c.set_read_timeout(Some(limit)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return (got, ReadEnd::Eof),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return (got, ReadEnd::Reset),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return (got, ReadEnd::TimedOut)
+            }
+            Err(e) => return (got, ReadEnd::Other(e.to_string())),
+        }
+    }
+}
+
+impl Session {
+    /// Issue 13 on a real kernel peer: a 1 MB request line gets its 431 before the close
+    /// (lingering close), curl gets 431 for a 100 KB one and 404 for a symbolic link out
+    /// of `--root`; on a second server with short limits, a slow request head and an idle
+    /// connection are closed by their timeouts and a fifth connection from one host is
+    /// refused by the per-source limit while another request is served.
+    pub fn check_http_limits(&mut self, scratch: &Scratch) {
+        let root = scratch.path("www");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("index.html"), b"<p>hello</p>\n").unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("etc")).unwrap();
+        let short = HttpConfig {
+            root: Some(root),
+            limits: Limits {
+                max_sessions: 64,
+                max_per_source: 4,
+                idle_timeout: Some(ulnet::stack::time::Duration::from_secs(3)),
+            },
+            head_timeout: ulnet::stack::time::Duration::from_secs(2),
+            ..HttpConfig::default()
+        };
+        let port = 8080;
+        let mut http = Http::new(&mut self.rt.iface(), SocketAddr::new(self.ip, port), short)
+            .expect("second HTTP server");
+        let (ns, ip) = (self.ns.clone(), self.ip);
+        let long_line = format!("http://{ip}/{}", "a".repeat(100_000));
+        let (huge, curl_431, curl_404, curl_ok, slow, idle, refused) = serve_while(
+            &mut self.rt,
+            &mut WithHttp(&mut self.s, &mut http),
+            LIMIT,
+            || {
+                let code = |url: &str| {
+                    let o = output_in(
+                        &ns,
+                        "curl",
+                        &[
+                            "-sS",
+                            "-o",
+                            "/dev/null",
+                            "-w",
+                            "%{http_code}",
+                            "--max-time",
+                            "20",
+                            url,
+                        ],
+                    );
+                    String::from_utf8_lossy(&o.stdout).into_owned()
+                };
+                let curl_431 = code(&long_line);
+                let curl_404 = code(&format!("http://{ip}:{port}/etc/passwd"));
+                let curl_ok = code(&format!("http://{ip}:{port}/"));
+                let _g = ulnet::channel::sys::netns::enter(&ns).expect("enter netns");
+                // A 1 MB request line: the whole request is written (the server reads
+                // and discards it), then the 431 and a FIN arrive, no reset.
+                let mut c = TcpStream::connect((ip, 80)).expect("connect :80");
+                let mut req = b"GET /".to_vec();
+                req.resize(1 << 20, b'a');
+                req.extend_from_slice(b" HTTP/1.1\r\nHost: x\r\n\r\n");
+                c.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+                let wrote = c.write_all(&req).map_err(|e| e.to_string());
+                let _ = c.shutdown(std::net::Shutdown::Write);
+                let huge = (wrote, read_until_end(&mut c, Duration::from_secs(20)));
+                // Slowloris: half a head, then nothing.
+                let mut c = TcpStream::connect((ip, port)).expect("connect");
+                c.write_all(b"GET / HTTP/1.1\r\nX-Slow: a").unwrap();
+                let slow = read_until_end(&mut c, Duration::from_secs(15)).1;
+                // An idle keep-alive connection after one answer.
+                let mut c = TcpStream::connect((ip, port)).expect("connect");
+                c.write_all(b"GET /bytes/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .unwrap();
+                let idle = read_until_end(&mut c, Duration::from_secs(15));
+                // Four held connections from this host, the fifth refused.
+                let held: Vec<TcpStream> = (0..4)
+                    .map(|_| TcpStream::connect((ip, port)).expect("connect"))
+                    .collect();
+                std::thread::sleep(Duration::from_millis(300));
+                // The RST can come before connect(2) returns: then connect reports it.
+                let refused = match TcpStream::connect((ip, port)) {
+                    Ok(mut fifth) => read_until_end(&mut fifth, Duration::from_secs(5)).1,
+                    Err(e) if e.kind() == ErrorKind::ConnectionReset => ReadEnd::Reset,
+                    Err(e) => ReadEnd::Other(format!("connect: {e}")),
+                };
+                drop(held);
+                (huge, curl_431, curl_404, curl_ok, slow, idle, refused)
+            },
+        );
+        let (wrote, (body, end)) = huge;
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(wrote, Ok(()), "1 MB request line: write");
+        assert!(
+            text.starts_with("HTTP/1.1 431 ") && end == ReadEnd::Eof,
+            "1 MB request line: {end:?} after {text:?}"
+        );
+        assert_eq!(curl_431, "431", "curl, 100 KB request line");
+        assert_eq!(curl_404, "404", "curl, a symbolic link out of the root");
+        assert_eq!(curl_ok, "200", "curl, the root's index");
+        assert_eq!(slow, ReadEnd::Eof, "slow head");
+        let (idle_body, idle_end) = idle;
+        assert!(
+            String::from_utf8_lossy(&idle_body).starts_with("HTTP/1.1 200 OK")
+                && idle_end == ReadEnd::Eof,
+            "idle connection: {idle_end:?}"
+        );
+        assert_eq!(refused, ReadEnd::Reset, "fifth connection from one host");
+        let st = http.tcp_stats();
+        assert!(
+            st.head_timeouts == 1 && st.idle_closed >= 1 && st.per_source_refused == 1,
+            "{st:?}"
+        );
+        assert!(
+            self.s.http.stats().lingered >= 2,
+            "{:?}",
+            self.s.http.stats()
+        );
     }
 }
