@@ -141,7 +141,8 @@ pub struct TcpStats {
     /// ACKs whose cookie validated: connections created from a cookie.
     pub syn_cookies_accepted: u64,
     /// ACKs for no connection, checked as a cookie while a listener was in cookie mode,
-    /// that failed validation (forged, stale or corrupted): answered with a RST.
+    /// that failed validation (forged, stale or corrupted; answered with a RST), or,
+    /// rarely, validated but did not complete the handshake (dropped).
     pub syn_cookies_failed: u64,
     /// Handshakes dropped because a listener's accept queue was full.
     pub accept_queue_overflows: u64,
