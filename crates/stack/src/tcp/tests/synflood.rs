@@ -320,6 +320,8 @@ fn issue_13_listener_serves_a_real_client_through_a_syn_flood() {
     let mut server_got = Vec::new();
     let mut spoofed_out = 0u64;
     let mut sent_syns = 0u32;
+    // How many spoofed SYNs had been sent when the real client got in.
+    let mut established_at = None;
     let mut buf = vec![0u8; 16 * 1024];
 
     for step in 0..400_000u32 {
@@ -391,6 +393,9 @@ fn issue_13_listener_serves_a_real_client_through_a_syn_flood() {
             server = srv.accept(now, l).unwrap();
         }
         if let Some(c) = client {
+            if established_at.is_none() && cli.state(c).unwrap() == State::Established {
+                established_at = Some(sent_syns);
+            }
             if !to_send.is_empty() && cli.state(c).unwrap() == State::Established {
                 if let Ok(n) = cli.send(now, c, &to_send) {
                     to_send.drain(..n);
@@ -436,6 +441,10 @@ fn issue_13_listener_serves_a_real_client_through_a_syn_flood() {
         assert!(step < 399_999, "transfer did not finish");
         now += Duration::from_millis(1);
     }
+    // Served during the flood, not after it: within a few virtual milliseconds of its
+    // SYN (25 spoofed SYNs go in per millisecond).
+    let at = established_at.expect("client never established");
+    assert!(at < client_at + 250, "established after {at} spoofed SYNs");
     assert_eq!(server_got.len(), 256 * 1024);
     assert!(server_got
         .iter()
