@@ -119,7 +119,8 @@ pub struct NodeTcpReport {
     pub dropped_out_of_window: u64,
     /// Out-of-order segments dropped for lack of reassembly room.
     pub ooo_dropped: u64,
-    /// SYNs dropped at a full SYN queue.
+    /// SYNs that found a full SYN queue (then evicting a half-open connection, answered
+    /// with a SYN cookie, or dropped: see `TcpStats`).
     pub syn_queue_overflows: u64,
     /// Handshakes dropped at a full accept queue.
     pub accept_queue_overflows: u64,

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 
-use ulnet_stack::tcp::{ListenerHandle, SocketHandle, Tcp};
+use ulnet_stack::tcp::{ListenerHandle, SocketHandle, SynCookies, Tcp};
 use ulnet_stack::time::Instant;
 use ulnet_wire::{SackBlocks, SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
 
@@ -149,6 +149,7 @@ pub fn run_script(name: &str, script: &Script, opts: &RunOptions) -> ScriptRepor
     let mut kind = opts.profile;
     let mut lenient = opts.lenient;
     let mut ecr = opts.check_ts_ecr;
+    let mut cookies = None;
     let mut warnings = Vec::new();
     for (k, v) in &script.directives {
         match k.as_str() {
@@ -162,6 +163,14 @@ pub fn run_script(name: &str, script: &Script, opts: &RunOptions) -> ScriptRepor
             },
             "lenient" => lenient = true,
             "ts_ecr" => ecr = true,
+            // Linux's net.ipv4.tcp_syncookies values (a packetdrill script sets them with
+            // a `sysctl` shell line, which the runner cannot run).
+            "syncookies" => match v.as_str() {
+                "0" => cookies = Some(SynCookies::Never),
+                "1" => cookies = Some(SynCookies::WhenFull),
+                "2" => cookies = Some(SynCookies::Always),
+                _ => warnings.push(format!("directive ignored: syncookies={v}")),
+            },
             _ => warnings.push(format!("unknown pktest directive {k:?} ignored")),
         }
     }
@@ -191,7 +200,10 @@ pub fn run_script(name: &str, script: &Script, opts: &RunOptions) -> ScriptRepor
     if let Some(t) = opts.tolerance_usecs {
         tol = t;
     }
-    let profile = Profile::new(kind);
+    let mut profile = Profile::new(kind);
+    if let Some(c) = cookies {
+        profile.config.syn_cookies = c;
+    }
     let mut report = empty_report(name, kind, lenient, script.events.len());
     report.warnings = warnings;
     let mut it = Interp {

@@ -55,7 +55,7 @@ impl Core {
         // packet is for us.
         let known = self.neighbors.state(IpAddr::V4(spa)).is_some();
         if self.neighbors.fill(IpAddr::V4(spa), sha, now, for_us) {
-            self.flush_pending(IpAddr::V4(spa), sha, tx);
+            self.flush_pending(now, IpAddr::V4(spa), sha, tx);
         }
         if for_us && repr.operation == ArpOperation::Request {
             self.send_arp_reply(tx, sha, tpa, spa);
@@ -165,7 +165,7 @@ impl Core {
         let mut i = 0;
         while let Some(hop) = self.pending.next_hop_at(i) {
             match self.neighbors.lookup(hop, now) {
-                Lookup::Found(mac) => self.flush_pending(hop, mac, tx),
+                Lookup::Found(mac) => self.flush_pending(now, hop, mac, tx),
                 Lookup::Missing => {
                     let dropped = self.pending.drop_for(hop);
                     self.stats.drop_n(DropReason::NeighborUnreachable, dropped);
@@ -203,10 +203,16 @@ impl Core {
     }
 
     /// Sends every packet parked for `hop`, now at `mac`.
-    fn flush_pending(&mut self, hop: IpAddr, mac: EthernetAddress, tx: &mut dyn TxSink) {
+    fn flush_pending(
+        &mut self,
+        now: Instant,
+        hop: IpAddr,
+        mac: EthernetAddress,
+        tx: &mut dyn TxSink,
+    ) {
         while let Some(p) = self.pending.pop_for(hop) {
             let payload = &p.payload;
-            let _ = self.emit_ipv4(tx, mac, p.header, payload.len(), &mut |buf| {
+            let _ = self.emit_ipv4(now, tx, mac, p.header, payload.len(), &mut |buf| {
                 buf.copy_from_slice(payload);
             });
             self.pending.recycle(p.payload);

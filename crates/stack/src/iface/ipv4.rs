@@ -116,7 +116,21 @@ impl Interface {
             IpProtocol::Icmp => self.process_icmp(now, d, tx),
             IpProtocol::Udp => self.process_udp(now, d, tx),
             IpProtocol::Tcp => self.process_tcp(now, d, tx),
-            _ => return self.core.stats.drop(DropReason::Ipv4UnknownProtocol),
+            _ => {
+                // RFC 1122 §3.2.2.1: a protocol we do not serve SHOULD get a protocol
+                // unreachable; `send_unreachable` keeps §3.2.2's exceptions (broadcast,
+                // non-unicast source) and the rate limit. ICMP errors never get here
+                // (ICMP is served), and only whole datagrams do (so never a non-first
+                // fragment).
+                self.core.stats.drop(DropReason::Ipv4UnknownProtocol);
+                self.core.send_unreachable(
+                    now,
+                    tx,
+                    ulnet_wire::Icmpv4DstUnreachable::ProtoUnreachable,
+                    &d,
+                );
+                return;
+            }
         }
         self.core.stats.ipv4_delivered += 1;
     }
@@ -168,12 +182,13 @@ impl Core {
                 None => return Ok(()),
             }
         };
-        self.emit_ipv4(tx, mac, h, payload_len, fill)
+        self.emit_ipv4(now, tx, mac, h, payload_len, fill)
     }
 
     /// Emits a datagram to `mac`, in fragments when it exceeds the MTU (RFC 791 §3.2).
     pub(super) fn emit_ipv4(
         &mut self,
+        now: Instant,
         tx: &mut dyn TxSink,
         mac: EthernetAddress,
         h: IpHeader,
@@ -181,7 +196,7 @@ impl Core {
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), DropReason> {
         let mut repr = Ipv4Repr::new(h.src, h.dst, h.protocol, payload_len, h.ttl);
-        repr.ident = self.next_ident();
+        repr.ident = self.next_ident(now, &h);
         if HEADER_LEN + payload_len <= self.config.mtu {
             let sent = self.send_frame(
                 tx,

@@ -24,6 +24,7 @@ mod config;
 mod ethernet;
 mod frag;
 mod icmp;
+mod ident;
 mod ipv4;
 mod neighbor;
 mod pending;
@@ -100,7 +101,8 @@ pub(crate) struct Core {
     pending: PendingQueue,
     frag: Reassembler,
     icmp_limit: TokenBucket,
-    ident: u16,
+    /// IPv4 identification counters per destination (RFC 6864, RFC 7739).
+    idents: ident::IpIdents,
     announce: Announce,
     /// A whole datagram being cut into fragments (allocated on first use).
     scratch: Vec<u8>,
@@ -171,7 +173,7 @@ impl Interface {
                 l.frag_timeout,
             ),
             icmp_limit: TokenBucket::new(l.icmp_error_rate, l.icmp_error_burst),
-            ident: 0,
+            idents: ident::IpIdents::new(&[0; 16]),
             announce: Announce {
                 remaining: if v4.is_empty() { 0 } else { l.announce_count },
                 next_at: None,
@@ -248,6 +250,7 @@ impl Interface {
     /// `secret`: 16 random bytes the caller draws (the engine reads no OS randomness).
     pub fn set_secret(&mut self, secret: [u8; 16]) {
         self.sockets.set_secret(secret);
+        self.core.idents = ident::IpIdents::new(&secret);
     }
 
     /// The sockets.
@@ -338,8 +341,9 @@ impl Core {
             .or_else(|| self.v4.first().map(|(a, _)| *a))
     }
 
-    fn next_ident(&mut self) -> u16 {
-        self.ident = self.ident.wrapping_add(1);
-        self.ident
+    /// RFC 6864 / RFC 7739: per (source, destination, protocol), never one global
+    /// counter (see `ident.rs`).
+    fn next_ident(&mut self, now: Instant, h: &pending::IpHeader) -> u16 {
+        self.idents.next(now, h.src, h.dst, u8::from(h.protocol))
     }
 }

@@ -513,3 +513,144 @@ fn syn_mss_follows_the_interface_mtu() {
     assert_eq!(offered(9000, None), 8960);
     assert_eq!(offered(9000, Some(4000)), 3960);
 }
+
+/// Frames the interface sends for UDP datagrams from a fresh socket to `dsts` (in
+/// order, all at one instant): the IPv4 identification of each.
+fn udp_idents(i: &mut Interface, dsts: &[Ipv4Addr]) -> Vec<u16> {
+    let t = Instant::from_secs(1);
+    let h = i
+        .sockets_mut()
+        .add_udp(UdpSocket::new(UdpConfig::default()))
+        .unwrap();
+    let mut ids = Vec::new();
+    for &d in dsts {
+        i.sockets_mut()
+            .udp_mut(h)
+            .unwrap()
+            .send_to(b"x", SocketAddr::new(IpAddr::V4(d), 9))
+            .unwrap();
+        let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+            let mut b = vec![0u8; len];
+            fill(&mut b);
+            // IPv4 only (the first egress also announces our address by ARP).
+            if b[12..14] == [0x08, 0x00] {
+                ids.push(Ipv4Packet::new_unchecked(&b[14..]).ident());
+            }
+            true
+        };
+        i.egress(t, &mut sink);
+    }
+    ids
+}
+
+/// Issue 13 item 6: the IPv4 identification is not one global counter. Traffic to one
+/// destination does not advance another's sequence (no idle scan, no rate leak), and
+/// sequences start at secret points (RFC 6864, RFC 7739).
+#[test]
+fn issue_13_ipv4_ids_are_per_destination() {
+    const OTHER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 3);
+    let mut i = iface();
+    i.set_secret([0x42; 16]);
+    i.add_static_neighbor(IpAddr::V4(PEER_IP), PEER).unwrap();
+    i.add_static_neighbor(IpAddr::V4(OTHER), PEER).unwrap();
+    let mut dsts = vec![PEER_IP; 5];
+    dsts.extend([OTHER; 50]);
+    dsts.extend([PEER_IP; 5]);
+    let ids = udp_idents(&mut i, &dsts);
+    assert_eq!(ids.len(), 60);
+    let to_peer: Vec<u16> = ids[..5].iter().chain(&ids[55..]).copied().collect();
+    let to_other = &ids[5..55];
+    // 50 datagrams to OTHER in between did not move PEER's sequence.
+    for (k, &id) in to_peer.iter().enumerate() {
+        assert_eq!(id, to_peer[0].wrapping_add(k as u16), "{to_peer:?}");
+    }
+    for (k, &id) in to_other.iter().enumerate() {
+        assert_eq!(id, to_other[0].wrapping_add(k as u16));
+    }
+    // Unrelated starting points, and not the old counter's 1, 2, 3...
+    assert_ne!(to_other[0], to_peer[0].wrapping_add(5));
+    assert_ne!(to_peer[0], 1);
+    // Another secret, another sequence.
+    let mut j = iface();
+    j.set_secret([0x43; 16]);
+    j.add_static_neighbor(IpAddr::V4(PEER_IP), PEER).unwrap();
+    assert_ne!(udp_idents(&mut j, &[PEER_IP])[0], to_peer[0]);
+}
+
+/// Issue 13 item 8: a datagram to us with a protocol we do not serve gets an ICMP
+/// protocol unreachable (RFC 1122 §3.2.2.1), quoting it; never when it was broadcast;
+/// rate-limited like every ICMP error.
+#[test]
+fn issue_13_unknown_protocol_gets_protocol_unreachable() {
+    let mut i = iface();
+    i.add_static_neighbor(IpAddr::V4(PEER_IP), PEER).unwrap();
+    let gre = ip(PEER_IP, OUR_IP, IpProtocol::Unknown(47), b"tunnel");
+    let frame = eth(US, EtherType::Ipv4, &gre);
+    let mut out = Vec::new();
+    let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+        let mut b = vec![0u8; len];
+        fill(&mut b);
+        out.push(b);
+        true
+    };
+    let now = Instant::from_secs(1);
+    i.ingress(now, &frame, &mut sink);
+    assert_eq!(out.len(), 1);
+    let ipp = Ipv4Packet::new_checked(&out[0][14..]).unwrap();
+    assert_eq!(ipp.dst_addr(), PEER_IP);
+    assert_eq!(ipp.protocol(), IpProtocol::Icmp);
+    let icmp = Icmpv4Packet::new_checked(ipp.payload()).unwrap();
+    let repr = Icmpv4Repr::parse(&icmp, ChecksumMode::Full).unwrap();
+    match repr {
+        Icmpv4Repr::DstUnreachable {
+            reason,
+            header,
+            data,
+        } => {
+            assert_eq!(reason, Icmpv4DstUnreachable::ProtoUnreachable);
+            assert_eq!(header.protocol, IpProtocol::Unknown(47));
+            assert_eq!(data, b"tunnel");
+        }
+        other => panic!("expected protocol unreachable, got {other:?}"),
+    }
+    assert_eq!(i.stats().icmp_unreachables_sent, 1);
+
+    // Broadcast: dropped and counted, never answered.
+    out.clear();
+    let bcast = ip(
+        PEER_IP,
+        Ipv4Addr::new(198, 18, 0, 255),
+        IpProtocol::Unknown(47),
+        b"x",
+    );
+    i.ingress(
+        now,
+        &eth(EthernetAddress::BROADCAST, EtherType::Ipv4, &bcast),
+        &mut |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+            let mut b = vec![0u8; len];
+            fill(&mut b);
+            out.push(b);
+            true
+        },
+    );
+    assert!(out.is_empty());
+    assert_eq!(i.stats().icmp_unreachables_sent, 1);
+
+    // A flood is answered only up to the burst, then rate-limited and counted.
+    let mut sent = 0;
+    for _ in 0..200 {
+        i.ingress(
+            now,
+            &frame,
+            &mut |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+                let mut b = vec![0u8; len];
+                fill(&mut b);
+                sent += 1;
+                true
+            },
+        );
+    }
+    let burst = Limits::default().icmp_error_burst as u64;
+    assert_eq!(sent, burst - 1);
+    assert_eq!(i.stats().icmp_rate_limited, 200 - (burst - 1));
+}

@@ -77,8 +77,14 @@ pub struct TcpConfig {
     pub initial_window: u32,
     /// Largest accept-queue length a listener may ask for.
     pub max_backlog: usize,
-    /// Half-open (SYN-RECEIVED) connections allowed per listener; further SYNs are dropped.
+    /// Half-open (SYN-RECEIVED) connections allowed per listener. When it is full a new
+    /// SYN first evicts the oldest half-open connection whose SYN-ACK was already
+    /// retransmitted, else it is answered with a SYN cookie (see [`SynCookies`]), else
+    /// dropped.
     pub syn_queue_len: usize,
+    /// When listeners answer SYNs with SYN cookies (RFC 4987 §3.6) instead of keeping
+    /// state, like Linux's `tcp_syncookies`. [`SynCookies::WhenFull`] by default.
+    pub syn_cookies: SynCookies,
     /// Connections (all states except TIME-WAIT records) the engine will hold.
     pub max_connections: usize,
     /// TIME-WAIT records kept; when full the oldest is recycled early.
@@ -126,6 +132,7 @@ impl Default for TcpConfig {
             initial_window: 10,
             max_backlog: 4096,
             syn_queue_len: 1024,
+            syn_cookies: SynCookies::WhenFull,
             max_connections: 65536,
             max_time_wait: 65536,
             challenge_ack_limit: 1000,
@@ -134,6 +141,29 @@ impl Default for TcpConfig {
             rack: true,
         }
     }
+}
+
+/// When a listener answers a SYN with a SYN cookie (RFC 4987 §3.6, `tcp/cookie.rs`): the
+/// SYN-ACK's sequence number encodes what the connection needs, nothing is stored, and
+/// the connection is created when the peer's ACK returns the cookie. The modes are
+/// Linux's `tcp_syncookies` 0, 1 and 2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
+#[non_exhaustive]
+pub enum SynCookies {
+    /// Never: a SYN that finds the SYN queue full (and nothing to evict) is dropped.
+    Never,
+    /// Only while the SYN queue is full (and for two cookie periods after it last was,
+    /// so the ACKs of the cookies sent can still be validated). The default.
+    #[default]
+    WhenFull,
+    /// For every SYN: listeners keep no half-open state at all. Connections lose what a
+    /// cookie cannot carry (exact MSS; window scale and SACK without timestamps).
+    Always,
 }
 
 /// Keepalive timing (RFC 1122 §4.2.3.6).

@@ -16,7 +16,7 @@
 //! parts that own their fields and do not know `Socket`: `seq.rs` (send sequence
 //! space), `rseq.rs` (receive sequence space and the window we offer), `recovery/`
 //! (loss recovery with the SACK scoreboard, `recovery/rack.rs` and `recovery/tlp.rs`), `congestion/`, `rtt.rs`, `timers.rs` (the deadlines), `options.rs`
-//! (negotiation). Around them: `listen.rs`, `timewait.rs`,
+//! (negotiation). Around them: `listen.rs`, `cookie.rs` (SYN cookies), `timewait.rs`,
 //! `table.rs`, `challenge.rs` (RFC 5961 rate limit), `stats.rs`, `config.rs`.
 //!
 //! Supported: all eleven states with active, passive and simultaneous open and close,
@@ -27,7 +27,9 @@
 //! keepalive, user timeout, NewReno / SACK recovery / CUBIC per socket, tail loss probes
 //! and RACK-style loss detection at SND.UNA (RFC 8985, `recovery/tlp.rs` and `recovery/rack.rs`), limited
 //! transmit, delayed ACK, Nagle, SWS avoidance on both sides, bounded SYN and accept
-//! queues, RFC 6528 ISNs and RFC 6056 ephemeral ports; a configurable initial window and
+//! queues with SYN-flood defences (RFC 4987: early eviction of half-open connections and
+//! SYN cookies with Linux's option encoding, `cookie.rs`, `layer/syn.rs`), RFC 6528 ISNs
+//! and RFC 6056 ephemeral ports; a configurable initial window and
 //! RTO floors (whole RTO and, like Linux, its variance term); per-socket receive / send
 //! buffer sizes and MSS, set before the SYN (`connect_with`, listener options) or after.
 //!
@@ -35,8 +37,7 @@
 //! `tests/regressions.rs`, named after the finding.
 //!
 //! Deliberately not supported: urgent data (URG is ignored and data stays inline, as
-//! RFC 6093 recommends for new code), ECN, TCP Fast Open, SYN cookies (a full SYN queue
-//! drops SYNs instead), path MTU discovery beyond ICMP "fragmentation needed" (the IP layer
+//! RFC 6093 recommends for new code), ECN, TCP Fast Open, path MTU discovery beyond ICMP "fragmentation needed" (the IP layer
 //! hands ICMP errors to [`Tcp::icmp_error`] and may report MTUs through [`Tcp::set_path_mtu`];
 //! no RFC 4821/8899 black-hole probing), data carried on a SYN (it is not acknowledged; the peer sends
 //! it again).
@@ -50,6 +51,7 @@ pub mod sack;
 mod api;
 mod challenge;
 mod config;
+mod cookie;
 mod error;
 mod handle;
 mod layer;
@@ -65,7 +67,7 @@ mod table;
 mod timers;
 mod timewait;
 
-pub use config::{Keepalive, SocketOption, TcpConfig};
+pub use config::{Keepalive, SocketOption, SynCookies, TcpConfig};
 pub use congestion::Algorithm;
 pub use error::{
     AcceptError, ConnError, ConnectError, ListenError, RecvError, SendError, SocketError,

@@ -130,8 +130,20 @@ pub struct TcpStats {
     pub challenge_acks: u64,
     /// Challenge ACKs suppressed by the rate limit (RFC 5961 §7).
     pub challenge_acks_suppressed: u64,
-    /// SYNs dropped because a listener's SYN queue was full.
+    /// SYNs that found a listener's SYN queue full (each was then handled by an eviction,
+    /// a SYN cookie, or dropped).
     pub syn_queue_overflows: u64,
+    /// Half-open connections evicted from a full SYN queue to make room for a new SYN
+    /// (the oldest one whose SYN-ACK had already been retransmitted).
+    pub syn_queue_evictions: u64,
+    /// SYN-ACKs sent carrying a SYN cookie (RFC 4987 §3.6), no state kept.
+    pub syn_cookies_sent: u64,
+    /// ACKs whose cookie validated: connections created from a cookie.
+    pub syn_cookies_accepted: u64,
+    /// ACKs for no connection, checked as a cookie while a listener was in cookie mode,
+    /// that failed validation (forged, stale or corrupted; answered with a RST), or,
+    /// rarely, validated but did not complete the handshake (dropped).
+    pub syn_cookies_failed: u64,
     /// Handshakes dropped because a listener's accept queue was full.
     pub accept_queue_overflows: u64,
     /// New connections refused because the table was full.

@@ -27,9 +27,11 @@ use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
 use crate::time::Instant;
 
 use super::challenge::ChallengeLimiter;
-use super::config::{mss_for_mtu, TcpConfig};
+use super::config::{mss_for_mtu, SynCookies, TcpConfig};
+use super::cookie::CookieJar;
 use super::error::ConnError;
 pub(crate) mod icmp;
+mod syn;
 mod user;
 
 use super::handle::{Event, ListenerHandle, SocketHandle};
@@ -99,6 +101,8 @@ pub struct Tcp {
     pub(super) isn: IsnGenerator,
     pub(super) ports: EphemeralPorts,
     pub(super) challenge: ChallengeLimiter,
+    /// SYN cookie keys (RFC 4987 §3.6), from the secret.
+    cookies: CookieJar,
     pub(super) stats: TcpStats,
     heap: BinaryHeap<Reverse<(Instant, u32, u32)>>,
     ready: VecDeque<u32>,
@@ -125,6 +129,7 @@ impl Tcp {
             isn: IsnGenerator::new(isn_key),
             ports: EphemeralPorts::new(isn_key, EPHEMERAL.0..=EPHEMERAL.1),
             challenge: ChallengeLimiter::new(config.challenge_ack_limit),
+            cookies: CookieJar::new(&isn_key),
             stats: TcpStats::default(),
             slots: Vec::new(),
             free: Vec::new(),
@@ -336,6 +341,14 @@ impl Tcp {
             return;
         }
         if f.contains(TcpFlags::ACK) {
+            // RFC 4987 §3.6: while cookies may be out, an ACK for no connection may
+            // return one.
+            if !f.contains(TcpFlags::SYN)
+                && self.cookie_mode(li, now)
+                && self.cookie_ack(li, now, tuple, seg, out)
+            {
+                return;
+            }
             self.stats.resets_sent += 1;
             self.stats.segs_out += 1;
             out(dst, src, &rst_for(seg));
@@ -345,18 +358,29 @@ impl Tcp {
             self.stats.dropped_other += 1;
             return;
         }
-        let ls = &self.listeners[li as usize];
+        let ls = &mut self.listeners[li as usize];
         let generation = ls.generation;
-        let Some(l) = ls.listener.as_ref() else {
+        let Some(l) = ls.listener.as_mut() else {
             return;
         };
-        if l.syn_count >= self.cfg.syn_queue_len {
-            self.stats.syn_queue_overflows += 1;
-            return;
-        }
         if l.accept_queue_full() {
             self.stats.accept_queue_overflows += 1;
             return;
+        }
+        if self.cfg.syn_cookies == SynCookies::Always {
+            self.send_cookie(li, now, &tuple, seg, out);
+            return;
+        }
+        if l.syn_count >= self.cfg.syn_queue_len {
+            // RFC 4987: a full SYN queue is a flood; make room or go stateless.
+            self.stats.syn_queue_overflows += 1;
+            l.last_overflow = Some(now);
+            if !self.evict_oldest_syn(li, now) {
+                if self.cfg.syn_cookies != SynCookies::Never {
+                    self.send_cookie(li, now, &tuple, seg, out);
+                }
+                return;
+            }
         }
         if self.table.is_full() {
             self.stats.table_full += 1;
@@ -389,6 +413,8 @@ impl Tcp {
         if let Some(l) = self.listeners[li as usize].listener.as_mut() {
             l.syn_count += 1;
         }
+        let h = self.handle_of(idx);
+        self.note_syn_order(li, h);
         self.settle(idx, now, None);
     }
 

@@ -276,6 +276,40 @@ impl Socket {
         self.last_rcv = now;
     }
 
+    /// Passive open rebuilt from a SYN cookie (RFC 4987 §3.6, `tcp/cookie.rs`): the state
+    /// a SYN-RECEIVED connection would have right after sending its SYN-ACK — the peer's
+    /// ISN `irs`, the options `n` the cookie carried, SND.NXT = ISS + 1 and the SYN-ACK's
+    /// window recorded as advertised — so the returning ACK completes the handshake
+    /// through the ordinary SYN-RECEIVED rules. `tsval` is the ACK's, standing in for the
+    /// SYN's for PAWS (RFC 7323 §5.3). No SYN-ACK is queued: it was sent statelessly.
+    pub(crate) fn open_from_cookie(
+        &mut self,
+        now: Instant,
+        irs: SeqNumber,
+        tsval: Option<u32>,
+        n: Negotiated,
+        origin: ListenerHandle,
+    ) {
+        self.passive = true;
+        self.origin = Some(origin);
+        self.rcv.sync(irs);
+        self.apply_negotiated(n);
+        if let Some(v) = tsval.filter(|_| self.ts_on) {
+            self.ts_recent = v;
+            self.ts_recent_age = now;
+        }
+        self.state = State::SynReceived;
+        let _ = self.take_window_field(true);
+        self.note_ack_sent();
+        self.snd.sent_to(self.snd.iss() + 1);
+        self.last_rcv = now;
+    }
+
+    /// A SYN-RECEIVED connection retransmitted its SYN-ACK (no ACK within an RTO).
+    pub(crate) fn syn_retransmitted(&self) -> bool {
+        self.syn_retransmitted
+    }
+
     pub(crate) fn apply_negotiated(&mut self, n: Negotiated) {
         self.snd
             .set_negotiated(n.snd_mss, n.snd_wscale, n.timestamps);

@@ -148,8 +148,12 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(cfg: TcpConfig) -> Harness {
+        // The scripted peer sits on an Ethernet link: cap the MTU as an interface would
+        // (`Interface::set_tcp`), so our MSS is 1460 unless a test asks for less.
+        let mut tcp = Tcp::new(cfg, [0x5a; 16]);
+        tcp.cap_mtu(1500);
         Harness {
-            tcp: Tcp::new(cfg, [0x5a; 16]),
+            tcp,
             now: Instant::from_secs(1000),
             local: LOCAL.parse().unwrap(),
             remote: REMOTE.parse().unwrap(),

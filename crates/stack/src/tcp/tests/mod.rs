@@ -11,5 +11,6 @@ mod loopback;
 mod options;
 mod regressions;
 mod rfc5961;
+mod synflood;
 mod tlp_rack;
 mod transfer;
