@@ -65,7 +65,7 @@ mod table;
 mod timers;
 mod timewait;
 
-pub use config::{Keepalive, SocketOption, TcpConfig};
+pub use config::{Keepalive, MemLimits, SocketOption, TcpConfig};
 pub use congestion::Algorithm;
 pub use error::{
     AcceptError, ConnError, ConnectError, ListenError, RecvError, SendError, SocketError,
