@@ -117,6 +117,9 @@ pub struct Tcp {
     /// Tests pin the next ISS (to exercise wraparound).
     #[cfg(test)]
     next_iss: Option<u32>,
+    /// Tests read how far receive auto-tuning took the connections freed so far.
+    #[cfg(test)]
+    pub(crate) largest_rx_capacity: usize,
 }
 
 impl Tcp {
@@ -147,6 +150,8 @@ impl Tcp {
             live: 0,
             #[cfg(test)]
             next_iss: None,
+            #[cfg(test)]
+            largest_rx_capacity: 0,
             cfg: config,
         }
     }
@@ -592,6 +597,10 @@ impl Tcp {
         let slot = &mut self.slots[idx as usize];
         if let Some(sock) = slot.sock.take() {
             self.mem.release(sock.buffer_storage());
+            #[cfg(test)]
+            {
+                self.largest_rx_capacity = self.largest_rx_capacity.max(sock.rx_capacity());
+            }
             self.live -= 1;
         }
         slot.generation = slot.generation.wrapping_add(1);

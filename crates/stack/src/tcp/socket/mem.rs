@@ -43,6 +43,8 @@ const DRS_DEFAULT_RTT: Duration = Duration::from_millis(200);
 pub(crate) struct Drs {
     since: Option<Instant>,
     read_mark: u64,
+    /// Bytes read in the last round trip that grew (Linux `rcvq_space.space`).
+    space: u64,
 }
 
 impl Socket {
@@ -98,18 +100,24 @@ impl Socket {
     }
 
     /// Dynamic right-sizing (Linux `tcp_rcv_space_adjust`), called for every data
-    /// segment: once per round trip, the receive capacity grows to twice what the
-    /// application read during it (doubling at least, up to `recv_buffer_len`). Not
-    /// when the application fixed the size, nor under memory pressure.
+    /// segment: once per round trip, when the application read more than in the round
+    /// trip before, the receive capacity grows to Linux's estimate of the window the
+    /// sender needs next, `2 * copied + 16 * MSS`, plus twice the growth rate of what was
+    /// read (so slow start, which doubles per round trip, is not held back). Growth is
+    /// to a power of two and at least doubles, up to `recv_buffer_len`. Not when the
+    /// application fixed the size, nor under memory pressure.
     pub(crate) fn rcv_space_adjust(&mut self, now: Instant, cx: &mut Cx<'_>) {
         let read = self
             .counters
             .bytes_received
             .saturating_sub(self.rx.len() as u64);
+        let mss = u64::from(self.peer_eff_mss());
         let Some(since) = self.drs.since else {
+            // Linux starts from the initial window's worth (TCP_INIT_CWND segments).
             self.drs = Drs {
                 since: Some(now),
                 read_mark: read,
+                space: 10 * mss,
             };
             return;
         };
@@ -118,14 +126,20 @@ impl Socket {
             return;
         }
         let copied = read.saturating_sub(self.drs.read_mark);
-        self.drs = Drs {
-            since: Some(now),
-            read_mark: read,
-        };
+        let prev = self.drs.space.max(1);
+        self.drs.since = Some(now);
+        self.drs.read_mark = read;
+        if copied <= prev {
+            return;
+        }
+        self.drs.space = copied;
         if self.rx_locked || cx.mem.under_pressure() {
             return;
         }
-        let target = usize::try_from(copied.saturating_mul(2)).unwrap_or(usize::MAX);
+        let mut rcvwin = copied.saturating_mul(2).saturating_add(16 * mss);
+        let grow = rcvwin.saturating_mul(copied - prev) / prev;
+        rcvwin = rcvwin.saturating_add(grow.saturating_mul(2));
+        let target = usize::try_from(rcvwin).unwrap_or(usize::MAX);
         let cap = self.rx.capacity();
         let max = cx.cfg.recv_buffer_len;
         if target > cap && cap < max {
