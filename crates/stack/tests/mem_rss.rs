@@ -211,8 +211,9 @@ fn issue13_rss_of_20000_idle_connections() {
     let per = |kib: u64| (kib.saturating_sub(rss0)) * 1024 / (2 * N as u64);
     println!("VmRSS at start: {rss0} KiB");
     println!(
-        "{N} embryonic (B only): {rss_embryonic} KiB, +{} B per connection",
-        (rss_embryonic.saturating_sub(rss0)) * 1024 / N as u64
+        "{N} embryonic pairs (A in SYN-SENT, B in SYN-RECEIVED): {rss_embryonic} KiB, {} B \
+         per endpoint",
+        per(rss_embryonic)
     );
     println!(
         "{N} established pairs, no data: {rss_established} KiB, {} B per endpoint",
