@@ -280,6 +280,12 @@ impl Timers {
         self.reclaim.is_some()
     }
 
+    /// The reclaim check's deadline, if scheduled.
+    #[inline]
+    pub(crate) fn reclaim(&self) -> Option<Instant> {
+        self.reclaim
+    }
+
     /// Schedules a reclaim check at `at`.
     #[inline]
     pub(crate) fn arm_reclaim(&mut self, at: Instant) {

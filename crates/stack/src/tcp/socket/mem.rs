@@ -37,6 +37,10 @@ use crate::tcp::congestion::CongestionControl;
 /// `rcv_rtt_est` empty and waits; a handshake almost always gives a sample).
 const DRS_DEFAULT_RTT: Duration = Duration::from_millis(200);
 
+/// How soon a connection whose SEND the budget refused looks again (when no ACK frees
+/// room first).
+const STARVED_RETRY: Duration = Duration::from_millis(200);
+
 /// Dynamic right-sizing state: what the application had read at the start of the
 /// current measurement, and when it started (Linux `rcvq_space`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -152,6 +156,18 @@ impl Socket {
         }
     }
 
+    /// SEND could take nothing: the budget refused storage. The connection is not
+    /// writable until an ACK frees room (`input.rs`) or the retry check finds the budget
+    /// has room again, so an application waiting for writability does not spin.
+    pub(crate) fn starve_tx(&mut self, now: Instant) {
+        self.tx_starved = true;
+        let at = now + STARVED_RETRY;
+        match self.timers.reclaim() {
+            Some(t) if t <= at => {}
+            _ => self.timers.arm_reclaim(at),
+        }
+    }
+
     /// Schedules a reclaim check `idle` from now unless one is due already.
     fn arm_reclaim(&mut self, now: Instant, idle: Duration) {
         if !self.timers.reclaim_armed() && self.buffer_storage() > 0 {
@@ -162,6 +178,10 @@ impl Socket {
     /// The reclaim check fired: an idle connection with empty buffers gives their
     /// storage back; one still busy is looked at again later.
     pub(crate) fn reclaim_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
+        if self.tx_starved {
+            // Writable again: the next SEND asks the budget afresh.
+            self.tx_starved = false;
+        }
         let idle = cx.cfg.buffer_idle;
         let quiet_until = self.last_rcv + idle;
         if now >= quiet_until && self.release_storage(cx.mem, cx.cfg) {

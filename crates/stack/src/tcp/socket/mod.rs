@@ -92,6 +92,9 @@ pub(crate) struct Socket {
     /// SOCK_RCVBUF_LOCK): no growth with use.
     tx_locked: bool,
     rx_locked: bool,
+    /// SEND found no room and the memory budget refused more storage: not writable
+    /// until an ACK frees some or a retry (`mem.rs`) finds the budget has room.
+    tx_starved: bool,
     /// Receive-buffer auto-tuning (dynamic right-sizing, `mem.rs`).
     drs: mem::Drs,
 
@@ -224,6 +227,7 @@ impl Socket {
             asm: Assembler::new(cfg.max_ooo_ranges),
             tx_locked: false,
             rx_locked: false,
+            tx_starved: false,
             drs: mem::Drs::default(),
             fin_queued: false,
             fin_sent_seq: None,
@@ -436,8 +440,12 @@ impl Socket {
             return Err(SendError::Closed);
         }
         // A refusal leaves whatever storage there is: SEND takes what fits in it.
-        let _ = self.reserve_tx(data.len(), now, cx);
-        Ok(self.tx.enqueue_slice(data))
+        let granted = self.reserve_tx(data.len(), now, cx);
+        let n = self.tx.enqueue_slice(data);
+        if n == 0 && !granted && !data.is_empty() {
+            self.starve_tx(now);
+        }
+        Ok(n)
     }
 
     /// RECEIVE (RFC 9293 §3.10.3). `Ok(0)` is EOF; an empty buffer before EOF is
@@ -687,7 +695,8 @@ impl Socket {
         self.error.is_some()
             || (matches!(self.state, State::Established | State::CloseWait)
                 && !self.fin_queued
-                && self.tx.window() > 0)
+                && self.tx.window() > 0
+                && !self.tx_starved)
     }
 
     // ---- loss recovery's view of the connection ----

@@ -223,3 +223,36 @@ fn issue13_receive_autotuning_reaches_the_max_and_keeps_goodput() {
         assert_eq!(o.b.stats().mem_bytes, 0, "{:?}", o.b.stats());
     }
 }
+
+/// SEND refused by the budget leaves the connection not writable (an application
+/// waiting for writability does not spin) until a retry finds room.
+#[test]
+fn issue13_send_refused_by_the_budget_is_not_writable_until_there_is_room() {
+    let mut cfg = plain_config();
+    cfg.mem = MemLimits::from_hard(MIN_STORAGE);
+    cfg.buffer_idle = Duration::from_secs(1);
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer().window(65535));
+    h.send(h.peer().seq(1001).ack(iss + 1).data(&[1; 1000]));
+    assert_eq!(h.tcp.stats().mem_bytes, MIN_STORAGE as u64);
+    assert!(h.tcp.readiness(s).unwrap().writable);
+    assert_eq!(h.tcp.send(h.now, s, b"answer").unwrap(), 0);
+    assert!(
+        !h.tcp.readiness(s).unwrap().writable,
+        "refused: not writable"
+    );
+    assert_eq!(h.read_all(s).len(), 1000);
+    // The retry makes it writable again; the receive storage is still held, so the
+    // next SEND is refused once more.
+    h.advance(Duration::from_millis(300));
+    assert!(h.tcp.readiness(s).unwrap().writable);
+    assert_eq!(h.tcp.send(h.now, s, b"answer").unwrap(), 0);
+    assert!(!h.tcp.readiness(s).unwrap().writable);
+    // Idle: the receive storage goes back, and SEND gets storage.
+    h.advance(Duration::from_millis(1500));
+    assert_eq!(h.tcp.stats().mem_bytes, 0);
+    assert!(h.tcp.readiness(s).unwrap().writable);
+    assert_eq!(h.tcp.send(h.now, s, b"answer").unwrap(), 6);
+    let out = h.out();
+    assert!(out.iter().any(|o| o.payload == b"answer"), "{out:?}");
+}
