@@ -89,8 +89,10 @@ impl Profile {
         match kind {
             ProfileKind::Neutral => Profile {
                 kind,
-                rcvbuf_default: config.recv_buffer_len as i64,
-                sndbuf_default: config.send_buffer_len as i64,
+                // What a new socket starts with (issue 13: buffers grow with use towards
+                // `*_buffer_len`).
+                rcvbuf_default: config.recv_buffer_initial.min(config.recv_buffer_len) as i64,
+                sndbuf_default: config.send_buffer_initial.min(config.send_buffer_len) as i64,
                 config,
                 doubles_buffer_sizes: false,
                 unordered_options: false,

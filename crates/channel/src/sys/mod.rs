@@ -31,6 +31,7 @@ macro_rules! syscall {
 
 #[cfg(target_os = "linux")]
 pub mod bpf;
+pub mod heap;
 #[cfg(target_os = "linux")]
 pub mod mmap;
 #[cfg(target_os = "linux")]

@@ -9,7 +9,7 @@ use anyhow::{bail, Context as _};
 use ulnet::net::{Stack, StackBuilder};
 use ulnet::runtime::{self, AnyChannel, App, Backend, Handle, Runtime, WaitMode};
 use ulnet::stack::iface::{Interface, IpCidr};
-use ulnet::stack::tcp::Event;
+use ulnet::stack::tcp::{Event, TcpStats};
 use ulnet::stack::time::Instant;
 use ulnet_apps::discard::{Chargen, Discard};
 use ulnet_apps::echo::Echo;
@@ -310,6 +310,24 @@ fn start(args: &Args, rt: &Runtime<AnyChannel>, ip: IpAddr) -> anyhow::Result<Ru
     })
 }
 
+/// The TCP engine's buffer memory (issue 13): storage in use and its peak, whether the
+/// budget is under pressure, and what it refused.
+pub(crate) fn tcp_memory(s: &TcpStats) -> String {
+    format!(
+        "buffer memory {} KiB (peak {} KiB{}), connections refused for memory {}, \
+         segments dropped for memory {}",
+        s.mem_bytes / 1024,
+        s.mem_peak_bytes / 1024,
+        if s.mem_pressure {
+            ", under pressure"
+        } else {
+            ""
+        },
+        s.mem_refused,
+        s.mem_dropped
+    )
+}
+
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.service == Service::Iperf3 {
@@ -337,6 +355,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     rt.run(&mut app)?;
     let stats = ulnet::channel::Channel::stats(rt.channel());
     eprintln!("ulnet: stopped: {}", app.summary());
+    if let Some(t) = rt.iface().tcp().map(|t| t.stats()) {
+        eprintln!("ulnet: tcp {}", tcp_memory(&t));
+    }
     eprintln!("ulnet: channel {stats:?}");
     eprintln!("ulnet: runtime {:?}", rt.stats());
     Ok(())

@@ -1,8 +1,7 @@
 //! A bounded byte ring: the TCP send and receive buffers.
 //!
-//! The storage is allocated once, in [`RingBuffer::new`], and never grows. Bytes are
-//! *allocated* (written and committed, waiting to be read) from the read pointer for
-//! `len()` bytes; the rest of the ring is *unallocated* (free, the `window()`).
+//! Bytes are *allocated* (written and committed, waiting to be read) from the read pointer
+//! for `len()` bytes; the rest of the ring is *unallocated* (free, the `window()`).
 //!
 //! The two sides of TCP use it differently:
 //! - the sender enqueues application data, reads it at an offset past the read pointer
@@ -12,20 +11,38 @@
 //!   ([`RingBuffer::write_unallocated`]), commits them once contiguous
 //!   ([`RingBuffer::enqueue_unallocated`]), and the application dequeues.
 //!
-//! Every operation clamps to what fits and returns how many bytes it moved, so no
-//! combination of arguments panics.
+//! Two sizes: the *capacity* is what the ring promises (the receive window is computed
+//! from it, RFC 9293 §3.8.6), the *storage* is what is allocated now. A ring made with
+//! [`RingBuffer::new`] allocates its whole capacity at once and never again. One made with
+//! [`RingBuffer::lazy`] allocates nothing until [`RingBuffer::reserve`] asks for room,
+//! then grows its storage by doubling (amortised, never per packet) up to the capacity,
+//! charging every byte to a [`MemBudget`]; [`RingBuffer::release`] gives an empty ring's
+//! storage back. Growing keeps every byte at its offset from the read pointer, out-of-order
+//! bytes past the write pointer included.
+//!
+//! Every operation clamps to what fits in the storage and returns how many bytes it
+//! moved, so no combination of arguments panics.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// A fixed-capacity circular byte buffer. See the module docs for the allocated /
-/// unallocated split.
+use super::MemBudget;
+
+/// The smallest storage a lazy ring allocates: a page, so a one-line request does not
+/// cost a doubling series of tiny allocations.
+pub const MIN_STORAGE: usize = 4096;
+
+/// A circular byte buffer with a fixed or growing storage. See the module docs for the
+/// allocated / unallocated split and the two sizes.
 #[derive(Clone)]
 pub struct RingBuffer {
+    /// The bytes allocated now; its length is at most `cap`.
     storage: Vec<u8>,
-    /// Index of the first allocated byte; always `< capacity` (or 0 when empty storage).
+    /// The promised size: `window()` is computed from it.
+    cap: usize,
+    /// Index of the first allocated byte; always `< storage.len()` (or 0 when empty storage).
     read_at: usize,
-    /// Number of allocated bytes; always `<= capacity`.
+    /// Number of allocated bytes; always `<= storage.len()`.
     length: usize,
 }
 
@@ -33,6 +50,7 @@ impl core::fmt::Debug for RingBuffer {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RingBuffer")
             .field("capacity", &self.capacity())
+            .field("storage", &self.storage.len())
             .field("read_at", &self.read_at)
             .field("len", &self.length)
             .finish()
@@ -45,15 +63,90 @@ impl RingBuffer {
     pub fn new(capacity: usize) -> Self {
         RingBuffer {
             storage: vec![0; capacity],
+            cap: capacity,
             read_at: 0,
             length: 0,
         }
     }
 
-    /// The fixed size in bytes.
+    /// A ring that promises `capacity` bytes and allocates none yet: writes take nothing
+    /// until [`RingBuffer::reserve`] found room.
+    pub const fn lazy(capacity: usize) -> Self {
+        RingBuffer {
+            storage: Vec::new(),
+            cap: capacity,
+            read_at: 0,
+            length: 0,
+        }
+    }
+
+    /// The promised size in bytes.
     #[inline]
     pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// The bytes of storage allocated now (what the ring costs).
+    #[inline]
+    pub fn storage_len(&self) -> usize {
         self.storage.len()
+    }
+
+    /// Changes the promised size. It never falls below the storage already allocated
+    /// (nor, so, below `len()`); returns the size in force. Shrinking is the caller's
+    /// decision: a receive buffer must not take back a window it offered (RFC 9293
+    /// §3.8.6).
+    pub fn set_capacity(&mut self, capacity: usize) -> usize {
+        self.cap = capacity.max(self.storage.len());
+        self.cap
+    }
+
+    /// Makes the storage hold at least `total` bytes from the read pointer (clamped to
+    /// the capacity), growing it to the next power of two (at least [`MIN_STORAGE`], at
+    /// most the capacity) and charging the growth to `budget`. Returns false when
+    /// `budget` or the allocator refused; the ring is then unchanged.
+    pub fn reserve(&mut self, total: usize, budget: &mut MemBudget) -> bool {
+        let want = total.min(self.cap);
+        let old = self.storage.len();
+        if old >= want {
+            return true;
+        }
+        let new_len = want
+            .checked_next_power_of_two()
+            .unwrap_or(want)
+            .max(MIN_STORAGE)
+            .min(self.cap);
+        let add = new_len - old;
+        if !budget.try_charge(add) {
+            return false;
+        }
+        let mut fresh: Vec<u8> = Vec::new();
+        if fresh.try_reserve_exact(new_len).is_err() {
+            budget.release(add);
+            return false;
+        }
+        // Keep every byte at its offset from the read pointer: the allocated ones and
+        // the out-of-order ones written past the write pointer alike.
+        fresh.extend_from_slice(&self.storage[self.read_at..]);
+        fresh.extend_from_slice(&self.storage[..self.read_at]);
+        fresh.resize(new_len, 0);
+        self.storage = fresh;
+        self.read_at = 0;
+        true
+    }
+
+    /// Gives the storage of an empty ring back to `budget` (and the allocator); returns
+    /// the bytes freed. A ring holding bytes keeps its storage and returns 0. The caller
+    /// makes sure no out-of-order bytes past the write pointer are still wanted.
+    pub fn release(&mut self, budget: &mut MemBudget) -> usize {
+        if self.length != 0 || self.storage.is_empty() {
+            return 0;
+        }
+        let n = self.storage.len();
+        self.storage = Vec::new();
+        self.read_at = 0;
+        budget.release(n);
+        n
     }
 
     /// Allocated (readable) bytes.
@@ -74,11 +167,19 @@ impl RingBuffer {
         self.length == self.capacity()
     }
 
-    /// Free (unallocated) bytes: what can still be enqueued. For a receive buffer this is
-    /// the window to advertise (RFC 9293 §3.8.6).
+    /// Free (unallocated) bytes of the promised size: what can still be enqueued once
+    /// the storage grew to it. For a receive buffer this is the window to advertise (RFC
+    /// 9293 §3.8.6).
     #[inline]
     pub fn window(&self) -> usize {
-        self.capacity() - self.length
+        self.cap - self.length
+    }
+
+    /// Free bytes of the storage allocated now: what a write can take without
+    /// [`RingBuffer::reserve`].
+    #[inline]
+    fn room(&self) -> usize {
+        self.storage.len() - self.length
     }
 
     /// Drops all bytes; the storage is kept.
@@ -90,7 +191,7 @@ impl RingBuffer {
     /// Storage index `offset` bytes past `base`, wrapping. `offset` may be any value.
     #[inline]
     fn index(&self, base: usize, offset: usize) -> usize {
-        let cap = self.capacity();
+        let cap = self.storage.len();
         if cap == 0 {
             return 0;
         }
@@ -109,9 +210,9 @@ impl RingBuffer {
     }
 
     /// Copies `data` into storage starting at index `at`, wrapping once. The caller
-    /// guarantees `data.len() <= capacity`.
+    /// guarantees `data.len() <= storage.len()`.
     fn copy_in(&mut self, at: usize, data: &[u8]) {
-        let cap = self.capacity();
+        let cap = self.storage.len();
         let first = data.len().min(cap - at);
         self.storage[at..at + first].copy_from_slice(&data[..first]);
         let rest = data.len() - first;
@@ -119,18 +220,19 @@ impl RingBuffer {
     }
 
     /// Copies `buf.len()` bytes out of storage starting at index `at`, wrapping once.
-    /// The caller guarantees `buf.len() <= capacity`.
+    /// The caller guarantees `buf.len() <= storage.len()`.
     fn copy_out(&self, at: usize, buf: &mut [u8]) {
-        let cap = self.capacity();
+        let cap = self.storage.len();
         let first = buf.len().min(cap - at);
         buf[..first].copy_from_slice(&self.storage[at..at + first]);
         let rest = buf.len() - first;
         buf[first..].copy_from_slice(&self.storage[..rest]);
     }
 
-    /// Appends as much of `data` as fits; returns how many bytes were taken.
+    /// Appends as much of `data` as fits in the storage; returns how many bytes were
+    /// taken.
     pub fn enqueue_slice(&mut self, data: &[u8]) -> usize {
-        let n = data.len().min(self.window());
+        let n = data.len().min(self.room());
         if n == 0 {
             return 0;
         }
@@ -167,7 +269,9 @@ impl RingBuffer {
             return &[];
         }
         let at = self.index(self.read_at, offset);
-        let n = max_len.min(self.length - offset).min(self.capacity() - at);
+        let n = max_len
+            .min(self.length - offset)
+            .min(self.storage.len() - at);
         &self.storage[at..at + n]
     }
 
@@ -181,39 +285,39 @@ impl RingBuffer {
         n
     }
 
-    /// Writes `data` into free space starting `offset` bytes past the write pointer,
+    /// Writes `data` into free storage starting `offset` bytes past the write pointer,
     /// without committing it; returns how many bytes were written (clipped to the free
-    /// space, zero when `offset >= window()`). The receiver stores out-of-order segments
+    /// storage, zero when `offset` is past it). The receiver stores out-of-order segments
     /// with it and commits them with [`RingBuffer::enqueue_unallocated`] once the gap
     /// before them is filled.
     pub fn write_unallocated(&mut self, offset: usize, data: &[u8]) -> usize {
-        let window = self.window();
-        if offset >= window {
+        let room = self.room();
+        if offset >= room {
             return 0;
         }
-        let n = data.len().min(window - offset);
+        let n = data.len().min(room - offset);
         let at = self.index(self.write_at(), offset);
         self.copy_in(at, &data[..n]);
         n
     }
 
-    /// The free bytes starting `offset` past the write pointer, at most `max_len`,
+    /// The free storage starting `offset` past the write pointer, at most `max_len`,
     /// stopping at the end of the storage: a zero-copy target for writes that are then
     /// committed with [`RingBuffer::enqueue_unallocated`].
     pub fn get_unallocated(&mut self, offset: usize, max_len: usize) -> &mut [u8] {
-        let window = self.window();
-        if offset >= window {
+        let room = self.room();
+        if offset >= room {
             return &mut [];
         }
         let at = self.index(self.write_at(), offset);
-        let n = max_len.min(window - offset).min(self.capacity() - at);
+        let n = max_len.min(room - offset).min(self.storage.len() - at);
         &mut self.storage[at..at + n]
     }
 
     /// Commits up to `n` bytes after the write pointer (written earlier with
     /// [`RingBuffer::write_unallocated`]) as allocated; returns how many.
     pub fn enqueue_unallocated(&mut self, n: usize) -> usize {
-        let n = n.min(self.window());
+        let n = n.min(self.room());
         self.length += n;
         n
     }
@@ -325,6 +429,74 @@ mod tests {
         let mut out = [0u8; 6];
         r.dequeue_slice(&mut out);
         assert_eq!(&out, b"efghij");
+    }
+
+    #[test]
+    fn lazy_ring_allocates_on_reserve_and_charges_the_budget() {
+        let mut b = MemBudget::new(crate::storage::MemLimits::from_hard(1 << 20));
+        let mut r = RingBuffer::lazy(64 * 1024);
+        assert_eq!(r.storage_len(), 0);
+        assert_eq!(r.window(), 64 * 1024, "the promise stands without storage");
+        assert_eq!(r.enqueue_slice(b"abc"), 0, "no storage, no bytes");
+        assert!(r.reserve(3, &mut b));
+        assert_eq!(r.storage_len(), MIN_STORAGE);
+        assert_eq!(b.used(), MIN_STORAGE);
+        assert_eq!(r.enqueue_slice(b"abc"), 3);
+        // Doubling: room for 5,000 bytes gives 8 KiB, not 5,000.
+        assert!(r.reserve(5000, &mut b));
+        assert_eq!(r.storage_len(), 8192);
+        assert_eq!(b.used(), 8192);
+        // Never past the capacity.
+        assert!(r.reserve(usize::MAX, &mut b));
+        assert_eq!(r.storage_len(), 64 * 1024);
+        let mut out = [0u8; 3];
+        assert_eq!(r.dequeue_slice(&mut out), 3);
+        assert_eq!(&out, b"abc");
+        assert_eq!(r.release(&mut b), 64 * 1024);
+        assert_eq!(b.used(), 0);
+        assert_eq!(r.storage_len(), 0);
+        assert_eq!(r.capacity(), 64 * 1024);
+    }
+
+    #[test]
+    fn growth_keeps_bytes_at_their_offsets() {
+        let mut b = MemBudget::new(crate::storage::MemLimits::from_hard(1 << 20));
+        let mut r = RingBuffer::lazy(1 << 16);
+        assert!(r.reserve(1, &mut b));
+        let n = r.storage_len();
+        // Wrap the read pointer, then hold in-order bytes and an out-of-order block.
+        let fill = vec![7u8; n - 10];
+        assert_eq!(r.enqueue_slice(&fill), n - 10);
+        assert_eq!(r.dequeue_allocated(n - 10), n - 10);
+        assert_eq!(r.enqueue_slice(b"0123456789abcdef"), 16);
+        assert_eq!(r.write_unallocated(4, b"XYZ"), 3);
+        assert!(r.reserve(n + 1, &mut b));
+        assert_eq!(r.storage_len(), 2 * n);
+        assert_eq!(r.write_unallocated(0, b"abcd"), 4);
+        assert_eq!(r.enqueue_unallocated(7), 7);
+        let mut out = [0u8; 23];
+        assert_eq!(r.dequeue_slice(&mut out), 23);
+        assert_eq!(&out, b"0123456789abcdefabcdXYZ");
+    }
+
+    #[test]
+    fn refused_growth_leaves_the_ring_alone() {
+        let mut b = MemBudget::new(crate::storage::MemLimits::from_hard(MIN_STORAGE));
+        let mut r = RingBuffer::lazy(1 << 16);
+        assert!(r.reserve(10, &mut b));
+        assert_eq!(r.enqueue_slice(b"kept"), 4);
+        assert!(!r.reserve(MIN_STORAGE + 1, &mut b));
+        assert_eq!(r.storage_len(), MIN_STORAGE);
+        assert_eq!(b.refused(), 1);
+        let mut out = [0u8; 4];
+        assert_eq!(r.dequeue_slice(&mut out), 4);
+        assert_eq!(&out, b"kept");
+        assert_eq!(r.release(&mut b), MIN_STORAGE);
+        assert_eq!(
+            r.set_capacity(100),
+            100,
+            "shrinks freely once nothing is stored"
+        );
     }
 
     #[derive(Debug, Clone)]

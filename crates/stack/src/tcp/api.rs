@@ -125,7 +125,7 @@ impl Tcp {
         {
             return Err(ConnectError::InvalidAddress);
         }
-        if self.table_full() {
+        if self.table_full() || self.mem_exhausted() {
             return Err(ConnectError::TooManyConnections);
         }
         let local = if local.port() == 0 {
@@ -142,7 +142,7 @@ impl Tcp {
         let mut sock = self.new_socket(FourTuple::new(local, remote), now);
         for &o in options {
             // Nothing is buffered before the SYN: every option applies.
-            let _ = sock.set_option(o, now);
+            let _ = sock.set_option(o, now, &mut self.mem);
         }
         sock.open_active();
         Ok(self.add_socket(sock, now))
@@ -155,8 +155,8 @@ impl Tcp {
     /// [`SendError`]: stale handle, send side closed, or the connection's error.
     pub fn send(&mut self, now: Instant, h: SocketHandle, data: &[u8]) -> Result<usize, SendError> {
         self.saw(now);
-        self.with_user_sock_if(h, now, |s| {
-            let r = s.send(data);
+        self.with_user_sock_cx(h, now, |s, cx| {
+            let r = s.send(data, now, cx);
             let queued = r.as_ref().is_ok_and(|&n| n > 0);
             (r, queued)
         })
@@ -259,7 +259,7 @@ impl Tcp {
         opt: SocketOption,
     ) -> Result<(), SocketError> {
         self.saw(now);
-        self.with_user_sock(h, now, |s| s.set_option(opt, now))
+        self.with_user_sock_cx(h, now, |s, cx| (s.set_option(opt, now, cx.mem), true))
             .ok_or(SocketError::InvalidHandle)?
     }
 

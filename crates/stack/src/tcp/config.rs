@@ -10,6 +10,7 @@
 use crate::time::Duration;
 
 use super::congestion::Algorithm;
+pub use crate::storage::MemLimits;
 
 /// Configuration shared by every connection of one [`Tcp`](super::Tcp).
 ///
@@ -23,10 +24,35 @@ use super::congestion::Algorithm;
 )]
 #[non_exhaustive]
 pub struct TcpConfig {
-    /// Send buffer size per connection, in bytes.
+    /// Largest send buffer per connection, in bytes (Linux `tcp_wmem[2]`). A connection
+    /// starts at `send_buffer_initial` and grows towards this with its congestion window
+    /// (see `tcp/socket/mem.rs`).
     pub send_buffer_len: usize,
-    /// Receive buffer size per connection, in bytes (the largest window we advertise).
+    /// Send buffer a connection starts with (Linux `tcp_wmem[1]`), at most
+    /// `send_buffer_len`.
+    pub send_buffer_initial: usize,
+    /// Send buffer a connection starts with while memory is under pressure (Linux
+    /// `tcp_wmem[0]`).
+    pub send_buffer_min: usize,
+    /// Largest receive buffer per connection, in bytes (Linux `tcp_rmem[2]`): the largest
+    /// window we advertise, and what the window scale we offer is chosen for (RFC 7323
+    /// §2.3). A connection starts at `recv_buffer_initial` and grows towards this with
+    /// what the application reads per round trip (dynamic right-sizing, Linux
+    /// `tcp_rcv_space_adjust`).
     pub recv_buffer_len: usize,
+    /// Receive buffer a connection starts with (Linux `tcp_rmem[1]`), at most
+    /// `recv_buffer_len`.
+    pub recv_buffer_initial: usize,
+    /// Receive buffer a connection starts with while memory is under pressure (Linux
+    /// `tcp_rmem[0]`).
+    pub recv_buffer_min: usize,
+    /// The stack-wide budget for buffer storage (Linux `tcp_mem`, in bytes, not pages):
+    /// past `pressure` buffers stop growing and new ones start at their minimum; past
+    /// `hard` new connections are refused and data that needs more storage is dropped.
+    pub mem: MemLimits,
+    /// A connection whose buffers stay empty and that heard nothing from the peer for
+    /// this long gives their storage back (it is allocated again when data comes).
+    pub buffer_idle: Duration,
     /// The largest path MTU (IP header included) used to derive our MSS. The default is the
     /// largest IP packet, so the link decides: attaching the layer to an interface
     /// ([`Interface::set_tcp`](crate::iface::Interface::set_tcp)) lowers it to the
@@ -111,7 +137,13 @@ impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {
             send_buffer_len: 256 * 1024,
+            send_buffer_initial: 64 * 1024,
+            send_buffer_min: 4096,
             recv_buffer_len: 256 * 1024,
+            recv_buffer_initial: 128 * 1024,
+            recv_buffer_min: 4096,
+            mem: MemLimits::default(),
+            buffer_idle: Duration::from_secs(1),
             mtu: 65535,
             window_scaling: true,
             timestamps: true,
@@ -164,6 +196,22 @@ pub enum SynCookies {
     /// For every SYN: listeners keep no half-open state at all. Connections lose what a
     /// cookie cannot carry (exact MSS; window scale and SACK without timestamps).
     Always,
+}
+
+impl TcpConfig {
+    /// The (send, receive) buffer sizes a new connection starts with: the initial ones,
+    /// or the minimum ones while memory is under pressure; never above the largest.
+    pub(crate) fn starting_buffers(&self, pressure: bool) -> (usize, usize) {
+        let (tx, rx) = if pressure {
+            (self.send_buffer_min, self.recv_buffer_min)
+        } else {
+            (self.send_buffer_initial, self.recv_buffer_initial)
+        };
+        (
+            tx.clamp(1, self.send_buffer_len.max(1)),
+            rx.clamp(1, self.recv_buffer_len.max(1)),
+        )
+    }
 }
 
 /// Keepalive timing (RFC 1122 §4.2.3.6).

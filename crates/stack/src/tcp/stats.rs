@@ -186,4 +186,16 @@ pub struct TcpStats {
     pub icmp_mtu_lowered: u64,
     /// ... of which reported an MTU no lower than the one in force (ignored).
     pub icmp_mtu_not_lower: u64,
+    /// Bytes of buffer storage allocated now, all connections (the memory budget's
+    /// usage, see [`TcpConfig::mem`](super::TcpConfig::mem)).
+    pub mem_bytes: u64,
+    /// The most buffer storage ever allocated at once.
+    pub mem_peak_bytes: u64,
+    /// Whether memory is under pressure now (buffers do not grow, new ones start small).
+    pub mem_pressure: bool,
+    /// New connections refused because buffer memory reached its hard limit (SYNs
+    /// dropped, connects refused).
+    pub mem_refused: u64,
+    /// Data segments dropped because buffer memory reached its hard limit.
+    pub mem_dropped: u64,
 }

@@ -28,6 +28,8 @@ pub(crate) struct Timers {
     delack: Option<Instant>,
     /// Keepalive / FIN-WAIT-2 / TIME-WAIT deadline.
     idle: Option<Instant>,
+    /// When to look whether the buffers' storage can be given back (`socket/mem.rs`).
+    reclaim: Option<Instant>,
     /// A window probe is due.
     probe_due: bool,
     /// A keepalive probe is due.
@@ -50,10 +52,17 @@ impl Timers {
     /// The earliest deadline.
     #[inline]
     pub(crate) fn next(&self) -> Option<Instant> {
-        [self.rtx, self.pto, self.reo, self.delack, self.idle]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.rtx,
+            self.pto,
+            self.reo,
+            self.delack,
+            self.idle,
+            self.reclaim,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     // ---- retransmission / persist (`rtx`) ----
@@ -261,5 +270,31 @@ impl Timers {
     #[inline]
     pub(crate) fn reset_keepalive_count(&mut self) {
         self.keepalive_sent = 0;
+    }
+
+    // ---- buffer storage reclaim (`socket/mem.rs`) ----
+
+    /// Whether a reclaim check is scheduled.
+    #[inline]
+    pub(crate) fn reclaim_armed(&self) -> bool {
+        self.reclaim.is_some()
+    }
+
+    /// The reclaim check's deadline, if scheduled.
+    #[inline]
+    pub(crate) fn reclaim(&self) -> Option<Instant> {
+        self.reclaim
+    }
+
+    /// Schedules a reclaim check at `at`.
+    #[inline]
+    pub(crate) fn arm_reclaim(&mut self, at: Instant) {
+        self.reclaim = Some(at);
+    }
+
+    /// Takes an expired reclaim check: true (and stopped) when it was due at `now`.
+    #[inline]
+    pub(crate) fn take_reclaim(&mut self, now: Instant) -> bool {
+        take_due(&mut self.reclaim, now)
     }
 }

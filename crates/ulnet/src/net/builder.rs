@@ -403,13 +403,23 @@ impl StackBuilder {
         self.tcp.get_or_insert_with(TcpConfig::default)
     }
 
-    /// Per-connection send and receive buffer sizes, in bytes (the engine's buffers are
-    /// allocated per connection when it opens, so this applies to every socket).
+    /// The largest per-connection send and receive buffers, in bytes (Linux
+    /// `tcp_wmem[2]` / `tcp_rmem[2]`). Buffers start smaller and grow with use up to these;
+    /// their storage is allocated only for data held (see [`TcpConfig::mem`] for the
+    /// stack-wide budget).
     #[must_use]
     pub fn tcp_buffers(mut self, send_len: usize, recv_len: usize) -> Self {
         let t = self.tcp_mut();
         t.send_buffer_len = send_len.max(1);
         t.recv_buffer_len = recv_len.max(1);
+        self
+    }
+
+    /// The stack-wide budget for TCP buffer storage (Linux `tcp_mem`): past `pressure`
+    /// buffers stop growing, past `hard` new connections are refused.
+    #[must_use]
+    pub fn tcp_memory(mut self, limits: ulnet_stack::tcp::MemLimits) -> Self {
+        self.tcp_mut().mem = limits;
         self
     }
 

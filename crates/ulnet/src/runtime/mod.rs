@@ -29,6 +29,7 @@
 mod backend;
 mod clock;
 mod driver;
+mod trim;
 mod turn;
 mod wait;
 
@@ -89,6 +90,9 @@ pub struct RuntimeStats {
     pub sleeps: u64,
     /// Times a [`Handle`] had to write the eventfd to wake the loop.
     pub wakeups: u64,
+    /// Times the loop asked the allocator to return freed TCP buffer memory to the
+    /// system (`runtime/trim.rs`).
+    pub heap_trims: u64,
 }
 
 /// The state shared between the loop and the [`Handle`]s.
@@ -212,6 +216,8 @@ pub struct Runtime<C> {
     kicks_seen: u64,
     /// The last iteration moved frames or produced events.
     progressed: bool,
+    /// When to give freed buffer memory back to the system.
+    trim: trim::HeapTrim,
     stats: RuntimeStats,
 }
 
@@ -252,6 +258,7 @@ impl<C: Channel> Runtime<C> {
             last_now: now,
             kicks_seen: 0,
             progressed: false,
+            trim: trim::HeapTrim::default(),
             stats: RuntimeStats::default(),
         })
     }
@@ -328,6 +335,7 @@ impl<C: Channel> Runtime<C> {
         self.kicks_seen = self.shared.kicks();
         let received;
         let mut progressed;
+        let mut trim_heap = false;
         {
             let mut guard = self.shared.lock();
             let iface = &mut *guard;
@@ -343,6 +351,15 @@ impl<C: Channel> Runtime<C> {
             // Timers may have changed sockets: the app hears it next iteration, and
             // the loop does not sleep before that (`sleep` checks).
             self.driver.drain_events(iface);
+            if self.trim.due(now) {
+                let mem = iface.tcp().map_or(0, |t| t.stats().mem_bytes);
+                trim_heap = self.trim.look(now, mem);
+            }
+        }
+        if trim_heap {
+            // Outside the lock: trimming a large heap takes a while.
+            let _ = ulnet_channel::sys::heap::trim();
+            self.stats.heap_trims += 1;
         }
         // Outside the lock: the doorbell may be a system call.
         let Flushed { sent, flushed } = self.driver.flush()?;

@@ -9,10 +9,13 @@
 //! never a panic or another connection. Timers are one queue entry per connection (the
 //! connection's earliest deadline) in a binary heap with lazy deletion.
 //!
-//! Memory is bounded by configuration: `max_connections` control blocks (each with its
-//! two fixed buffers), `max_time_wait` records, per-listener SYN and accept queues. On the
-//! established path nothing allocates: payload is copied from the socket ring into one
-//! preallocated scratch buffer.
+//! Memory is bounded by configuration: `max_connections` control blocks, `max_time_wait`
+//! records, per-listener SYN and accept queues, and the buffer storage the connections
+//! allocate with use, charged to one [`MemBudget`] (`TcpConfig::mem`, like Linux
+//! `tcp_mem`): past its hard limit new connections are refused and counted. Storage is
+//! given back when a connection is freed or sits idle (`socket/mem.rs`). On the
+//! established path nothing allocates once the buffers have grown to their working size:
+//! payload is copied from the socket ring into one preallocated scratch buffer.
 
 use alloc::boxed::Box;
 use alloc::collections::{BinaryHeap, VecDeque};
@@ -24,6 +27,7 @@ use hashbrown::HashMap;
 
 use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
 
+use crate::storage::MemBudget;
 use crate::time::Instant;
 
 use super::challenge::ChallengeLimiter;
@@ -104,6 +108,8 @@ pub struct Tcp {
     /// SYN cookie keys (RFC 4987 §3.6), from the secret.
     cookies: CookieJar,
     pub(super) stats: TcpStats,
+    /// Buffer storage of every connection (see the module docs).
+    pub(super) mem: MemBudget,
     heap: BinaryHeap<Reverse<(Instant, u32, u32)>>,
     ready: VecDeque<u32>,
     events: VecDeque<Event>,
@@ -115,6 +121,9 @@ pub struct Tcp {
     /// Tests pin the next ISS (to exercise wraparound).
     #[cfg(test)]
     next_iss: Option<u32>,
+    /// Tests read how far receive auto-tuning took the connections freed so far.
+    #[cfg(test)]
+    pub(crate) largest_rx_capacity: usize,
 }
 
 impl Tcp {
@@ -131,6 +140,7 @@ impl Tcp {
             challenge: ChallengeLimiter::new(config.challenge_ack_limit),
             cookies: CookieJar::new(&isn_key),
             stats: TcpStats::default(),
+            mem: MemBudget::new(config.mem),
             slots: Vec::new(),
             free: Vec::new(),
             listeners: Vec::new(),
@@ -145,6 +155,8 @@ impl Tcp {
             live: 0,
             #[cfg(test)]
             next_iss: None,
+            #[cfg(test)]
+            largest_rx_capacity: 0,
             cfg: config,
         }
     }
@@ -159,9 +171,13 @@ impl Tcp {
         &self.cfg
     }
 
-    /// Engine-wide counters.
+    /// Engine-wide counters, with the buffer memory in use now.
     pub fn stats(&self) -> TcpStats {
-        self.stats
+        let mut s = self.stats;
+        s.mem_bytes = self.mem.used() as u64;
+        s.mem_peak_bytes = self.mem.peak() as u64;
+        s.mem_pressure = self.mem.under_pressure();
+        s
     }
 
     /// Connections held (every state but TIME-WAIT records).
@@ -318,6 +334,7 @@ impl Tcp {
             cfg: &self.cfg,
             stats: &mut self.stats,
             challenge: &mut self.challenge,
+            mem: &mut self.mem,
         };
         input::input(sock, now, seg, &mut cx, reply);
         self.settle(idx, now, Some(before));
@@ -386,6 +403,12 @@ impl Tcp {
             self.stats.table_full += 1;
             return;
         }
+        if self.mem.exhausted() {
+            // Past the hard limit the stack refuses new connections rather than growing
+            // (like Linux under `tcp_mem[2]`): the SYN is dropped and counted.
+            self.stats.mem_refused += 1;
+            return;
+        }
         let mut iss = self.isn(&tuple, now);
         if let Some(m) = min_isn {
             // RFC 9293 §3.4.1 / RFC 6191: the new incarnation starts above the old one.
@@ -394,11 +417,20 @@ impl Tcp {
             }
         }
         let mtu = self.mtu_for(tuple.remote().ip());
-        let mut sock = Socket::new(&self.cfg, tuple, iss, self.ts_offset(&tuple), mtu, now);
+        let pressure = self.mem.under_pressure();
+        let mut sock = Socket::new(
+            &self.cfg,
+            tuple,
+            iss,
+            self.ts_offset(&tuple),
+            mtu,
+            now,
+            pressure,
+        );
         let listener = self.listeners[li as usize].listener.as_ref();
         for &o in listener.map_or(&[][..], |l| &l.options[..]) {
             // Before the SYN-ACK every option applies (the buffers are empty).
-            let _ = sock.set_option(o, now);
+            let _ = sock.set_option(o, now, &mut self.mem);
         }
         sock.open_passive(
             now,
@@ -469,6 +501,7 @@ impl Tcp {
                 cfg: &self.cfg,
                 stats: &mut self.stats,
                 challenge: &mut self.challenge,
+                mem: &mut self.mem,
             };
             let mut sent = 0usize;
             let mut blocked = false;
@@ -528,6 +561,7 @@ impl Tcp {
                 cfg: &self.cfg,
                 stats: &mut self.stats,
                 challenge: &mut self.challenge,
+                mem: &mut self.mem,
             };
             sock.on_timer(now, &mut cx);
             self.settle(idx, now, Some(before));
@@ -592,7 +626,12 @@ impl Tcp {
 
     fn free_slot(&mut self, idx: u32) {
         let slot = &mut self.slots[idx as usize];
-        if slot.sock.take().is_some() {
+        if let Some(sock) = slot.sock.take() {
+            self.mem.release(sock.buffer_storage());
+            #[cfg(test)]
+            {
+                self.largest_rx_capacity = self.largest_rx_capacity.max(sock.rx_capacity());
+            }
             self.live -= 1;
         }
         slot.generation = slot.generation.wrapping_add(1);
@@ -673,6 +712,9 @@ impl Tcp {
         };
         match sock.state() {
             State::Closed => {
+                // A closed connection the application still holds keeps only unread
+                // data's storage.
+                sock.release_storage(&mut self.mem, &self.cfg);
                 if slot.in_table {
                     self.table.remove(&sock.tuple());
                     slot.in_table = false;
@@ -693,6 +735,9 @@ impl Tcp {
                 }
                 self.free_slot(idx);
                 return;
+            }
+            State::TimeWait => {
+                sock.release_storage(&mut self.mem, &self.cfg);
             }
             _ => {}
         }

@@ -40,20 +40,26 @@ impl Tcp {
     }
 
     /// What a connection from listener `li` to the peer of `tuple` offers on its SYN-ACK,
-    /// and its receive buffer size: the engine's defaults with the listener's options
+    /// and the receive buffer it starts with: the engine's defaults with the listener's options
     /// applied as `Socket::set_option` applies them before the SYN (so a cookie SYN-ACK
     /// and the connection later built from it agree).
     fn listener_offer(&self, li: u32, tuple: &FourTuple) -> (Offer, usize) {
         let ipv6 = tuple.local().is_ipv6();
         let mut mss = mss_for_mtu(self.mtu_for(tuple.remote().ip()), ipv6);
+        // The window scale follows the largest receive buffer; the SYN-ACK's window the
+        // buffer a connection starts with (`TcpConfig::starting_buffers`).
         let mut rbuf = self.cfg.recv_buffer_len;
+        let mut start = self.cfg.starting_buffers(self.mem.under_pressure()).1;
         let opts = self.listeners[li as usize]
             .listener
             .as_ref()
             .map_or(&[][..], |l| &l.options[..]);
         for o in opts {
             match *o {
-                SocketOption::RecvBuffer(n) => rbuf = n.max(1),
+                SocketOption::RecvBuffer(n) => {
+                    rbuf = n.max(1);
+                    start = rbuf;
+                }
                 SocketOption::MaxSegment(m) => mss = mss.min(m.max(88)),
                 _ => {}
             }
@@ -64,7 +70,7 @@ impl Tcp {
             timestamps: self.cfg.timestamps,
             sack: self.cfg.sack,
         };
-        (offer, rbuf)
+        (offer, start)
     }
 
     /// Makes room in listener `li`'s full SYN queue: evicts the oldest half-open
@@ -243,12 +249,26 @@ impl Tcp {
             self.stats.table_full += 1;
             return true;
         }
+        if self.mem.exhausted() {
+            // Past the hard memory limit no connection is created, cookie or not.
+            self.stats.mem_refused += 1;
+            return true;
+        }
         let n = offer.negotiate(&peer, ipv6);
         let mtu = self.mtu_for(tuple.remote().ip());
-        let mut sock = Socket::new(&self.cfg, tuple, iss, self.ts_offset(&tuple), mtu, now);
+        let pressure = self.mem.under_pressure();
+        let mut sock = Socket::new(
+            &self.cfg,
+            tuple,
+            iss,
+            self.ts_offset(&tuple),
+            mtu,
+            now,
+            pressure,
+        );
         for &o in &l.options {
             // Before the handshake every option applies (the buffers are empty).
-            let _ = sock.set_option(o, now);
+            let _ = sock.set_option(o, now, &mut self.mem);
         }
         let origin = ListenerHandle {
             index: li,

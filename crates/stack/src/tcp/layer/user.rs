@@ -49,6 +49,40 @@ impl Tcp {
         Some(r)
     }
 
+    /// [`Tcp::with_user_sock_if`] for an `op` that needs the engine's context (the memory
+    /// budget for SEND and buffer options).
+    pub(in crate::tcp) fn with_user_sock_cx<R>(
+        &mut self,
+        h: SocketHandle,
+        now: Instant,
+        op: impl FnOnce(&mut Socket, &mut Cx<'_>) -> (R, bool),
+    ) -> Option<R> {
+        let slot = self.slots.get_mut(h.index as usize)?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        let s = slot.sock.as_deref_mut().filter(|s| s.user_visible())?;
+        let before = snapshot(s);
+        let mut cx = Cx {
+            cfg: &self.cfg,
+            stats: &mut self.stats,
+            challenge: &mut self.challenge,
+            mem: &mut self.mem,
+        };
+        let (r, changed) = op(s, &mut cx);
+        if changed {
+            self.settle(h.index, now, Some(before));
+        }
+        Some(r)
+    }
+
+    /// True when buffer memory is at its hard limit: new connections are refused.
+    pub(in crate::tcp) fn mem_exhausted(&mut self) -> bool {
+        let out = self.mem.exhausted();
+        self.stats.mem_refused += u64::from(out);
+        out
+    }
+
     /// Places a new connection in the slab and hands the application its handle.
     pub(in crate::tcp) fn add_socket(&mut self, sock: Box<Socket>, now: Instant) -> SocketHandle {
         let idx = self.insert_socket(sock);
@@ -82,7 +116,16 @@ impl Tcp {
     pub(in crate::tcp) fn new_socket(&mut self, tuple: FourTuple, now: Instant) -> Box<Socket> {
         let iss = self.isn(&tuple, now);
         let mtu = self.mtu_for(tuple.remote().ip());
-        Socket::new(&self.cfg, tuple, iss, self.ts_offset(&tuple), mtu, now)
+        let pressure = self.mem.under_pressure();
+        Socket::new(
+            &self.cfg,
+            tuple,
+            iss,
+            self.ts_offset(&tuple),
+            mtu,
+            now,
+            pressure,
+        )
     }
 
     /// Registers a listener on `local`; `None` when one already owns it.

@@ -24,7 +24,7 @@
 use alloc::boxed::Box;
 use ulnet_wire::{SeqNumber, TcpRepr};
 
-use crate::storage::RingBuffer;
+use crate::storage::{MemBudget, RingBuffer};
 use crate::time::{Duration, Instant};
 
 use crate::tcp::challenge::ChallengeLimiter;
@@ -45,6 +45,7 @@ use crate::tcp::timers::Timers;
 use crate::tcp::timewait::TimeWaitInit;
 
 pub(crate) mod input;
+mod mem;
 pub(crate) mod output;
 mod recv;
 mod timer;
@@ -54,6 +55,8 @@ pub(crate) struct Cx<'a> {
     pub cfg: &'a TcpConfig,
     pub stats: &'a mut TcpStats,
     pub challenge: &'a mut ChallengeLimiter,
+    /// The engine's buffer memory account (`socket/mem.rs`).
+    pub mem: &'a mut MemBudget,
 }
 
 /// One connection (RFC 9293 §3.3.1 Transmission Control Block).
@@ -81,10 +84,19 @@ pub(crate) struct Socket {
     ts_recent_age: Instant,
     ts_offset: u32,
 
-    // Buffers.
+    // Buffers: storage allocated with use and charged to the budget (`mem.rs`).
     tx: RingBuffer,
     rx: RingBuffer,
     asm: Assembler,
+    /// The application fixed a buffer's size (like Linux's SOCK_SNDBUF_LOCK /
+    /// SOCK_RCVBUF_LOCK): no growth with use.
+    tx_locked: bool,
+    rx_locked: bool,
+    /// SEND found no room and the memory budget refused more storage: not writable
+    /// until an ACK frees some or a retry (`mem.rs`) finds the budget has room.
+    tx_starved: bool,
+    /// Receive-buffer auto-tuning (dynamic right-sizing, `mem.rs`).
+    drs: mem::Drs,
 
     // User-side flags.
     /// The application shut down writing (or closed): a FIN follows the buffered data.
@@ -173,7 +185,8 @@ pub struct Readiness {
 }
 
 impl Socket {
-    /// A fresh control block in CLOSED.
+    /// A fresh control block in CLOSED. Its buffers hold no storage yet; they start at
+    /// the configured initial sizes, or the minimum ones when memory is under `pressure`.
     pub(crate) fn new(
         cfg: &TcpConfig,
         tuple: FourTuple,
@@ -181,7 +194,9 @@ impl Socket {
         ts_offset: u32,
         mtu: usize,
         now: Instant,
+        pressure: bool,
     ) -> Box<Socket> {
+        let (tx_len, rx_len) = cfg.starting_buffers(pressure);
         let ipv6 = tuple.local().is_ipv6();
         let mss = crate::tcp::config::mss_for_mtu(mtu, ipv6);
         let offer = Offer {
@@ -207,9 +222,13 @@ impl Socket {
             ts_recent: 0,
             ts_recent_age: now,
             ts_offset,
-            tx: RingBuffer::new(cfg.send_buffer_len),
-            rx: RingBuffer::new(cfg.recv_buffer_len),
+            tx: RingBuffer::lazy(tx_len),
+            rx: RingBuffer::lazy(rx_len),
             asm: Assembler::new(cfg.max_ooo_ranges),
+            tx_locked: false,
+            rx_locked: false,
+            tx_starved: false,
+            drs: mem::Drs::default(),
             fin_queued: false,
             fin_sent_seq: None,
             rd_shut: false,
@@ -440,15 +459,27 @@ impl Socket {
 
     // ---- user calls (RFC 9293 §3.10) ----
 
-    /// SEND: queues as much of `data` as fits; `Ok(0)` when the buffer is full.
-    pub(crate) fn send(&mut self, data: &[u8]) -> Result<usize, SendError> {
+    /// SEND: queues as much of `data` as fits; `Ok(0)` when the buffer is full (or the
+    /// memory budget has no storage for it).
+    pub(crate) fn send(
+        &mut self,
+        data: &[u8],
+        now: Instant,
+        cx: &mut Cx<'_>,
+    ) -> Result<usize, SendError> {
         if let Some(e) = self.error {
             return Err(e.into());
         }
         if self.fin_queued || !self.state.may_send() {
             return Err(SendError::Closed);
         }
-        Ok(self.tx.enqueue_slice(data))
+        // A refusal leaves whatever storage there is: SEND takes what fits in it.
+        let granted = self.reserve_tx(data.len(), now, cx);
+        let n = self.tx.enqueue_slice(data);
+        if n == 0 && !granted && !data.is_empty() {
+            self.starve_tx(now);
+        }
+        Ok(n)
     }
 
     /// RECEIVE (RFC 9293 §3.10.3). `Ok(0)` is EOF; an empty buffer before EOF is
@@ -545,6 +576,7 @@ impl Socket {
         &mut self,
         opt: SocketOption,
         now: Instant,
+        mem: &mut MemBudget,
     ) -> Result<(), SocketError> {
         // Nothing sent yet: what the SYN announces may still change.
         let before_syn = self.state == State::Closed && self.snd.nxt() == self.snd.iss();
@@ -555,7 +587,11 @@ impl Socket {
                 if held || (!before_syn && n < self.rx.capacity()) {
                     return Err(SocketError::InvalidState);
                 }
-                self.rx = RingBuffer::new(n);
+                // Nothing is held: the storage (if any) goes back, the new size is a
+                // promise until data comes.
+                self.rx.release(mem);
+                self.rx = RingBuffer::lazy(n);
+                self.rx_locked = true;
                 if before_syn && self.offer.wscale.is_some() {
                     self.offer.wscale = Some(crate::tcp::options::wscale_for(n));
                 }
@@ -564,7 +600,9 @@ impl Socket {
                 if !self.tx.is_empty() {
                     return Err(SocketError::InvalidState);
                 }
-                self.tx = RingBuffer::new(n.max(1));
+                self.tx.release(mem);
+                self.tx = RingBuffer::lazy(n.max(1));
+                self.tx_locked = true;
             }
             SocketOption::MaxSegment(m) => {
                 let m = m.max(88);
@@ -691,7 +729,8 @@ impl Socket {
         self.error.is_some()
             || (matches!(self.state, State::Established | State::CloseWait)
                 && !self.fin_queued
-                && self.tx.window() > 0)
+                && self.tx.window() > 0
+                && !self.tx_starved)
     }
 
     // ---- loss recovery's view of the connection ----

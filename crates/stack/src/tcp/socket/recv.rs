@@ -67,6 +67,14 @@ pub(crate) fn deliver(
     }
     let len = payload.len().min(space - offset);
     let data = &payload[..len];
+    s.rcv_space_adjust(now, cx);
+    if !s.reserve_rx(s.rx.len() + offset + len, now, cx) {
+        // No storage within the memory budget: drop the data (the sender retransmits
+        // it); the window already offered stands (RFC 9293 §3.8.6).
+        cx.stats.mem_dropped += 1;
+        s.ack_immediate = true;
+        return 0;
+    }
 
     if offset == 0 && s.asm.is_empty() {
         // The fast path: in order, no holes.

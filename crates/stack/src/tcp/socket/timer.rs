@@ -122,6 +122,9 @@ impl Socket {
         if self.timers.take_idle(now) {
             self.idle_expired(now, cx);
         }
+        if self.timers.take_reclaim(now) {
+            self.reclaim_expired(now, cx);
+        }
     }
 
     fn give_up(&mut self, cx: &mut Cx<'_>) {

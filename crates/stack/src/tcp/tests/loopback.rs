@@ -136,6 +136,9 @@ pub fn transfer(
     let b_addr: SocketAddr = B.parse().unwrap();
     let mut a = Tcp::new(cfg_a, [1; 16]);
     let mut b = Tcp::new(cfg_b, [2; 16]);
+    // An Ethernet link between them: the MTU an interface would impose.
+    a.cap_mtu(1500);
+    b.cap_mtu(1500);
     let l = b.listen(b_addr, 8).unwrap();
     let mut now = Instant::from_secs(1);
     let start = now;

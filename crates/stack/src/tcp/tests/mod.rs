@@ -8,6 +8,7 @@ mod handshake;
 mod harness;
 mod icmp;
 mod loopback;
+mod memory;
 mod options;
 mod regressions;
 mod rfc5961;

@@ -212,6 +212,7 @@ fn no_window_update_after_passive_open_and_a_small_read() {
     let mut h = Harness::new(TcpConfig {
         window_scaling: true,
         recv_buffer_len: 1 << 20,
+        recv_buffer_initial: 1 << 20,
         ..plain_config()
     });
     let (s, iss) = h.passive_open(1000, h.peer().wscale(7));

@@ -442,6 +442,7 @@ fn window_scaling_negotiated_and_applied() {
     let mut cfg = plain_config();
     cfg.window_scaling = true;
     cfg.recv_buffer_len = 1 << 20;
+    cfg.recv_buffer_initial = 1 << 20;
     let mut h = Harness::new(cfg);
     let (s, iss) = h.passive_open(1000, h.peer().wscale(2).window(1000));
     let info = h.tcp.info(s).unwrap();

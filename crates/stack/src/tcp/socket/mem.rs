@@ -1,0 +1,213 @@
+//! The memory of one connection: buffers that cost nothing until data comes, grow with
+//! use, and are given back when idle.
+//!
+//! Read first: RFC 9293 §3.8.6 (the window's right edge never moves left), RFC 7323 §2
+//! (window scaling, offered for the largest buffer so the window can grow), Linux
+//! `tcp_rcv_space_adjust` (dynamic right-sizing, DRS) and `tcp_sndbuf_expand`.
+//!
+//! Two sizes per buffer (see `storage::RingBuffer`): the *capacity* is the promise (the
+//! receive window is computed from it), the *storage* follows the bytes actually held,
+//! doubling when a write needs more, each byte charged to the engine's
+//! [`MemBudget`](crate::storage::MemBudget). So:
+//! - an embryonic or idle connection holds no storage at all;
+//! - the receive capacity starts at `recv_buffer_initial` and grows (doubling, at most
+//!   once per round trip) to twice what the application read in the last round trip, up
+//!   to `recv_buffer_len`, like Linux's DRS: enough for the sender's window to double
+//!   again in slow start;
+//! - the send capacity starts at `send_buffer_initial` and grows to about twice the
+//!   congestion window when the application finds it full, up to `send_buffer_len`
+//!   (Linux `tcp_sndbuf_expand`);
+//! - under memory pressure capacities stop growing; past the hard limit storage is not
+//!   allocated: arriving data is dropped and counted (the sender retransmits it; the
+//!   window offered stays, RFC 9293 §3.8.6) and SEND takes only what fits;
+//! - after `buffer_idle` with both buffers empty and nothing heard from the peer, the
+//!   storage is freed. The receive capacity, and so every window already offered, is
+//!   kept: only storage is released, never the promise.
+//!
+//! Per segment this costs a comparison or two (is the storage large enough, has a round
+//! trip passed); growth itself is amortised.
+
+use crate::storage::MemBudget;
+use crate::time::{Duration, Instant};
+
+use super::{Cx, Socket};
+use crate::tcp::congestion::CongestionControl;
+
+/// The round trip DRS measures over when no RTT sample exists yet (Linux starts
+/// `rcv_rtt_est` empty and waits; a handshake almost always gives a sample).
+const DRS_DEFAULT_RTT: Duration = Duration::from_millis(200);
+
+/// How soon a connection whose SEND the budget refused looks again (when no ACK frees
+/// room first).
+const STARVED_RETRY: Duration = Duration::from_millis(200);
+
+/// Dynamic right-sizing state: what the application had read at the start of the
+/// current measurement, and when it started (Linux `rcvq_space`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Drs {
+    since: Option<Instant>,
+    read_mark: u64,
+    /// Bytes read in the last round trip that grew (Linux `rcvq_space.space`).
+    space: u64,
+}
+
+impl Socket {
+    /// Bytes of buffer storage this connection holds (what it costs the budget).
+    #[inline]
+    pub(crate) fn buffer_storage(&self) -> usize {
+        self.tx.storage_len() + self.rx.storage_len()
+    }
+
+    /// The receive buffer's promised size.
+    #[cfg(test)]
+    pub(crate) fn rx_capacity(&self) -> usize {
+        self.rx.capacity()
+    }
+
+    /// Makes room in the receive storage for bytes up to `end` past the read pointer
+    /// (clamped to the capacity). False when the budget refused: the caller drops the
+    /// segment and counts it.
+    pub(crate) fn reserve_rx(&mut self, end: usize, now: Instant, cx: &mut Cx<'_>) -> bool {
+        if self.rx.storage_len() >= end.min(self.rx.capacity()) {
+            return true;
+        }
+        let ok = self.rx.reserve(end, cx.mem);
+        self.arm_reclaim(now, cx.cfg.buffer_idle);
+        ok
+    }
+
+    /// SEND's side of the budget: grow the capacity with the congestion window when the
+    /// application wants more room than there is (Linux `tcp_sndbuf_expand`), then make
+    /// storage for what it queues. Returns false when the budget refused storage.
+    pub(crate) fn reserve_tx(&mut self, want: usize, now: Instant, cx: &mut Cx<'_>) -> bool {
+        if want > self.tx.window() && !self.tx_locked && !cx.mem.under_pressure() {
+            // About twice the congestion window: one window in flight, one queued behind
+            // it, so the sender never waits on the application for a round trip.
+            let target = self.cc.cwnd().saturating_mul(2);
+            let cap = self.tx.capacity();
+            if target > cap && cap < cx.cfg.send_buffer_len {
+                let grown = target
+                    .checked_next_power_of_two()
+                    .unwrap_or(target)
+                    .max(cap.saturating_mul(2))
+                    .min(cx.cfg.send_buffer_len);
+                self.tx.set_capacity(grown);
+            }
+        }
+        let end = self.tx.len().saturating_add(want);
+        if self.tx.storage_len() >= end.min(self.tx.capacity()) {
+            return true;
+        }
+        let ok = self.tx.reserve(end, cx.mem);
+        self.arm_reclaim(now, cx.cfg.buffer_idle);
+        ok
+    }
+
+    /// Dynamic right-sizing (Linux `tcp_rcv_space_adjust`), called for every data
+    /// segment: once per round trip, when the application read more than in the round
+    /// trip before, the receive capacity grows to Linux's estimate of the window the
+    /// sender needs next, `2 * copied + 16 * MSS`, plus twice the growth rate of what was
+    /// read (so slow start, which doubles per round trip, is not held back). Growth is
+    /// to a power of two and at least doubles, up to `recv_buffer_len`. Not when the
+    /// application fixed the size, nor under memory pressure.
+    pub(crate) fn rcv_space_adjust(&mut self, now: Instant, cx: &mut Cx<'_>) {
+        let read = self
+            .counters
+            .bytes_received
+            .saturating_sub(self.rx.len() as u64);
+        let mss = u64::from(self.peer_eff_mss());
+        let Some(since) = self.drs.since else {
+            // Linux starts from the initial window's worth (TCP_INIT_CWND segments).
+            self.drs = Drs {
+                since: Some(now),
+                read_mark: read,
+                space: 10 * mss,
+            };
+            return;
+        };
+        let rtt = self.rtt.srtt().unwrap_or(DRS_DEFAULT_RTT);
+        if now < since + rtt {
+            return;
+        }
+        let copied = read.saturating_sub(self.drs.read_mark);
+        let prev = self.drs.space.max(1);
+        self.drs.since = Some(now);
+        self.drs.read_mark = read;
+        if copied <= prev {
+            return;
+        }
+        self.drs.space = copied;
+        if self.rx_locked || cx.mem.under_pressure() {
+            return;
+        }
+        let mut rcvwin = copied.saturating_mul(2).saturating_add(16 * mss);
+        let grow = rcvwin.saturating_mul(copied - prev) / prev;
+        rcvwin = rcvwin.saturating_add(grow.saturating_mul(2));
+        let target = usize::try_from(rcvwin).unwrap_or(usize::MAX);
+        let cap = self.rx.capacity();
+        let max = cx.cfg.recv_buffer_len;
+        if target > cap && cap < max {
+            let grown = target
+                .checked_next_power_of_two()
+                .unwrap_or(target)
+                .max(cap.saturating_mul(2))
+                .min(max);
+            self.rx.set_capacity(grown);
+        }
+    }
+
+    /// SEND could take nothing: the budget refused storage. The connection is not
+    /// writable until an ACK frees room (`input.rs`) or the retry check finds the budget
+    /// has room again, so an application waiting for writability does not spin.
+    pub(crate) fn starve_tx(&mut self, now: Instant) {
+        self.tx_starved = true;
+        let at = now + STARVED_RETRY;
+        match self.timers.reclaim() {
+            Some(t) if t <= at => {}
+            _ => self.timers.arm_reclaim(at),
+        }
+    }
+
+    /// Schedules a reclaim check `idle` from now unless one is due already.
+    fn arm_reclaim(&mut self, now: Instant, idle: Duration) {
+        if !self.timers.reclaim_armed() && self.buffer_storage() > 0 {
+            self.timers.arm_reclaim(now + idle);
+        }
+    }
+
+    /// The reclaim check fired: an idle connection with empty buffers gives their
+    /// storage back; one still busy is looked at again later.
+    pub(crate) fn reclaim_expired(&mut self, now: Instant, cx: &mut Cx<'_>) {
+        if self.tx_starved {
+            // Writable again: the next SEND asks the budget afresh.
+            self.tx_starved = false;
+        }
+        let idle = cx.cfg.buffer_idle;
+        let quiet_until = self.last_rcv + idle;
+        if now >= quiet_until && self.release_storage(cx.mem, cx.cfg) {
+            return;
+        }
+        if self.buffer_storage() > 0 {
+            self.timers.arm_reclaim(quiet_until.max(now + idle));
+        }
+    }
+
+    /// Frees the storage of empty buffers (out-of-order bytes held keep the receive
+    /// storage). The receive capacity stays (windows offered are kept, RFC 9293
+    /// §3.8.6); the send capacity returns to its starting size (it promises the peer
+    /// nothing). True when no storage is left.
+    pub(crate) fn release_storage(
+        &mut self,
+        mem: &mut MemBudget,
+        cfg: &crate::tcp::config::TcpConfig,
+    ) -> bool {
+        if self.tx.release(mem) > 0 && !self.tx_locked {
+            let (start, _) = cfg.starting_buffers(mem.under_pressure());
+            self.tx.set_capacity(start);
+        }
+        if self.asm.is_empty() {
+            self.rx.release(mem);
+        }
+        self.buffer_storage() == 0
+    }
+}

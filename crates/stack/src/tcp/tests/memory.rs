@@ -1,0 +1,258 @@
+//! Issue 13: buffer memory that grows only with use. Embryonic and idle connections hold
+//! no buffer storage, the receive buffer auto-tunes to the bandwidth-delay product
+//! without costing goodput, storage returns when idle or closed, and the stack-wide
+//! budget moderates growth and refuses new connections past its hard limit.
+
+use super::harness::{plain_config, Harness};
+use super::loopback::{transfer, Link, Rng};
+use crate::storage::MIN_STORAGE;
+use crate::tcp::{MemLimits, TcpConfig};
+use crate::time::Duration;
+use ulnet_wire::TcpFlags;
+
+fn link(delay_ms: u64) -> Link {
+    Link {
+        delay: Duration::from_millis(delay_ms),
+        loss_per_million: 0,
+        jitter: Duration::ZERO,
+        rng: Rng(1),
+    }
+}
+
+#[test]
+fn issue13_a_thousand_embryonic_connections_hold_no_buffer_storage() {
+    let mut h = Harness::new(TcpConfig {
+        syn_queue_len: 2000,
+        ..plain_config()
+    });
+    let _l = h.tcp.listen(h.local, 16).unwrap();
+    for i in 0..1000u16 {
+        let syn = h
+            .peer()
+            .seq(1000)
+            .flags(TcpFlags::SYN)
+            .window(65535)
+            .mss(1460);
+        let mut syn = syn;
+        syn.src_port = 20000 + i;
+        h.send(syn);
+    }
+    let out = h.out();
+    assert_eq!(out.len(), 1000, "every SYN is answered");
+    assert!(out.iter().all(|s| s.flags == TcpFlags::SYN | TcpFlags::ACK));
+    assert_eq!(h.tcp.connection_count(), 1000);
+    let st = h.tcp.stats();
+    // Nothing at all, far under the 1 KiB each the issue allows.
+    assert_eq!(st.mem_bytes, 0, "{st:?}");
+    assert_eq!(st.mem_peak_bytes, 0);
+}
+
+#[test]
+fn issue13_storage_follows_data_and_idle_connections_give_it_back() {
+    let mut h = Harness::new(TcpConfig {
+        buffer_idle: Duration::from_secs(1),
+        ..plain_config()
+    });
+    let (s, iss) = h.passive_open(1000, h.peer().window(65535));
+    assert_eq!(
+        h.tcp.stats().mem_bytes,
+        0,
+        "established, nothing sent or received"
+    );
+    h.send(h.peer().seq(1001).ack(iss + 1).data(&[7; 100]));
+    // A 100-byte request costs one page of receive storage, not the whole buffer.
+    assert_eq!(h.tcp.stats().mem_bytes, MIN_STORAGE as u64);
+    let offered = h.tcp.info(s).unwrap().rcv_wnd;
+    assert_eq!(h.read_all(s), vec![7; 100]);
+    assert_eq!(h.tcp.send(h.now, s, &[9; 3000]).unwrap(), 3000);
+    assert_eq!(h.tcp.stats().mem_bytes, 2 * MIN_STORAGE as u64);
+    let data = h.out();
+    assert_eq!(data.iter().map(|d| d.payload.len()).sum::<usize>(), 3000);
+    h.send(h.peer().seq(1101).ack(iss + 1 + 3000));
+    // Idle with both buffers empty: the storage goes back after `buffer_idle`.
+    h.advance(Duration::from_millis(900));
+    assert_eq!(
+        h.tcp.stats().mem_bytes,
+        2 * MIN_STORAGE as u64,
+        "not idle long enough"
+    );
+    h.advance(Duration::from_millis(200));
+    assert_eq!(h.tcp.stats().mem_bytes, 0);
+    assert_eq!(h.tcp.stats().mem_peak_bytes, 2 * MIN_STORAGE as u64);
+    // The window offered stands (RFC 9293 §3.8.6): data up to its edge is still taken.
+    let info = h.tcp.info(s).unwrap();
+    assert!(info.rcv_wnd >= offered, "{} < {offered}", info.rcv_wnd);
+    let big = vec![5u8; info.rcv_wnd as usize];
+    for (i, chunk) in big.chunks(1460).enumerate() {
+        h.send(
+            h.peer()
+                .seq(1101 + (i * 1460) as u32)
+                .ack(iss + 1 + 3000)
+                .data(chunk),
+        );
+    }
+    assert_eq!(h.read_all(s), big);
+    assert_eq!(h.tcp.stats().mem_dropped, 0);
+}
+
+#[test]
+fn issue13_hard_limit_refuses_new_connections_and_drops_data_beyond_it() {
+    let mut cfg = plain_config();
+    cfg.mem = MemLimits::from_hard(2 * MIN_STORAGE);
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer().window(65535));
+    h.send(h.peer().seq(1001).ack(iss + 1).data(&[1; 1000]));
+    h.send(h.peer().seq(2001).ack(iss + 1).data(&[2; 1000]));
+    h.send(h.peer().seq(3001).ack(iss + 1).data(&[3; 1000]));
+    h.send(h.peer().seq(4001).ack(iss + 1).data(&[4; 1000]));
+    assert_eq!(h.tcp.stats().mem_bytes, MIN_STORAGE as u64);
+    // Growing past 8 KiB would cross the limit: the segment is dropped and counted,
+    // never a panic, and the window offered does not shrink.
+    h.send(h.peer().seq(5001).ack(iss + 1).data(&[5; 1000]));
+    assert_eq!(h.tcp.stats().mem_bytes, 2 * MIN_STORAGE as u64);
+    assert_eq!(h.tcp.stats().mem_dropped, 0);
+    for k in 0..4u32 {
+        h.send(h.peer().seq(6001 + k * 1000).ack(iss + 1).data(&[6; 1000]));
+    }
+    let st = h.tcp.stats();
+    assert_eq!(st.mem_dropped, 1, "{st:?}");
+    assert_eq!(st.mem_bytes, 2 * MIN_STORAGE as u64);
+    // At the hard limit a new connection's SYN is dropped and counted.
+    let mut syn = h.peer().seq(77).flags(TcpFlags::SYN).window(65535);
+    syn.src_port = 40001;
+    h.send(syn.clone());
+    let out = h.out();
+    assert!(
+        out.iter().all(|o| !o.has(TcpFlags::SYN)),
+        "no SYN-ACK past the hard limit: {out:?}"
+    );
+    assert_eq!(h.tcp.stats().mem_refused, 1);
+    // Once the data is read and the connection gone, memory is back to zero and the
+    // next SYN is served.
+    let got = h.read_all(s);
+    assert_eq!(got.len(), 8000);
+    h.tcp.abort(h.now, s).unwrap();
+    let _ = h.out();
+    assert_eq!(h.tcp.stats().mem_bytes, 0);
+    h.send(syn);
+    let out = h.out();
+    assert!(
+        out.iter().any(|o| o.has(TcpFlags::SYN | TcpFlags::ACK)),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn issue13_under_pressure_new_connections_start_at_the_minimum() {
+    let mut cfg = plain_config();
+    // Pressure from the first page on.
+    cfg.mem = MemLimits {
+        low: 0,
+        pressure: 0,
+        hard: 1 << 20,
+    };
+    cfg.recv_buffer_min = 2048;
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer().window(65535));
+    // Not under pressure yet: the SYN-ACK offered the initial 64 KiB (clamped to 65535).
+    assert_eq!(h.tcp.info(s).unwrap().rcv_wnd, 65535);
+    h.send(h.peer().seq(1001).ack(iss + 1).data(&[1; 10]));
+    assert!(h.tcp.stats().mem_pressure);
+    let mut syn = h.peer().seq(5).flags(TcpFlags::SYN).window(65535);
+    syn.src_port = 40002;
+    h.send(syn);
+    let synack = h.out1();
+    assert_eq!(synack.flags, TcpFlags::SYN | TcpFlags::ACK);
+    assert_eq!(synack.window, 2048);
+}
+
+/// The receive buffer starts at 64 KiB and auto-tunes to its 4 MiB maximum over a path
+/// whose bandwidth-delay product needs it; the transfer is no slower than with the
+/// maximum fixed from the start (what every connection reserved before issue 13).
+#[test]
+fn issue13_receive_autotuning_reaches_the_max_and_keeps_goodput() {
+    let total = 16 * 1024 * 1024;
+    let max = 4 << 20;
+    let config = |initial: usize| TcpConfig {
+        recv_buffer_len: max,
+        recv_buffer_initial: initial,
+        send_buffer_len: max,
+        ..TcpConfig::default()
+    };
+    let fixed = transfer(
+        config(max),
+        config(max),
+        total,
+        link(20),
+        Duration::from_secs(120),
+    );
+    let tuned = transfer(
+        config(64 * 1024),
+        config(64 * 1024),
+        total,
+        link(20),
+        Duration::from_secs(120),
+    );
+    for o in [&fixed, &tuned] {
+        assert_eq!(o.received, total);
+        assert_eq!(o.sent_hash, o.received_hash);
+    }
+    eprintln!(
+        "fixed {:?} peak {} / tuned {:?} peak {}",
+        fixed.elapsed,
+        fixed.b.stats().mem_peak_bytes,
+        tuned.elapsed,
+        tuned.b.stats().mem_peak_bytes
+    );
+    assert_eq!(fixed.b.largest_rx_capacity, max);
+    assert_eq!(
+        tuned.b.largest_rx_capacity, max,
+        "the receive buffer never reached its maximum"
+    );
+    // The reader keeps up, so storage stays far below the promised 4 MiB.
+    assert!(tuned.b.stats().mem_peak_bytes < max as u64 / 4);
+    assert!(
+        tuned.elapsed <= fixed.elapsed + fixed.elapsed / 20,
+        "auto-tuned {:?} vs fixed {:?}",
+        tuned.elapsed,
+        fixed.elapsed
+    );
+    // After the close every byte of storage is back, on both sides.
+    for o in [&fixed, &tuned] {
+        assert_eq!(o.a.stats().mem_bytes, 0, "{:?}", o.a.stats());
+        assert_eq!(o.b.stats().mem_bytes, 0, "{:?}", o.b.stats());
+    }
+}
+
+/// SEND refused by the budget leaves the connection not writable (an application
+/// waiting for writability does not spin) until a retry finds room.
+#[test]
+fn issue13_send_refused_by_the_budget_is_not_writable_until_there_is_room() {
+    let mut cfg = plain_config();
+    cfg.mem = MemLimits::from_hard(MIN_STORAGE);
+    cfg.buffer_idle = Duration::from_secs(1);
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer().window(65535));
+    h.send(h.peer().seq(1001).ack(iss + 1).data(&[1; 1000]));
+    assert_eq!(h.tcp.stats().mem_bytes, MIN_STORAGE as u64);
+    assert!(h.tcp.readiness(s).unwrap().writable);
+    assert_eq!(h.tcp.send(h.now, s, b"answer").unwrap(), 0);
+    assert!(
+        !h.tcp.readiness(s).unwrap().writable,
+        "refused: not writable"
+    );
+    assert_eq!(h.read_all(s).len(), 1000);
+    // The retry makes it writable again; the receive storage is still held, so the
+    // next SEND is refused once more.
+    h.advance(Duration::from_millis(300));
+    assert!(h.tcp.readiness(s).unwrap().writable);
+    assert_eq!(h.tcp.send(h.now, s, b"answer").unwrap(), 0);
+    assert!(!h.tcp.readiness(s).unwrap().writable);
+    // Idle: the receive storage goes back, and SEND gets storage.
+    h.advance(Duration::from_millis(1500));
+    assert_eq!(h.tcp.stats().mem_bytes, 0);
+    assert!(h.tcp.readiness(s).unwrap().writable);
+    assert_eq!(h.tcp.send(h.now, s, b"answer").unwrap(), 6);
+    let out = h.out();
+    assert!(out.iter().any(|o| o.payload == b"answer"), "{out:?}");
+}
