@@ -136,10 +136,14 @@ pub struct TcpConfig {
 impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {
-            send_buffer_len: 256 * 1024,
+            // Linux's tcp_wmem[2] and tcp_rmem[2] defaults: with buffers that grow with use
+            // (storage is allocated as data needs it), a large maximum costs an idle or
+            // slow connection nothing, and a bulk one is not held to 256 KiB in flight
+            // (measured: 29 jumbo segments, a stall on every burst of the peer's ACKs).
+            send_buffer_len: 4 * 1024 * 1024,
             send_buffer_initial: 64 * 1024,
             send_buffer_min: 4096,
-            recv_buffer_len: 256 * 1024,
+            recv_buffer_len: 6 * 1024 * 1024,
             recv_buffer_initial: 128 * 1024,
             recv_buffer_min: 4096,
             mem: MemLimits::default(),

@@ -261,7 +261,7 @@ fn ulnet_setup(backend: Backend) -> Vec<(&'static str, String)> {
         ("wait mode", "sleep (poll(2) after a 50 µs spin)".into()),
         (
             "TCP",
-            "ulnet's default TcpConfig (256 KiB send and receive buffers, SACK, timestamps)".into(),
+            "ulnet's default TcpConfig (buffers grown with use: send 64 KiB up to 4 MiB, receive 128 KiB up to 6 MiB, as Linux's tcp_wmem/tcp_rmem; SACK, timestamps)".into(),
         ),
         ("threads", "ulnet's loop and the application thread on CPU 1; the kernel peer in B on CPU 0".into()),
         (

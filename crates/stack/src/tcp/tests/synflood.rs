@@ -106,7 +106,11 @@ fn cookie_carries_mss_wscale_and_sack_in_the_timestamp() {
         p.seq(5).mss(1400).wscale(9).sack_ok().ts(100, 0)
     });
     assert_eq!(sa.options.mss, Some(1460));
-    assert_eq!(sa.options.window_scale, Some(3), "256 KiB buffer: shift 3");
+    assert_eq!(
+        sa.options.window_scale,
+        Some(7),
+        "6 MiB largest buffer: shift 7"
+    );
     assert!(sa.options.sack_permitted);
     let ts = sa.options.timestamp.unwrap();
     assert_eq!(ts.tsecr, 100);
@@ -120,7 +124,7 @@ fn cookie_carries_mss_wscale_and_sack_in_the_timestamp() {
     );
     let s = accept1(&mut h, l);
     let info = h.tcp.info(s).unwrap();
-    assert_eq!(info.window_scale, Some((9, 3)));
+    assert_eq!(info.window_scale, Some((9, 7)));
     assert!(info.sack && info.timestamps);
     // 1400 rounds down to 1300 (Linux's msstab), less 12 bytes of timestamps per segment.
     assert_eq!(info.snd_mss, 1300 - 12);
