@@ -37,8 +37,9 @@ const MAX_REO_MULT: u32 = 64;
 pub(crate) struct RackState {
     /// RACK.xmit_ts: the latest transmission time of a delivered segment.
     xmit: Option<Instant>,
-    /// RACK.end_seq: the end of that segment.
-    end: SeqNumber,
+    /// That transmission's place in the sending order (`SegRec::order`), which stands
+    /// for RACK.end_seq as the tie-break (see `sent_after`).
+    order: u32,
     /// RACK.rtt: the RTT measured on that segment.
     rtt: Duration,
     /// RACK.min_RTT: the least RTT of never-retransmitted delivered segments.
@@ -62,7 +63,7 @@ impl RackState {
     pub(crate) fn new(iss: SeqNumber) -> Self {
         RackState {
             xmit: None,
-            end: iss,
+            order: 0,
             rtt: Duration::ZERO,
             min_rtt: None,
             fack: iss,
@@ -92,10 +93,13 @@ impl RackState {
     }
 }
 
-/// RFC 8985 §6.2 RACK_sent_after: (t1, seq1) was sent after (t2, seq2).
+/// RFC 8985 §6.2 RACK_sent_after: transmission `o1` came after `o2`. The RFC compares
+/// (xmit_ts, end_seq); the transmission order (`SegRec::order`) is what that pair
+/// approximates, exact also for a retransmission sent in the same clock tick as higher
+/// segments before it. Orders are within 2^31 of each other (a table holds far fewer).
 #[inline]
-fn sent_after(t1: Instant, seq1: SeqNumber, t2: Instant, seq2: SeqNumber) -> bool {
-    t1 > t2 || (t1 == t2 && seq1.diff(seq2) > 0)
+fn sent_after(o1: u32, o2: u32) -> bool {
+    (o1.wrapping_sub(o2) as i32) > 0
 }
 
 impl Recovery {
@@ -142,14 +146,11 @@ impl Recovery {
             if r.fack.diff(seg.end) < 0 {
                 r.fack = seg.end;
             }
-            let newer = match r.xmit {
-                None => true,
-                Some(t) => sent_after(seg.xmit, seg.end, t, r.end),
-            };
+            let newer = r.xmit.is_none() || sent_after(seg.order, r.order);
             if newer {
                 r.rtt = rtt;
                 r.xmit = Some(seg.xmit);
-                r.end = seg.end;
+                r.order = seg.order;
             }
         }
         self.segs.advance(una);
@@ -200,11 +201,11 @@ impl Recovery {
             return false;
         }
         let reo = self.reo_wnd(p.seq.una(), p.seq.nxt(), p.rtt.srtt());
-        let Some(rack_xmit) = self.rack.xmit else {
+        if self.rack.xmit.is_none() {
             p.timers.stop_reo();
             return false;
-        };
-        let (rack_end, rack_rtt) = (self.rack.end, self.rack.rtt);
+        }
+        let (rack_order, rack_rtt) = (self.rack.order, self.rack.rtt);
         let mut lost = false;
         let mut timeout: Option<Instant> = None;
         for seg in self.segs.iter_mut() {
@@ -213,7 +214,7 @@ impl Recovery {
             if seg.has(SACKED) || (seg.has(LOST) && !seg.has(RTX_OUT)) {
                 continue;
             }
-            if !sent_after(rack_xmit, rack_end, seg.xmit, seg.end) {
+            if !sent_after(rack_order, seg.order) {
                 continue;
             }
             let deadline = seg.xmit + rack_rtt + reo;

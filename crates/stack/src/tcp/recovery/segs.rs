@@ -43,6 +43,11 @@ pub(crate) struct SegRec {
     pub end: SeqNumber,
     /// The latest transmission of any of its bytes (RFC 8985 "xmit_ts").
     pub xmit: Instant,
+    /// The number of that transmission in the connection's sending order (wrapping).
+    /// RFC 8985 §6.2 orders segments sent at the same timestamp by sequence number,
+    /// which takes a retransmission for sent before the higher segments that really
+    /// went out just before it in the same instant; the order is exact.
+    pub order: u32,
     /// `SACKED`, `LOST`, `RTX_OUT`, `EVER_RTX`.
     pub flags: u8,
 }
@@ -80,7 +85,10 @@ impl SegRec {
 #[derive(Debug)]
 pub(crate) struct SentSegs {
     q: VecDeque<SegRec>,
-    cap: usize,
+    /// Most records (u32: the control block is kept small).
+    cap: u32,
+    /// The next transmission's `order`.
+    next_order: u32,
 }
 
 impl SentSegs {
@@ -91,7 +99,8 @@ impl SentSegs {
         let cap = (send_buffer_len / 1024).clamp(32, 4096) + SPLIT_SLACK;
         SentSegs {
             q: VecDeque::with_capacity(cap),
-            cap,
+            cap: cap as u32,
+            next_order: 0,
         }
     }
 
@@ -99,7 +108,8 @@ impl SentSegs {
     pub(crate) fn with_capacity(cap: usize) -> Self {
         SentSegs {
             q: VecDeque::with_capacity(cap),
-            cap,
+            cap: cap as u32,
+            next_order: 0,
         }
     }
 
@@ -138,12 +148,14 @@ impl SentSegs {
         if end.diff(start) <= 0 {
             return;
         }
+        let order = self.next_order;
+        self.next_order = order.wrapping_add(1);
         let last_end = self.q.back().map(|r| r.end);
         let new_from = match last_end {
             Some(e) if e.diff(start) > 0 => {
                 // Some of it is a retransmission.
                 let rtx_end = if end.diff(e) < 0 { end } else { e };
-                self.on_retransmitted(start, rtx_end, now);
+                self.on_retransmitted(start, rtx_end, now, order);
                 e
             }
             _ => start,
@@ -151,17 +163,18 @@ impl SentSegs {
         if end.diff(new_from) <= 0 {
             return;
         }
-        if self.q.len() + SPLIT_SLACK >= self.cap {
+        if self.q.len() + SPLIT_SLACK >= self.cap as usize {
             if let Some(last) = self.q.back_mut() {
                 if last.end == new_from && !last.has(EVER_RTX) {
                     // Full: coarsen the newest record (see the module docs).
                     last.end = end;
                     last.xmit = now;
+                    last.order = order;
                     last.flags &= !(SACKED | LOST);
                     return;
                 }
             }
-            if self.q.len() >= self.cap {
+            if self.q.len() >= self.cap as usize {
                 return;
             }
         }
@@ -169,13 +182,14 @@ impl SentSegs {
             start: new_from,
             end,
             xmit: now,
+            order,
             flags: 0,
         });
     }
 
     /// Splits the record holding `at` so that one starts at `at`, when there is room.
     fn split_at(&mut self, at: SeqNumber) {
-        if self.q.len() >= self.cap {
+        if self.q.len() >= self.cap as usize {
             return;
         }
         let i = self.q.partition_point(|r| r.end.diff(at) <= 0);
@@ -191,7 +205,7 @@ impl SentSegs {
     }
 
     /// `[start, end)`, already recorded, was sent again at `now`.
-    fn on_retransmitted(&mut self, start: SeqNumber, end: SeqNumber, now: Instant) {
+    fn on_retransmitted(&mut self, start: SeqNumber, end: SeqNumber, now: Instant, order: u32) {
         self.split_at(start);
         self.split_at(end);
         let i = self.q.partition_point(|r| r.end.diff(start) <= 0);
@@ -200,6 +214,7 @@ impl SentSegs {
                 break;
             }
             r.xmit = now;
+            r.order = order;
             // A lost segment stays "lost" (RFC 6675 counts it once, through its
             // retransmission); its copy is now in flight.
             r.flags |= RTX_OUT | EVER_RTX;

@@ -9,6 +9,7 @@ mod harness;
 mod icmp;
 mod loopback;
 mod options;
+mod prr;
 mod regressions;
 mod rfc5961;
 mod tlp_rack;

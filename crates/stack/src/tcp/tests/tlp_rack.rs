@@ -239,20 +239,28 @@ fn lost_retransmission_above_snd_una_is_repaired_per_segment() {
         .filter(|&q| q < una + 10_000)
         .collect();
     assert_eq!(first_rtx, vec![una, una + 4000], "{sent:?}");
-    let new: Vec<u32> = sent
+    // New data sent after both retransmissions (RACK's evidence must be sent later).
+    let last_rtx = sent.iter().rposition(|x| x.seq == una + 4000).unwrap();
+    let new: Vec<u32> = sent[last_rtx..]
         .iter()
         .map(|x| x.seq)
         .filter(|&q| q >= una + 10_000)
         .collect();
     assert!(!new.is_empty(), "{sent:?}");
-    // Both retransmissions are lost; the first new segment sent after them arrives.
+    let earlier_new: Vec<(u32, u32)> = sent[..last_rtx]
+        .iter()
+        .filter(|x| x.seq >= una + 10_000)
+        .map(|x| (x.seq, x.seq + 1000))
+        .collect();
+    // Both retransmissions are lost; the first new segment sent after them arrives (and
+    // whatever new data went before them).
     h.advance(RTT);
     h.send(ack(
         &h,
         una,
         &[
             (new[0], new[0] + 1000),
-            (una + 5000, una + 10_000),
+            (una + 5000, una + 10_000 + 1000 * earlier_new.len() as u32),
             (una + 1000, una + 4000),
         ],
     ));
@@ -264,7 +272,7 @@ fn lost_retransmission_above_snd_una_is_repaired_per_segment() {
             una,
             &[
                 (new[0], new[1] + 1000),
-                (una + 5000, una + 10_000),
+                (una + 5000, una + 10_000 + 1000 * earlier_new.len() as u32),
                 (una + 1000, una + 4000),
             ],
         ));
