@@ -366,6 +366,35 @@ impl Recovery {
         }
     }
 
+    /// The path MTU fell (an ICMP "fragmentation needed" validated against our segments,
+    /// RFC 1191 §6, RFC 5927 §7): every segment in flight larger than the new MSS was
+    /// dropped on the way and is lost. They are marked so and resent at once in the new
+    /// size, without a window reduction (the loss says nothing about congestion): Linux's
+    /// `tcp_simple_retransmit`. Without per-segment records, go back to SND.UNA. Returns
+    /// true when something is to be resent.
+    pub(crate) fn on_mss_drop(&mut self, seq: &SendSeq) -> bool {
+        if seq.una() == seq.nxt() {
+            return false;
+        }
+        let mss = u32::from(seq.data_mss());
+        if self.table_on() {
+            let mut any = false;
+            for r in self.segs.iter_mut() {
+                if !r.has(segs::SACKED) && r.len() > mss {
+                    r.flags = (r.flags | segs::LOST) & !segs::RTX_OUT;
+                    any = true;
+                }
+            }
+            return any;
+        }
+        if self.rtx_nxt.is_none() {
+            self.rtx_nxt = Some(seq.una());
+            self.recover = seq.nxt();
+            self.high_rxt = seq.una();
+        }
+        true
+    }
+
     /// The retransmission timer fired (RFC 6298 §5.4-5.6, RFC 5681 §3.1): loss window,
     /// forget SACK information (RFC 2018 §8), and go back to SND.UNA.
     pub(crate) fn on_rto(&mut self, p: &mut Sender<'_>, now: Instant) {

@@ -807,6 +807,10 @@ impl Socket {
         if self.snd.clamp_mss(mss) {
             let m = usize::from(self.data_mss());
             self.cc.set_mss(m);
+            // The segments in flight larger than the new size were dropped by the router
+            // that said so: resend them now, in the new size (Linux's
+            // tcp_simple_retransmit), not after a retransmission timeout.
+            self.rec.on_mss_drop(&self.snd);
         }
     }
 
