@@ -108,9 +108,15 @@ impl Recovery {
     /// then the table forgets what SND.UNA covers.
     pub(crate) fn rack_on_delivered(&mut self, una: SeqNumber, now: Instant) {
         let mut ranges = self.sb.ranges().peekable();
+        let highest = self.sb.highest_sacked();
         let r = &mut self.rack;
         let prior_fack = r.fack;
         for seg in self.segs.iter_mut() {
+            if seg.end.diff(una) > 0 && highest.is_none_or(|h| seg.start.diff(h) >= 0) {
+                // Records are in sequence order: nothing from here on is covered by the
+                // cumulative ACK or a SACK block (no need to walk the whole flight).
+                break;
+            }
             if seg.has(SACKED) {
                 continue;
             }
