@@ -74,6 +74,10 @@ pub struct Profile {
     /// `setsockopt(SO_RCVBUF/SO_SNDBUF, n)` reads back as `2n` (Linux's bookkeeping
     /// overhead allowance, socket(7)).
     pub doubles_buffer_sizes: bool,
+    /// Once the connection is established, `SO_RCVBUF`/`SO_SNDBUF` read back rounded up
+    /// to a multiple of the connection's maximum segment size (FreeBSD's `tcp_mss()`
+    /// reserves `roundup(sb_hiwat, t_maxseg)` for both buffers).
+    pub rounds_buffers_to_mss: bool,
     /// Compare outbound TCP options ignoring order and NOP/EOL padding: the platform's
     /// layout differs from ulnet's (Linux-like) one by design.
     pub unordered_options: bool,
@@ -95,6 +99,7 @@ impl Profile {
                 sndbuf_default: config.send_buffer_initial.min(config.send_buffer_len) as i64,
                 config,
                 doubles_buffer_sizes: false,
+                rounds_buffers_to_mss: false,
                 unordered_options: false,
             },
             ProfileKind::Linux => {
@@ -121,6 +126,7 @@ impl Profile {
                     rcvbuf_default: 131_072,
                     sndbuf_default: 16_384,
                     doubles_buffer_sizes: true,
+                    rounds_buffers_to_mss: false,
                     unordered_options: false,
                 }
             }
@@ -144,6 +150,7 @@ impl Profile {
                     rcvbuf_default: 65_536,
                     sndbuf_default: 32_768,
                     doubles_buffer_sizes: false,
+                    rounds_buffers_to_mss: true,
                     unordered_options: true,
                 }
             }

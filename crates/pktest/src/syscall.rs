@@ -17,6 +17,34 @@ use crate::runner::{
     Conn, Fd, Here, Interp, Pending, Res, Sock, DEFAULT_PORT, LOCAL_IP, REMOTE_IP,
 };
 
+/// What `getsockopt(SO_RCVBUF/SO_SNDBUF)` reads back for a buffer of `v` bytes: with
+/// the FreeBSD profile, once the connection is established, `v` rounded up to a
+/// multiple of the connection's maximum segment size, as FreeBSD's `tcp_mss()` reserves
+/// `roundup(sb_hiwat, t_maxseg)` (when the buffer is at least one segment). FreeBSD's
+/// t_maxseg counts no options, so the timestamp option's 12 bytes are added back to
+/// the engine's effective MSS.
+fn buffer_size(
+    tcp: &ulnet_stack::tcp::Tcp,
+    p: &crate::profile::Profile,
+    h: Option<SocketHandle>,
+    v: i64,
+) -> i64 {
+    if !p.rounds_buffers_to_mss {
+        return v;
+    }
+    let Some(info) = h.and_then(|h| tcp.info(h).ok()) else {
+        return v;
+    };
+    if !info.state.is_synchronized() {
+        return v;
+    }
+    let mss = i64::from(info.snd_mss) + if info.timestamps { 12 } else { 0 };
+    if mss <= 0 || v < mss {
+        return v;
+    }
+    (v + mss - 1) / mss * mss
+}
+
 /// A call's outcome: a value, or -1 with an errno name.
 pub(crate) type Ret = Result<i64, &'static str>;
 
@@ -879,8 +907,14 @@ impl Interp {
                     _ => 0,
                 }
             }
-            (1, 8) => f.rcvbuf.map_or(self.profile.rcvbuf_default, |v| v * dbl),
-            (1, 7) => f.sndbuf.map_or(self.profile.sndbuf_default, |v| v * dbl),
+            (1, 8) => {
+                let v = f.rcvbuf.map_or(self.profile.rcvbuf_default, |v| v * dbl);
+                buffer_size(&self.tcp, &self.profile, h, v)
+            }
+            (1, 7) => {
+                let v = f.sndbuf.map_or(self.profile.sndbuf_default, |v| v * dbl);
+                buffer_size(&self.tcp, &self.profile, h, v)
+            }
             (6, 1) => i64::from(f.nodelay),
             (6, 2) => match h.and_then(|h| self.tcp.info(h).ok()) {
                 Some(i) => i64::from(i.snd_mss),

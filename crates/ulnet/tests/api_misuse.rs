@@ -128,6 +128,10 @@ fn drop_closes_gracefully_and_linger_zero_resets() {
     let mut buf = [0u8; 8];
     let e = s.read(&mut buf).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ConnectionReset);
+    // SO_ERROR semantics: the hard error is reported once, then cleared.
+    let e = s.take_error().unwrap().expect("the reset");
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset);
+    assert!(s.take_error().unwrap().is_none());
     assert_eq!(
         s.write(b"x").unwrap_err().kind(),
         ErrorKind::ConnectionReset

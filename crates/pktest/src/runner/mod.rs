@@ -15,6 +15,7 @@
 //! `packets` turns inbound lines into segments and matches outbound lines.
 
 mod packets;
+mod shell;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -41,6 +42,9 @@ pub const REMOTE_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 pub const DEFAULT_PORT: u16 = 8080;
 /// First port the script's side uses for connections it opens.
 const FIRST_REMOTE_PORT: u16 = 40_000;
+/// The engine's ISN key: fixed, so runs are reproducible.
+pub(crate) const ISN_KEY: &[u8; 16] = b"ulnet-pktest-key";
+
 /// Packetdrill's default timing tolerance.
 pub const DEFAULT_TOLERANCE_USECS: u64 = 4_000;
 /// Bound on engine steps per script: a runaway timer loop ends the run, not the machine.
@@ -177,10 +181,14 @@ pub fn run_script(name: &str, script: &Script, opts: &RunOptions) -> ScriptRepor
     let kind = kind.unwrap_or(ProfileKind::Neutral);
     let mut tol = DEFAULT_TOLERANCE_USECS;
     let mut tick = None;
+    let mut mtu = None;
     for (n, v) in &script.options {
         let num = v.as_deref().and_then(|v| v.parse::<u64>().ok());
         match (n.as_str(), num) {
             ("tolerance_usecs", Some(t)) => tol = t,
+            // packetdrill's --mtu sets the tun device's MTU: the engine's path MTU, from
+            // which it derives the MSS it offers.
+            ("mtu", Some(m)) if (68..=65_535).contains(&m) => mtu = Some(m as usize),
             ("tcp_ts_tick_usecs", Some(t)) if t > 0 => tick = Some(t),
             ("tcp_ts_tick_usecs", Some(_)) => tick = None,
             ("ip_version", _) if v.as_deref().is_some_and(|v| v != "ipv4") => {
@@ -204,10 +212,13 @@ pub fn run_script(name: &str, script: &Script, opts: &RunOptions) -> ScriptRepor
     if let Some(c) = cookies {
         profile.config.syn_cookies = c;
     }
+    if let Some(m) = mtu {
+        profile.config.mtu = m;
+    }
     let mut report = empty_report(name, kind, lenient, script.events.len());
     report.warnings = warnings;
     let mut it = Interp {
-        tcp: Tcp::new(profile.config.clone(), *b"ulnet-pktest-key"),
+        tcp: Tcp::new(profile.config.clone(), *ISN_KEY),
         profile,
         lenient,
         tol,
@@ -480,7 +491,7 @@ impl Interp {
             Action::Command(cmd) => {
                 self.prev_inbound_at = None;
                 self.reach(start, here)?;
-                self.skip(here, &format!("shell command `{cmd}`"))
+                self.shell(cmd, here)
             }
             Action::Code(_) => {
                 self.prev_inbound_at = None;

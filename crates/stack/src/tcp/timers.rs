@@ -183,10 +183,11 @@ impl Timers {
         self.reo.is_some_and(|t| t <= now)
     }
 
-    /// Starts the reordering window at `at` unless it is running; returns its deadline.
+    /// (Re)arms the reordering timer for `at` (RFC 8985 §6.2 step 5: the timer is set to
+    /// the latest pending deadline on every run of RACK).
     #[inline]
-    pub(crate) fn arm_reo_if_stopped(&mut self, at: Instant) -> Instant {
-        *self.reo.get_or_insert(at)
+    pub(crate) fn arm_reo(&mut self, at: Instant) {
+        self.reo = Some(at);
     }
 
     /// Stops the reordering-window timer.

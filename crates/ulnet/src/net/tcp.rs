@@ -70,6 +70,9 @@ struct StreamInner {
     peer: SocketAddr,
     notify: Arc<Notify>,
     opts: Opts,
+    /// `take_error` reported the connection's hard error already (SO_ERROR clears
+    /// `sk_err` once read).
+    error_taken: AtomicBool,
 }
 
 impl Drop for StreamInner {
@@ -133,6 +136,7 @@ impl TcpStream {
                 peer,
                 notify,
                 opts: Opts::default(),
+                error_taken: AtomicBool::new(false),
             }),
         })
     }
@@ -492,10 +496,11 @@ impl TcpStream {
         Ok(())
     }
 
-    /// The error the connection ended with, if any (it stays readable through reads
-    /// too); otherwise the latest ICMP soft error (host or network unreachable, RFC 1122
-    /// §4.2.3.9) while the connection goes on retrying, taken once as Linux's SO_ERROR
-    /// takes `sk_err_soft`.
+    /// The error the connection ended with, reported once like Linux's SO_ERROR, which
+    /// clears `sk_err` when it reads it (reads and writes go on failing with it);
+    /// otherwise the latest ICMP soft error (host or network unreachable, RFC 1122
+    /// §4.2.3.9) while the connection goes on retrying, taken once as SO_ERROR takes
+    /// `sk_err_soft`.
     ///
     /// # Errors
     /// `NotConnected` when the connection is gone.
@@ -505,6 +510,9 @@ impl TcpStream {
             let tcp = tcp(iface)?;
             let r = tcp.readiness(h).map_err(error::socket)?;
             if let Some(e) = r.error {
+                if self.inner.error_taken.swap(true, Ordering::Relaxed) {
+                    return Ok(None);
+                }
                 return Ok(Some(error::conn(e)));
             }
             Ok(tcp

@@ -24,6 +24,7 @@ use ulnet_apps::ping::{Ping, PingConfig};
 use ulnet_bench::Testbed;
 
 mod phases;
+#[allow(unused_imports)] // a test of the socket API alone uses none of the phases
 pub use phases::*;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);

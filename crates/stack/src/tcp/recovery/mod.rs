@@ -6,11 +6,16 @@
 //! *what* to retransmit and tells the controller about events. The SACK scoreboard
 //! (`sack.rs`) remembers which bytes the peer holds.
 //!
-//! `pipe` (RFC 6675 §4 SetPipe) is computed as in FACK: during SACK recovery every
-//! unSACKed byte below the highest SACKed byte counts as lost (so it leaves the pipe)
-//! until it is retransmitted (then it counts again). Outside SACK recovery the pipe is
-//! all outstanding data; after a timeout, data past the go-back-N pointer is presumed
-//! lost.
+//! With RACK on and SACK in use, loss is decided per segment (`segs.rs`, `rack.rs`, RFC
+//! 8985 §6) and `pipe` (RFC 6675 §4 SetPipe) is counted over the segment records: every
+//! segment neither SACKed nor marked lost, plus every retransmission in flight. Without
+//! RACK, `pipe` is computed as in FACK: during SACK recovery every unSACKed byte below
+//! the highest SACKed byte counts as lost (so it leaves the pipe) until it is
+//! retransmitted (then it counts again). Outside SACK recovery the pipe is all
+//! outstanding data; after a timeout, data past the go-back-N pointer is presumed lost.
+//!
+//! During SACK-based recovery the sending rate follows Proportional Rate Reduction
+//! (RFC 6937, PRR-SSRB; `prr.rs`) instead of `cwnd`.
 
 use ulnet_wire::SeqNumber;
 
@@ -23,8 +28,12 @@ use super::seq::SendSeq;
 use super::stats::{CaState, ConnCounters};
 use super::timers::Timers;
 
+mod prr;
 mod rack;
+mod segs;
 mod tlp;
+
+pub(crate) use segs::SentSegs;
 
 /// The parts of a connection loss recovery reads and steers: the send sequence space,
 /// the congestion controller it tells about losses, the RTT estimate its timers derive
@@ -72,12 +81,27 @@ pub(crate) struct Recovery {
     sb: Scoreboard,
     /// Tail loss probe episode (RFC 8985 §7).
     tlp: tlp::TlpState,
-    /// RACK-style time-based loss detection for the segment at SND.UNA (RFC 8985 §6).
+    /// RACK state (RFC 8985 §6).
     rack: rack::RackState,
+    /// Per-segment transmission records (RFC 8985 §6.1), used when `table_on`.
+    segs: SentSegs,
+    /// Proportional rate reduction during SACK recovery (RFC 6937).
+    prr: prr::Prr,
+    /// This recovery episode did not reduce the window (a loss found within the window
+    /// of the previous reduction, RFC 6582 §3.2): its end restores nothing.
+    no_reduction: bool,
 }
 
 impl Recovery {
-    pub(crate) fn new(iss: SeqNumber, max_blocks: usize, rack_on: bool, tlp_on: bool) -> Self {
+    /// `segs` is the per-segment table, sized by the caller for its send buffer (all
+    /// memory reserved now).
+    pub(crate) fn new(
+        iss: SeqNumber,
+        max_blocks: usize,
+        rack_on: bool,
+        tlp_on: bool,
+        segs: SentSegs,
+    ) -> Self {
         Recovery {
             sack: false,
             rack_on,
@@ -93,7 +117,17 @@ impl Recovery {
             sb: Scoreboard::new(max_blocks),
             tlp: tlp::TlpState::default(),
             rack: rack::RackState::new(iss),
+            segs,
+            prr: prr::Prr::default(),
+            no_reduction: false,
         }
+    }
+
+    /// Per-segment loss detection is in use: RACK on and SACK negotiated (without SACK
+    /// nothing but SND.UNA is ever known delivered).
+    #[inline]
+    pub(crate) fn table_on(&self) -> bool {
+        self.rack_on && self.sack
     }
 
     /// The handshake settled whether SACK is in use.
@@ -111,7 +145,10 @@ impl Recovery {
     /// SACK recovery looking for holes).
     #[inline]
     pub(crate) fn retransmission_pending(&self) -> bool {
-        self.fast_rtx || self.rtx_nxt.is_some() || (self.in_recovery && self.sack_recovery)
+        self.fast_rtx
+            || self.rtx_nxt.is_some()
+            || (self.in_recovery && self.sack_recovery)
+            || (self.table_on() && self.segs.first_lost().is_some())
     }
 
     /// Bytes the peer SACKed above SND.UNA.
@@ -141,6 +178,9 @@ impl Recovery {
     ///
     /// [`TcpInfo::lost`]: super::TcpInfo::lost
     pub(crate) fn lost_bytes(&self, s: &SendSeq) -> u32 {
+        if self.table_on() {
+            return self.segs.lost_bytes().min(s.in_flight());
+        }
         let out = s.in_flight();
         if self.rtx_nxt.is_some() {
             return out;
@@ -161,6 +201,9 @@ impl Recovery {
     /// Bytes presumed in the network (RFC 6675 pipe; see the module docs).
     pub(crate) fn pipe(&self, s: &SendSeq) -> u32 {
         let out = s.in_flight();
+        if self.table_on() {
+            return self.segs.pipe().min(out.saturating_mul(2));
+        }
         if let Some(p) = self.rtx_nxt {
             return p.distance_from(s.una());
         }
@@ -172,6 +215,14 @@ impl Recovery {
             .sb
             .pipe(s.una(), s.nxt(), self.high_rxt.max(s.una()), mss);
         p.min(out as usize) as u32
+    }
+}
+
+impl Recovery {
+    /// Frees the per-segment table's storage when nothing is in flight (the connection
+    /// is idle or closed; see `Socket::release_storage`).
+    pub(crate) fn release_storage(&mut self) {
+        self.segs.release();
     }
 }
 
@@ -209,6 +260,9 @@ impl Recovery {
         if let Some(r) = self.rtx_nxt {
             let r = r.max(una);
             self.rtx_nxt = (r.diff(p.seq.nxt()) < 0).then_some(r);
+            if self.rtx_nxt.is_none() {
+                self.rack.on_recovery_exit();
+            }
         }
         self.high_rxt = self.high_rxt.max(una);
         let flight_before = p.seq.nxt().distance_from(prior_una).max(flight_at_send) as usize;
@@ -217,7 +271,10 @@ impl Recovery {
                 // RFC 6582 §3.2 step 3: the full ACK ends recovery.
                 self.in_recovery = false;
                 self.dupacks = 0;
-                p.cc.on_recovery_exit(now);
+                self.rack.on_recovery_exit();
+                if !core::mem::take(&mut self.no_reduction) {
+                    p.cc.on_recovery_exit(now);
+                }
             } else if !self.sack_recovery {
                 // RFC 6582 §3.2 step 4: a partial ACK; retransmit the next hole at once.
                 p.cc.on_partial_ack(acked as usize);
@@ -270,13 +327,80 @@ impl Recovery {
         self.sack_recovery = self.sack;
         self.recover = p.seq.nxt();
         self.high_rxt = p.seq.una();
-        self.fast_rtx = true;
+        self.no_reduction = false;
+        self.mark_head_lost(p.seq);
         p.counters.fast_recoveries += 1;
         p.cc.on_congestion_event(now, flight);
+        self.prr.start(flight, p.cc.ssthresh());
         // RFC 8985 §7.2: no loss probe while in recovery; the recovery's reduction answers
         // for a loss an outstanding probe repairs (§7.4).
         p.timers.stop_pto();
         self.tlp.is_rtx = false;
+    }
+
+    /// Recovery for a loss found within the window of the previous reduction (RFC 6582
+    /// §3.2 step 2: no second reduction): the lost segments are repaired as in fast
+    /// recovery, at the current window.
+    pub(crate) fn enter_recovery_no_reduction(&mut self, p: &mut Sender<'_>) {
+        self.in_recovery = true;
+        self.sack_recovery = self.sack;
+        self.recover = p.seq.nxt();
+        self.high_rxt = p.seq.una();
+        self.no_reduction = true;
+        self.mark_head_lost(p.seq);
+        let flight = p.seq.in_flight() as usize;
+        self.prr.start(flight, p.cc.cwnd());
+        p.timers.stop_pto();
+        self.tlp.is_rtx = false;
+    }
+
+    /// The fast retransmit of RFC 5681 §3.2 step 2: the segment at SND.UNA is lost. With
+    /// the segment table it is marked lost there (its copy then counts in the pipe once,
+    /// RFC 6675 §4); without, the retransmission is flagged.
+    fn mark_head_lost(&mut self, seq: &SendSeq) {
+        if !self.table_on() {
+            self.fast_rtx = true;
+            return;
+        }
+        if let Some(first) = self.segs.first_mut() {
+            if first.start == seq.una() && first.flags & (segs::SACKED | segs::RTX_OUT) == 0 {
+                first.flags |= segs::LOST;
+                return;
+            }
+        }
+        // No record of it (never expected): retransmit it anyway.
+        if self.segs.first_lost().is_none() {
+            self.fast_rtx = true;
+        }
+    }
+
+    /// The path MTU fell (an ICMP "fragmentation needed" validated against our segments,
+    /// RFC 1191 §6, RFC 5927 §7): every segment in flight larger than the new MSS was
+    /// dropped on the way and is lost. They are marked so and resent at once in the new
+    /// size, without a window reduction (the loss says nothing about congestion): Linux's
+    /// `tcp_simple_retransmit`. Without per-segment records, go back to SND.UNA. Returns
+    /// true when something is to be resent.
+    pub(crate) fn on_mss_drop(&mut self, seq: &SendSeq) -> bool {
+        if seq.una() == seq.nxt() {
+            return false;
+        }
+        let mss = u32::from(seq.data_mss());
+        if self.table_on() {
+            let mut any = false;
+            for r in self.segs.iter_mut() {
+                if !r.has(segs::SACKED) && r.len() > mss {
+                    r.flags = (r.flags | segs::LOST) & !segs::RTX_OUT;
+                    any = true;
+                }
+            }
+            return any;
+        }
+        if self.rtx_nxt.is_none() {
+            self.rtx_nxt = Some(seq.una());
+            self.recover = seq.nxt();
+            self.high_rxt = seq.una();
+        }
+        true
     }
 
     /// The retransmission timer fired (RFC 6298 §5.4-5.6, RFC 5681 §3.1): loss window,
@@ -291,8 +415,11 @@ impl Recovery {
         self.high_rxt = p.seq.una();
         self.sb.clear();
         self.rtx_nxt = (p.seq.nxt() != p.seq.una()).then_some(p.seq.una());
+        self.no_reduction = false;
         self.tlp = tlp::TlpState::default();
-        self.rack.reset(p.seq.una(), p.seq.nxt());
+        // RFC 8985 §6.3 / RFC 6675 §5.1: everything outstanding is presumed lost.
+        self.segs.mark_all_lost();
+        self.rack.on_rto(p.seq.una());
         p.timers.stop_pto();
         p.timers.tlp_done();
         p.timers.stop_reo();
@@ -314,8 +441,22 @@ impl Recovery {
         }
         let cwnd = cc.cwnd().min(u32::MAX as usize) as u32;
         let pipe = self.pipe(seq);
+        if self.table_on() {
+            // Per-segment: the lowest segment marked lost with no copy in flight.
+            let r = self.segs.first_lost()?;
+            let room = if self.in_recovery && self.sack_recovery {
+                // RFC 6937: the rate during recovery is PRR's.
+                self.prr.room(pipe)
+            } else {
+                cwnd.max(mss).saturating_sub(pipe)
+            };
+            if room == 0 && pipe > 0 {
+                return None;
+            }
+            return Some((r.start, r.len().min(mss)));
+        }
         if self.in_recovery && self.sack_recovery {
-            if pipe.saturating_add(mss) > cwnd.max(mss) {
+            if self.prr.room(pipe) == 0 {
                 return None;
             }
             // RFC 6675 §4 NextSeg: rule 1 (a lost hole), rule 2 (new data: left to the
@@ -351,16 +492,15 @@ impl Recovery {
     pub(crate) fn on_retransmitted(
         &mut self,
         p: &mut Sender<'_>,
+        now: Instant,
         start: SeqNumber,
         end: SeqNumber,
     ) {
         p.counters.retransmits += 1;
         if start == p.seq.una() {
             self.fast_rtx = false;
-            // RACK (RFC 8985 §6.2): only data sent after this copy can show it lost.
-            self.rack.reset(p.seq.una(), p.seq.nxt());
-            p.timers.stop_reo();
         }
+        self.on_sent(start, end, now);
         self.high_rxt = self.high_rxt.max(end);
         if let Some(r) = self.rtx_nxt {
             if start.diff(r) <= 0 && end.diff(r) > 0 {
@@ -369,10 +509,53 @@ impl Recovery {
         }
     }
 
+    /// `[start, end)` went out at `now` (new data, a retransmission, or a probe): the
+    /// segment table records it (RFC 8985 §6.1) and PRR counts it (RFC 6937 prr_out).
+    pub(crate) fn on_sent(&mut self, start: SeqNumber, end: SeqNumber, now: Instant) {
+        if self.rack_on {
+            self.segs.on_sent(start, end, now);
+        }
+        if self.in_recovery && self.sack_recovery {
+            self.prr.on_sent(end.distance_from(start));
+        }
+    }
+
+    /// The end of an ACK's processing (after the cumulative ACK, the SACK blocks and the
+    /// duplicate-ACK logic): RACK's per-segment delivery, loss marking and timer (RFC 8985
+    /// §6.2), then PRR's share for the data this ACK reported delivered (`delivered`, RFC
+    /// 6937 DeliveredData). Returns true when RACK marked a segment lost.
+    pub(crate) fn after_ack(&mut self, p: &mut Sender<'_>, now: Instant, delivered: u32) -> bool {
+        if self.table_on() {
+            self.rack_on_delivered(p.seq.una(), now);
+        } else if self.rack_on {
+            self.segs.advance(p.seq.una());
+        }
+        let lost = self.rack_detect(p, now);
+        if self.in_recovery && self.sack_recovery {
+            let pipe = self.pipe(p.seq);
+            self.prr.on_ack(
+                delivered,
+                pipe,
+                p.cc.ssthresh(),
+                u32::from(p.seq.data_mss()),
+            );
+        }
+        lost
+    }
+
     /// How many new bytes congestion control lets us send now, limited transmit included.
     pub(crate) fn send_allowance(&self, seq: &SendSeq, cc: &Controller) -> u32 {
         let cwnd = cc.cwnd().min(u32::MAX as usize) as u32;
         let pipe = self.pipe(seq);
+        if self.in_recovery && self.sack_recovery {
+            // RFC 6937: during recovery PRR decides; a whole segment once it allows any.
+            let room = self.prr.room(pipe);
+            return if room > 0 {
+                room.max(u32::from(seq.data_mss()))
+            } else {
+                0
+            };
+        }
         let mut allow = cwnd.saturating_sub(pipe);
         if !self.in_recovery && self.rtx_nxt.is_none() && (1..DUP_THRESH).contains(&self.dupacks) {
             // RFC 3042: one new segment per each of the first two duplicate ACKs.

@@ -477,7 +477,7 @@ fn ack(
         let (rec, mut p) = s.loss();
         rec.on_dupack(&mut p, now);
     }
-    s.rack_detect(now, cx.stats);
+    s.after_ack(now, acked.saturating_add(newly_sacked), cx.stats);
 
     if s.fin_queued && s.fin_acked() {
         match s.state {

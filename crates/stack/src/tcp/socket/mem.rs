@@ -208,6 +208,7 @@ impl Socket {
         if self.asm.is_empty() {
             self.rx.release(mem);
         }
+        self.rec.release_storage();
         self.buffer_storage() == 0
     }
 }

@@ -34,7 +34,7 @@ use crate::tcp::error::{ConnError, RecvError, SendError, SocketError};
 use crate::tcp::handle::ListenerHandle;
 use crate::tcp::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
 use crate::tcp::reassembly::Assembler;
-use crate::tcp::recovery::{Recovery, Sender};
+use crate::tcp::recovery::{Recovery, Sender, SentSegs};
 use crate::tcp::rseq::{RecvRoom, RecvSeq};
 use crate::tcp::rtt::{RttEstimator, RttSampler};
 use crate::tcp::seq::SendSeq;
@@ -248,7 +248,13 @@ impl Socket {
             syn_retransmitted: false,
             cc: Controller::new(cfg.congestion, usize::from(mss), iw),
             initial_window: iw,
-            rec: Recovery::new(iss, cfg.max_ooo_ranges, cfg.rack, cfg.tail_loss_probe),
+            rec: Recovery::new(
+                iss,
+                cfg.max_ooo_ranges,
+                cfg.rack,
+                cfg.tail_loss_probe,
+                SentSegs::for_buffer(cfg.send_buffer_len),
+            ),
             timers: Timers::default(),
             retries: 0,
             probe_end: None,
@@ -773,10 +779,19 @@ impl Socket {
         rec.tlp_arm(&mut p, now, open);
     }
 
-    /// RACK for the segment at SND.UNA (RFC 8985 §6), counting a loss it declares.
+    /// RACK (RFC 8985 §6) when its reordering timer fired, counting a loss it declares.
     fn rack_detect(&mut self, now: Instant, stats: &mut TcpStats) {
         let (rec, mut p) = self.loss();
         if rec.rack_detect(&mut p, now) {
+            stats.rack_losses += 1;
+        }
+    }
+
+    /// The end of an ACK's processing: RACK per segment and PRR (RFC 8985 §6.2, RFC 6937
+    /// §3); `delivered` is the data the ACK reported delivered, cumulatively or by SACK.
+    fn after_ack(&mut self, now: Instant, delivered: u32, stats: &mut TcpStats) {
+        let (rec, mut p) = self.loss();
+        if rec.after_ack(&mut p, now, delivered) {
             stats.rack_losses += 1;
         }
     }
@@ -865,6 +880,10 @@ impl Socket {
         if self.snd.clamp_mss(mss) {
             let m = usize::from(self.data_mss());
             self.cc.set_mss(m);
+            // The segments in flight larger than the new size were dropped by the router
+            // that said so: resend them now, in the new size (Linux's
+            // tcp_simple_retransmit), not after a retransmission timeout.
+            self.rec.on_mss_drop(&self.snd);
         }
     }
 

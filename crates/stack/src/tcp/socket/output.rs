@@ -293,13 +293,17 @@ fn data(
     }
     if kind == Kind::Retransmit {
         let (rec, mut p) = s.loss();
-        rec.on_retransmitted(&mut p, seq, end);
+        rec.on_retransmitted(&mut p, now, seq, end);
         // Karn's rule (RFC 6298 §3): no RTT sample from a retransmitted segment.
         s.sampler.on_retransmit();
         s.rtt_ambiguous = true;
         s.counters.bytes_retrans += n as u64;
         cx.stats.retransmitted_segments += 1;
         cx.stats.retransmitted_bytes += n as u64;
+    }
+    if kind != Kind::Retransmit {
+        // RFC 8985 §6.1: every transmission's time is recorded (retransmissions above).
+        s.rec.on_sent(seq, end, now);
     }
     let only_probe = kind == Kind::Probe && seq == s.snd.una() && end.diff(s.snd.nxt()) >= 0;
     after_send(s, now, seq, end);

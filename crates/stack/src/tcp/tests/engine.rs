@@ -216,7 +216,9 @@ fn control_block_sizes() {
     let tcb = core::mem::size_of::<Socket>();
     let tw = core::mem::size_of::<TimeWaitRecord>();
     println!("size_of::<Socket>() = {tcb} bytes (buffers excluded), TimeWaitRecord = {tw} bytes");
-    assert!(tcb <= 1024, "control block {tcb} bytes");
+    // 1088 bytes after issue 13 (buffer accounting and storage sizes) and issue 12 (PRR,
+    // the per-segment RACK table's header): a little headroom, still one 1 KiB-ish block.
+    assert!(tcb <= 1152, "control block {tcb} bytes");
     assert!(tw <= 64, "TIME-WAIT record {tw} bytes");
 }
 

@@ -178,3 +178,45 @@ fn frag_needed_shrinks_the_mss_when_validated() {
     assert_eq!(v, IcmpVerdict::MtuLowered);
     assert_eq!(h.tcp.info(s).unwrap().snd_mss, 1492 - 40);
 }
+
+/// After a validated "fragmentation needed", the segments in flight that were too large
+/// are resent at once in the new size (Linux's tcp_simple_retransmit), with SACK (per
+/// segment) and without (from SND.UNA): no waiting for a loss probe or the
+/// retransmission timeout, and no window reduction.
+#[test]
+fn frag_needed_resends_the_too_large_segments_at_once() {
+    for sack in [true, false] {
+        let mut h = Harness::new(TcpConfig {
+            mtu: 1500,
+            sack: true,
+            rack: true,
+            ..plain_config()
+        });
+        let syn = if sack {
+            h.peer().mss(1460).sack_ok()
+        } else {
+            h.peer().mss(1460)
+        };
+        let (s, iss) = h.passive_open(1000, syn);
+        h.tcp.send(h.now, s, &[1u8; 2920]).unwrap();
+        assert_eq!(h.out().len(), 2);
+        let cwnd = h.tcp.info(s).unwrap().cwnd;
+        h.advance(Duration::from_millis(1));
+        let e = IcmpError::FragmentationNeeded {
+            next_hop_mtu: 1000,
+            quoted_len: 1500,
+        };
+        assert_eq!(icmp(&mut h, iss + 1, e), IcmpVerdict::MtuLowered);
+        let got: Vec<(u32, u32)> = h.out().iter().map(|x| (x.seq - iss, x.len())).collect();
+        // Per segment with SACK: each 1460-byte segment in two pieces; without, go-back-N
+        // from SND.UNA in full new-sized segments.
+        let want: &[(u32, u32)] = if sack {
+            &[(1, 960), (961, 500), (1461, 960), (2421, 500)]
+        } else {
+            &[(1, 960), (961, 960), (1921, 960), (2881, 40)]
+        };
+        assert_eq!(got, want, "sack {sack}");
+        let info = h.tcp.info(s).unwrap();
+        assert_eq!((info.timeouts, info.cwnd), (0, cwnd), "sack {sack}");
+    }
+}

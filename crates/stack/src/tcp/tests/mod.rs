@@ -10,6 +10,7 @@ mod icmp;
 mod loopback;
 mod memory;
 mod options;
+mod prr;
 mod regressions;
 mod rfc5961;
 mod synflood;

@@ -207,3 +207,122 @@ fn lost_retransmission_with_a_silent_peer_is_repaired_by_a_probe_in_recovery() {
     assert_eq!(h.tcp.info(s).unwrap().timeouts, 0);
     assert_eq!(h.tcp.stats().loss_probes, 1);
 }
+
+/// Segments 1 and 5 of 10 are lost; recovery resends both, and both copies are lost
+/// too. Data sent after the two retransmissions is then SACKed. RACK keeps a
+/// transmission time per segment (RFC 8985 §6.1), so both are found lost again from that
+/// SACK, the one above SND.UNA included; RACK only at SND.UNA resent segment 1 and left
+/// segment 5 to a later round trip or the retransmission timeout.
+#[test]
+fn lost_retransmission_above_snd_una_is_repaired_per_segment() {
+    let mut h = Harness::new(config(true, true));
+    let (s, una) = open(&mut h);
+    h.tcp.send(h.now, s, &[9; 40_000]).unwrap();
+    assert_eq!(h.out().len(), 10);
+    h.advance(RTT);
+    let mut sent = Vec::new();
+    // Segments 2-4 arrive, 5 is lost, 6-10 arrive.
+    for k in 2..=4u32 {
+        h.send(ack(&h, una, &[(una + 1000, una + k * 1000)]));
+        sent.extend(h.out());
+    }
+    for k in 6..=10u32 {
+        h.send(ack(
+            &h,
+            una,
+            &[(una + 5000, una + k * 1000), (una + 1000, una + 4000)],
+        ));
+        sent.extend(h.out());
+    }
+    let first_rtx: Vec<u32> = sent
+        .iter()
+        .map(|x| x.seq)
+        .filter(|&q| q < una + 10_000)
+        .collect();
+    assert_eq!(first_rtx, vec![una, una + 4000], "{sent:?}");
+    // New data sent after both retransmissions (RACK's evidence must be sent later).
+    let last_rtx = sent.iter().rposition(|x| x.seq == una + 4000).unwrap();
+    let new: Vec<u32> = sent[last_rtx..]
+        .iter()
+        .map(|x| x.seq)
+        .filter(|&q| q >= una + 10_000)
+        .collect();
+    assert!(!new.is_empty(), "{sent:?}");
+    let earlier_new: Vec<(u32, u32)> = sent[..last_rtx]
+        .iter()
+        .filter(|x| x.seq >= una + 10_000)
+        .map(|x| (x.seq, x.seq + 1000))
+        .collect();
+    // Both retransmissions are lost; the first new segment sent after them arrives (and
+    // whatever new data went before them).
+    h.advance(RTT);
+    h.send(ack(
+        &h,
+        una,
+        &[
+            (new[0], new[0] + 1000),
+            (una + 5000, una + 10_000 + 1000 * earlier_new.len() as u32),
+            (una + 1000, una + 4000),
+        ],
+    ));
+    let mut again = h.out();
+    if new.len() > 1 {
+        // A second SACK, in case the rate reduction let only one go on the first.
+        h.send(ack(
+            &h,
+            una,
+            &[
+                (new[0], new[1] + 1000),
+                (una + 5000, una + 10_000 + 1000 * earlier_new.len() as u32),
+                (una + 1000, una + 4000),
+            ],
+        ));
+        again.extend(h.out());
+    }
+    let resent: Vec<u32> = again
+        .iter()
+        .map(|x| x.seq)
+        .filter(|&q| q < una + 10_000)
+        .collect();
+    assert_eq!(resent, vec![una, una + 4000], "{again:?}");
+    assert!(h.tcp.stats().rack_losses >= 2);
+    let info = h.tcp.info(s).unwrap();
+    assert_eq!((info.timeouts, info.retransmits), (0, 4));
+}
+
+/// RFC 8985 §6.2 step 4: a D-SACK (the retransmission was needless: the segment was
+/// only reordered) widens the reordering window, so the next reordering of the same
+/// depth is waited out instead of retransmitted.
+#[test]
+fn dsack_widens_the_reordering_window() {
+    let mut h = Harness::new(config(false, true));
+    let (s, una) = open(&mut h);
+    h.tcp.send(h.now, s, &[9; 10_000]).unwrap();
+    assert_eq!(h.out().len(), 10);
+    h.advance(RTT);
+    // Segment 1 is late: 2 is SACKed; after min_RTT/4 (2.5 ms) RACK resends 1.
+    h.send(ack(&h, una, &[(una + 1000, una + 2000)]));
+    let (got, waited) = next_output(&mut h, RTT);
+    assert_eq!(got.first().map(|x| x.seq), Some(una), "{got:?}");
+    assert_eq!(waited, Duration::from_millis(3));
+    // The original arrives after all, then the copy: a D-SACK for it.
+    h.send(ack(&h, una + 10_000, &[]));
+    h.send(ack(&h, una + 10_000, &[(una, una + 1000)]));
+    assert_eq!(h.tcp.stats().rack_losses, 1);
+    let rtx_before = h.tcp.info(s).unwrap().retransmits;
+    // The next flight sees the same reordering.
+    h.tcp.send(h.now, s, &[9; 10_000]).unwrap();
+    let flight = h.out();
+    assert!(flight.len() >= 2, "{flight:?}");
+    h.advance(RTT);
+    let a = flight[0].seq;
+    h.send(ack(&h, a, &[(a + 1000, a + 2000)]));
+    // With the window doubled (2 * min_RTT/4 = 5 ms), 3 ms of reordering is waited out.
+    let mut got = h.out();
+    for _ in 0..3 {
+        got.extend(h.advance(Duration::from_millis(1)));
+    }
+    h.send(ack(&h, a + 2000, &[]));
+    assert!(got.iter().all(|x| x.seq != a), "{got:?}");
+    assert_eq!(h.tcp.info(s).unwrap().retransmits, rtx_before);
+}
