@@ -286,6 +286,7 @@ fn views(ctx: &mut Ctx<'_>, big: &[String], small: &[String]) {
             Metric::plain("offered_kpps", "offered (kpps)", 1),
             Metric::more("echoed_kpps", "echoed (kpps)", 1),
             Metric::less("loss_pct", "loss (%)", 2),
+            Metric::less("socket_drops_pct", "of which socket buffer full (%)", 2),
             Metric::less("sut_cores", "echo service CPU (cores)", 2),
             Metric::less("tasks_cores", "machine CPU, all tasks (cores)", 2),
         ]
@@ -420,8 +421,29 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     Ok(())
 }
 
-/// An echo service's thread and its stop flag.
-type Server = (JoinHandle<io::Result<u64>>, Arc<AtomicBool>);
+/// An echo service's thread (handing back what it echoed and, for ulnet, what its
+/// socket dropped) and its stop flag.
+type Server = (JoinHandle<io::Result<(u64, Option<u64>)>>, Arc<AtomicBool>);
+
+/// `RcvbufErrors` of the `Udp:` lines of `/proc/net/snmp`: datagrams the kernel dropped
+/// because a socket's receive buffer was full.
+fn parse_udp_rcvbuf_errors(text: &str) -> Option<u64> {
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (head, vals) = (udp.next()?, udp.next()?);
+    head.split_whitespace()
+        .zip(vals.split_whitespace())
+        .find(|(h, _)| *h == "RcvbufErrors")?
+        .1
+        .parse()
+        .ok()
+}
+
+/// The kernel's UDP receive-buffer drops so far in namespace `ns`.
+fn udp_rcvbuf_errors(ns: &str) -> io::Result<u64> {
+    let out = crate::exec::run_in(ns, "cat", ["/proc/net/snmp"]).map_err(io_err)?;
+    parse_udp_rcvbuf_errors(&String::from_utf8_lossy(&out.stdout))
+        .ok_or_else(|| io_err("no Udp RcvbufErrors in /proc/net/snmp"))
+}
 
 /// One point for one system: starts the echo service, offers the load, stops the
 /// service. Also the XDP mode, for ulnet.
@@ -451,7 +473,8 @@ fn measure(
             let st2 = Arc::clone(&stop);
             // The echo thread inherits the SUT core from the main thread.
             let t = std::thread::spawn(move || {
-                echo_loop(|buf| s.recv_from(buf), |buf, to| s.send_to(buf, to), &st2)
+                let n = echo_loop(|buf| s.recv_from(buf), |buf, to| s.send_to(buf, to), &st2)?;
+                Ok((n, Some(s.dropped_count())))
             });
             (t, stop)
         }
@@ -466,7 +489,10 @@ fn measure(
                     s.set_read_timeout(Some(Duration::from_millis(50)))?;
                     Ok(s)
                 },
-                move |s| echo_loop(|buf| s.recv_from(buf), |buf, to| s.send_to(buf, to), &st2),
+                move |s| {
+                    let n = echo_loop(|buf| s.recv_from(buf), |buf, to| s.send_to(buf, to), &st2)?;
+                    Ok((n, None))
+                },
             )?;
             (t, stop)
         }
@@ -479,6 +505,7 @@ fn measure(
         port: PORT,
         payload_len: payload,
     };
+    let drops0 = udp_rcvbuf_errors(&a.ns);
     let r = (|| {
         let w = Window::start()?;
         let g = load::xdp_echo_load(flood, pps, window, u64::MAX, DRAIN)?;
@@ -494,7 +521,11 @@ fn measure(
         mode
     });
     let (done, cpu) = r?;
-    echoed_by_server?;
+    let (_, ulnet_drops) = echoed_by_server?;
+    let socket_drops = match ulnet_drops {
+        Some(d) => d,
+        None => udp_rcvbuf_errors(&a.ns)?.saturating_sub(drops0?),
+    };
     let span = done.sent.elapsed.as_secs_f64();
     if done.sent.count == 0 || span <= 0.0 {
         return Err(io_err("the generator sent nothing"));
@@ -515,6 +546,8 @@ fn measure(
         (100.0 * (sent - echoed) / sent).max(0.0),
     );
     m.insert("target_kpps".into(), pps as f64 / 1e3);
+    // Where the loss was: datagrams the echo socket's full receive buffer dropped.
+    m.insert("socket_drops_pct".into(), 100.0 * socket_drops as f64 / sent);
     m.insert("generator_cores".into(), done.sent.cpu.as_secs_f64() / span);
     Ok((m, mode))
 }
@@ -548,6 +581,13 @@ fn echo_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snmp_rcvbuf_errors() {
+        let t = "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\nUdp: 516 0 7 519 42 0\nUdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors\nUdpLite: 0 0 0 0 0\n";
+        assert_eq!(parse_udp_rcvbuf_errors(t), Some(42));
+        assert_eq!(parse_udp_rcvbuf_errors("Tcp: a\nTcp: 1\n"), None);
+    }
 
     #[test]
     fn sweep_rates() {
