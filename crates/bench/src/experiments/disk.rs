@@ -145,8 +145,14 @@ impl Experiment for Disk {
     fn verdict(&self, r: &ExperimentResult, s: &Summary) -> Vec<String> {
         let mut out = Vec::new();
         for (ring, what) in [
-            (URING, "the io_uring SQPOLL ring (submission by a memory write)"),
-            (URING_ENTER, "io_uring without SQPOLL (one io_uring_enter per read)"),
+            (
+                URING,
+                "the io_uring SQPOLL ring (submission by a memory write)",
+            ),
+            (
+                URING_ENTER,
+                "io_uring without SQPOLL (one io_uring_enter per read)",
+            ),
         ] {
             let mut worst_tp: Option<(String, f64)> = None;
             let mut worst_cpu: Option<(String, f64)> = None;
@@ -323,7 +329,9 @@ fn declare(ctx: &mut Ctx<'_>, device: &str, direct_ok: bool, fio: bool) {
             "fio, psync, O_DIRECT (cross-check)",
             SystemKind::Kernel,
             false,
-            &common(&format!("fio --ioengine=psync --direct=1 --rw=read --iodepth=1 (taskset -c {SUT_CPU})")),
+            &common(&format!(
+                "fio --ioengine=psync --direct=1 --rw=read --iodepth=1 (taskset -c {SUT_CPU})"
+            )),
         );
         ctx.system(
             FIO_URING,
@@ -397,11 +405,17 @@ fn device_of(path: &Path) -> String {
     let mnt = out("findmnt", &["-n", "-o", "SOURCE,FSTYPE,TARGET", "-T", &p]);
     let src = mnt.split_whitespace().next().unwrap_or("").to_owned();
     let blk = if src.starts_with("/dev/") {
-        out("lsblk", &["-d", "-n", "-o", "NAME,SIZE,ROTA,TYPE,MODEL", &src])
+        out(
+            "lsblk",
+            &["-d", "-n", "-o", "NAME,SIZE,ROTA,TYPE,MODEL", &src],
+        )
     } else {
         "not a block device".into()
     };
-    format!("{mnt} (lsblk: {})", blk.split_whitespace().collect::<Vec<_>>().join(" "))
+    format!(
+        "{mnt} (lsblk: {})",
+        blk.split_whitespace().collect::<Vec<_>>().join(" ")
+    )
 }
 
 /// The readahead of the device behind `device` (a [`device_of`] text), in KiB, if known:
@@ -503,7 +517,12 @@ fn read_pread(file: &TestFile, bs: usize, direct: bool, cap: Duration) -> io::Re
     } else {
         let f = File::open(&file.path)?;
         // Drop the file's cached pages so the device is read (they are clean: synced).
-        rustix::fs::fadvise(&f, 0, NonZeroU64::new(file.len), rustix::fs::Advice::DontNeed)?;
+        rustix::fs::fadvise(
+            &f,
+            0,
+            NonZeroU64::new(file.len),
+            rustix::fs::Advice::DontNeed,
+        )?;
         f
     };
     let mut buf = Aligned::new(bs);
@@ -599,7 +618,10 @@ fn fio_round(file: &TestFile, bs: usize, engine: FioEngine, cap: Duration) -> io
         io_err(format!(
             "fio output not understood (exit {}): {}",
             out.status,
-            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
         ))
     })?;
     if bytes == 0 || bw <= 0.0 {

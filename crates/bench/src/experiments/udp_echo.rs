@@ -66,13 +66,21 @@ fn sizes(p: Profile) -> (Vec<u64>, Vec<u64>, Duration) {
     ];
     let small_all = vec![25, 50, 100, 150, 200, 250, 300, 400, 500, 700];
     p.pick(
-        (vec![100, 1000, 4000], vec![100, 500], Duration::from_millis(150)),
+        (
+            vec![100, 1000, 4000],
+            vec![100, 500],
+            Duration::from_millis(150),
+        ),
         (
             vec![100, 250, 500, 750, 1000, 1500, 2000, 2500, 3000, 4000],
             vec![50, 150, 250, 400, 700],
             Duration::from_millis(300),
         ),
-        (big_all.clone(), small_all.clone(), Duration::from_millis(800)),
+        (
+            big_all.clone(),
+            small_all.clone(),
+            Duration::from_millis(800),
+        ),
         (big_all, small_all, Duration::from_secs(2)),
     )
 }
@@ -192,17 +200,19 @@ impl Experiment for UdpEcho {
                 let Some(off) = s.median(c, KERNEL, "offered_mbps") else {
                     continue;
                 };
-                if let (Some(k), Some(u)) =
-                    (s.median(c, KERNEL, "sut_cores"), s.median(c, ULNET, "sut_cores"))
-                {
+                if let (Some(k), Some(u)) = (
+                    s.median(c, KERNEL, "sut_cores"),
+                    s.median(c, ULNET, "sut_cores"),
+                ) {
                     let d = u - k;
                     if worst.is_none_or(|w| d.abs() > w.1.abs()) {
                         worst = Some((off, d, if k > 0.0 { d / k } else { f64::NAN }));
                     }
                 }
-                if let (Some(k), Some(u)) =
-                    (s.median(c, KERNEL, "tasks_cores"), s.median(c, ULNET, "tasks_cores"))
-                {
+                if let (Some(k), Some(u)) = (
+                    s.median(c, KERNEL, "tasks_cores"),
+                    s.median(c, ULNET, "tasks_cores"),
+                ) {
                     let d = u - k;
                     if worst_machine.is_none_or(|w| d.abs() > w.1.abs()) {
                         worst_machine = Some((off, d));
@@ -318,7 +328,10 @@ fn views(ctx: &mut Ctx<'_>, big: &[String], small: &[String]) {
             kind: PlotKind::Lines,
             cases: cases.to_vec(),
             systems: Vec::new(),
-            x_param: Some(format!("target_{}", if tag == "1k" { "mbps" } else { "kpps" })),
+            x_param: Some(format!(
+                "target_{}",
+                if tag == "1k" { "mbps" } else { "kpps" }
+            )),
             x_label: xl.into(),
             y: Metric::more(y, y_label, 0),
             y2: None,
@@ -330,10 +343,17 @@ fn views(ctx: &mut Ctx<'_>, big: &[String], small: &[String]) {
             kind: PlotKind::Lines,
             cases: cases.to_vec(),
             systems: Vec::new(),
-            x_param: Some(format!("target_{}", if tag == "1k" { "mbps" } else { "kpps" })),
+            x_param: Some(format!(
+                "target_{}",
+                if tag == "1k" { "mbps" } else { "kpps" }
+            )),
             x_label: xl.into(),
             y: Metric::less("sut_cores", "echo service CPU (cores)", 2),
-            y2: Some(Metric::less("tasks_cores", "machine CPU, all tasks (cores)", 2)),
+            y2: Some(Metric::less(
+                "tasks_cores",
+                "machine CPU, all tasks (cores)",
+                2,
+            )),
             x_log: false,
         }));
     }
@@ -370,7 +390,10 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     );
     ctx.param("payload_bytes", format!("{BIG} and {SMALL}"));
     ctx.param("window", format!("{window:?}"));
-    ctx.param("drain_after_window", format!("up to {DRAIN:?} (ends after 20 ms without an echo)"));
+    ctx.param(
+        "drain_after_window",
+        format!("up to {DRAIN:?} (ends after 20 ms without an echo)"),
+    );
     ctx.param("offered_1k_mbps", format!("{big:?}"));
     ctx.param("offered_64_kpps", format!("{small:?}"));
     ctx.note("Throughput figures are UDP payload. Offered = datagrams the generator's AF_XDP ring accepted over the window (measured, so where the generator cannot keep up, offered falls below the target); echoed = echoes it counted (over the window and the drain after it), both divided by the window.");
@@ -541,13 +564,13 @@ fn measure(
     m.insert("offered_kpps".into(), sent / span / 1e3);
     m.insert("echoed_mbps".into(), echoed * bits / span / 1e6);
     m.insert("echoed_kpps".into(), echoed / span / 1e3);
-    m.insert(
-        "loss_pct".into(),
-        (100.0 * (sent - echoed) / sent).max(0.0),
-    );
+    m.insert("loss_pct".into(), (100.0 * (sent - echoed) / sent).max(0.0));
     m.insert("target_kpps".into(), pps as f64 / 1e3);
     // Where the loss was: datagrams the echo socket's full receive buffer dropped.
-    m.insert("socket_drops_pct".into(), 100.0 * socket_drops as f64 / sent);
+    m.insert(
+        "socket_drops_pct".into(),
+        100.0 * socket_drops as f64 / sent,
+    );
     m.insert("generator_cores".into(), done.sent.cpu.as_secs_f64() / span);
     Ok((m, mode))
 }
@@ -570,7 +593,9 @@ fn echo_loop(
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => return Err(e),
         }
@@ -594,7 +619,12 @@ mod tests {
         // 1 Gb/s of 1024-byte payloads is 122,070 datagrams a second.
         assert_eq!(pps_of_mbps(1000, 1024), 122_070);
         assert_eq!(pps_of_mbps(100, 64), 195_312);
-        for p in [Profile::Smoke, Profile::Quick, Profile::Default, Profile::Full] {
+        for p in [
+            Profile::Smoke,
+            Profile::Quick,
+            Profile::Default,
+            Profile::Full,
+        ] {
             let (big, small, _) = sizes(p);
             // Strictly increasing, so every point is its own case.
             assert!(big.windows(2).all(|w| w[0] < w[1]));
