@@ -89,13 +89,13 @@ fn sizes(p: Profile) -> Sizes {
         Sizes {
             region: 64 << 20,
             blocks_kib: all.clone(),
-            cap: Duration::from_secs(3),
+            cap: Duration::from_millis(1500),
             fio_kib: vec![4, 128],
         },
         Sizes {
             region: 64 << 20,
             blocks_kib: all,
-            cap: Duration::from_secs(20),
+            cap: Duration::from_secs(10),
             fio_kib: vec![4, 128],
         },
     )
@@ -117,8 +117,10 @@ impl Experiment for Disk {
     }
     fn estimate(&self, plan: &Plan) -> Duration {
         let s = sizes(plan.profile);
-        let per = (s.cap + OVERHEAD) * (s.blocks_kib.len() as u32 * 3)
-            + (s.cap + Duration::from_millis(300)) * (s.fio_kib.len() as u32 * 2);
+        // Four systems per block size (small blocks run to the cap, large ones end
+        // sooner), three fio engines per cross-checked size.
+        let per = (s.cap + OVERHEAD) * (s.blocks_kib.len() as u32 * 4)
+            + (s.cap + Duration::from_millis(300)) * (s.fio_kib.len() as u32 * 3);
         // Writing the file: about 1 s per 64 MB here.
         per * plan.rounds + Duration::from_millis(200 + (s.region >> 20) * 16)
     }
