@@ -117,12 +117,22 @@ impl Experiment for Disk {
     }
     fn estimate(&self, plan: &Plan) -> Duration {
         let s = sizes(plan.profile);
-        // Four systems per block size (small blocks run to the cap, large ones end
-        // sooner), three fio engines per cross-checked size.
-        let per = (s.cap + OVERHEAD) * (s.blocks_kib.len() as u32 * 4)
-            + (s.cap + Duration::from_millis(300)) * (s.fio_kib.len() as u32 * 3);
-        // Writing the file: about 1 s per 64 MB here.
-        per * plan.rounds + Duration::from_millis(200 + (s.region >> 20) * 16)
+        // A read of the region takes about 60 µs per block plus 1 ms per MB here (a
+        // virtio disk), or the cap: small blocks run to the cap, large ones end sooner.
+        let read = |kib: u64| {
+            let blocks = s.region / (kib << 10);
+            let t = Duration::from_micros(60 * blocks + (s.region >> 20) * 1000);
+            t.min(s.cap) + OVERHEAD
+        };
+        let ours: Duration = s.blocks_kib.iter().map(|&k| read(k) * 4).sum();
+        // fio starts in about 0.3 s.
+        let fio: Duration = s
+            .fio_kib
+            .iter()
+            .map(|&k| (read(k) + Duration::from_millis(300)) * 3)
+            .sum();
+        // Writing the file: about 16 ms per MB here.
+        (ours + fio) * plan.rounds + Duration::from_millis(200 + (s.region >> 20) * 16)
     }
     fn tools(&self) -> &'static [&'static str] {
         &["fio", "taskset", "findmnt", "lsblk"]
