@@ -15,7 +15,7 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 # iproute2/ethtool/nftables/procps build and configure testbeds; iputils-ping, iperf3,
 # socat, netcat-openbsd and curl are the kernel peers in interop tests and baselines;
 # tshark/tcpdump check what ulnet puts on the wire; gcc/pkg-config link Rust crates;
-# sockperf cross-checks the bench's latency figures, taskset pins its peers, and
+# sockperf cross-checks the bench's latency figures, fio its disk figures, taskset pins its peers, and
 # fonts-dejavu-core is the font the bench's plots are drawn with.
 PACKAGES=(
     "iproute2:ip"
@@ -34,6 +34,7 @@ PACKAGES=(
     "pkg-config:pkg-config"
     "linux-perf:perf"
     "sockperf:sockperf"
+    "fio:fio"
     "util-linux:taskset"
     "fonts-dejavu-core:"
     "ca-certificates:"

@@ -384,3 +384,159 @@ mod paced_tests {
         assert_eq!(paced_due(100_000, Duration::from_millis(250)), 25_000);
     }
 }
+
+/// What an echo load ([`xdp_echo_load`]) offered and got back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EchoDone {
+    /// Datagrams offered and the sending span and thread CPU (over the drain too).
+    pub sent: Done,
+    /// Echoes received: datagrams from the echo port back to the flood's source port
+    /// carrying a payload of the flood's length.
+    pub echoed: u64,
+}
+
+/// The flood's UDP source port (fixed in [`flood_frame`]): echoes come back to it.
+pub(crate) const FLOOD_SRC_PORT: u16 = 40_000;
+
+/// Whether `frame` is an echo of a flood to `port`: IPv4/UDP (no IP options, as the echo
+/// sends them) from `port` to [`FLOOD_SRC_PORT`] with `payload_len` bytes of payload.
+pub(crate) fn is_echo(frame: &[u8], port: u16, payload_len: usize) -> bool {
+    if frame.len() < 42 || frame[12..14] != [0x08, 0x00] || frame[14] != 0x45 || frame[23] != 17 {
+        return false;
+    }
+    let u = &frame[34..42];
+    u16::from_be_bytes([u[0], u[1]]) == port
+        && u16::from_be_bytes([u[2], u[3]]) == FLOOD_SRC_PORT
+        && usize::from(u16::from_be_bytes([u[4], u[5]])) == 8 + payload_len
+}
+
+/// [`xdp_flood_paced`] that also counts what comes back: the same paced flood of `f` at
+/// `rate_pps` (0: as fast as it can) for `duration` or `max_count` datagrams, and, on
+/// the same thread, the echoes its AF_XDP socket receives (the socket steers frames for
+/// the flood's source address to itself), reaped after every batch and for `drain`
+/// after the last send so that echoes still in flight are counted. One thread does
+/// both: a second receiver would need a second socket on the same queue, and reaping a
+/// batch costs little next to sending it.
+pub(crate) fn xdp_echo_load(
+    f: Flood,
+    rate_pps: u64,
+    duration: Duration,
+    max_count: u64,
+    drain: Duration,
+) -> io::Result<JoinHandle<io::Result<EchoDone>>> {
+    let o = XdpOptions {
+        addresses: vec![IpAddr::V4(f.ips.0)],
+        ..XdpOptions::default()
+    };
+    let mut tries = 0;
+    let mut ch = loop {
+        match XdpChannel::open(&f.ifname, Some(&f.ns), &o) {
+            Err(e) if e.source.raw_os_error() == Some(libc_ebusy()) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            r => break r.map_err(io_err)?,
+        }
+    };
+    let frame = udp_frame(&f);
+    let batch = paced_batch(rate_pps);
+    let (port, len) = (f.port, f.payload_len);
+    Ok(std::thread::spawn(move || {
+        pin(LOAD_CPU)?;
+        let cpu0 = thread_cpu_time();
+        let start = Instant::now();
+        let (mut count, mut echoed) = (0u64, 0u64);
+        let mut reap = |ch: &mut XdpChannel| -> io::Result<usize> {
+            ch.rx_batch(FLOOD_BATCH, &mut |fr, _| {
+                if is_echo(fr, port, len) {
+                    echoed += 1;
+                }
+            })
+            .map_err(io_err)
+        };
+        loop {
+            let elapsed = start.elapsed();
+            if elapsed >= duration || count >= max_count {
+                break;
+            }
+            let due = paced_due(rate_pps, elapsed).min(max_count);
+            if count >= due {
+                // Ahead of schedule: reap echoes while waiting for the next batch's time
+                // (a sleep overshoots by tens of µs in a VM, so only long gaps sleep).
+                if reap(&mut ch)? == 0 {
+                    let next = (count + batch as u64) as f64 / rate_pps.max(1) as f64;
+                    let gap = next - elapsed.as_secs_f64();
+                    if gap > 0.002 {
+                        std::thread::sleep(Duration::from_secs_f64(gap - 0.001).min(drain));
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+                continue;
+            }
+            let n = ((due - count) as usize).min(batch);
+            for _ in 0..n {
+                if ch
+                    .tx()
+                    .send(frame.len(), &mut |b| b.copy_from_slice(&frame))
+                    .is_err()
+                {
+                    break;
+                }
+                count += 1;
+            }
+            ch.tx().flush().map_err(io_err)?;
+            reap(&mut ch)?;
+        }
+        let sent_for = start.elapsed();
+        // Echoes still in flight (in the rings, the socket buffers, the echo thread):
+        // reap until `drain` has passed with nothing new for a millisecond at the end.
+        let end = Instant::now() + drain;
+        let mut quiet_since = Instant::now();
+        while Instant::now() < end {
+            ch.tx().flush().map_err(io_err)?;
+            if reap(&mut ch)? > 0 {
+                quiet_since = Instant::now();
+            } else if quiet_since.elapsed() > Duration::from_millis(20) {
+                break;
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        Ok(EchoDone {
+            sent: Done {
+                count,
+                elapsed: sent_for,
+                cpu: thread_cpu_time() - cpu0,
+            },
+            echoed,
+        })
+    }))
+}
+
+#[cfg(test)]
+mod echo_tests {
+    use super::*;
+
+    #[test]
+    fn echoes_are_recognised() {
+        let f = Flood {
+            ns: String::new(),
+            ifname: String::new(),
+            macs: ([2; 6], [4; 6]),
+            ips: (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2)),
+            port: 7,
+            payload_len: 100,
+        };
+        // The flood's own frame goes to port 7 from 40000: not an echo.
+        let mut fr = udp_frame(&f);
+        assert!(!is_echo(&fr, 7, 100));
+        // Swap the ports as an echo server does.
+        fr[34..36].copy_from_slice(&7u16.to_be_bytes());
+        fr[36..38].copy_from_slice(&FLOOD_SRC_PORT.to_be_bytes());
+        assert!(is_echo(&fr, 7, 100));
+        assert!(!is_echo(&fr, 8, 100));
+        assert!(!is_echo(&fr, 7, 64));
+        assert!(!is_echo(&fr[..30], 7, 100));
+    }
+}

@@ -5,6 +5,7 @@
 //! It also knows its seed's own figure and how to say, from the summaries, whether the
 //! seed's claim holds here ([`Experiment::verdict`]).
 
+mod disk;
 mod doorbell;
 mod hurd_tcp;
 mod hurd_udp;
@@ -13,6 +14,7 @@ mod load;
 mod loss;
 mod netchannel_cpu;
 mod raw;
+mod udp_echo;
 
 use std::time::Duration;
 
@@ -56,6 +58,8 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &latency::Latency,
         &raw::Raw,
         &loss::Loss,
+        &udp_echo::UdpEcho,
+        &disk::Disk,
     ]
 }
 
