@@ -12,13 +12,16 @@ use ulnet_bench::results::{Results, View};
 const ULNET: &str = env!("CARGO_BIN_EXE_ulnet");
 
 /// Every experiment `ulnet bench list` must name, with its seed.
-const EXPERIMENTS: [(&str, &str); 6] = [
+const EXPERIMENTS: [(&str, &str); 9] = [
     ("hurd-tcp", "000"),
     ("hurd-udp", "000"),
     ("doorbell", "001"),
     ("netchannel-cpu", "004"),
     ("latency", "-"),
     ("raw", "-"),
+    ("loss", "-"),
+    ("udp-echo", "003"),
+    ("disk", "003"),
 ];
 
 fn out_dir(name: &str) -> PathBuf {
@@ -167,4 +170,19 @@ fn smoke_latency() {
 #[test]
 fn smoke_raw() {
     smoke("raw");
+}
+
+#[test]
+fn smoke_loss() {
+    smoke("loss");
+}
+
+#[test]
+fn smoke_udp_echo() {
+    smoke("udp-echo");
+}
+
+#[test]
+fn smoke_disk() {
+    smoke("disk");
 }
