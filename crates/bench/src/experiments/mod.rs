@@ -5,6 +5,7 @@
 //! It also knows its seed's own figure and how to say, from the summaries, whether the
 //! seed's claim holds here ([`Experiment::verdict`]).
 
+mod attack;
 mod doorbell;
 mod hurd_tcp;
 mod hurd_udp;
@@ -56,6 +57,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &latency::Latency,
         &raw::Raw,
         &loss::Loss,
+        &attack::Attack,
     ]
 }
 
