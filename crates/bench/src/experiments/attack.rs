@@ -241,6 +241,14 @@ fn syn_flood(f: SynFlood, sent: Arc<AtomicU64>) -> io::Result<JoinHandle<io::Res
     }))
 }
 
+/// This process's resident set after giving free heap back to the system (as the
+/// runtime does once it freed 8 MiB): a baseline that freed memory of an earlier part
+/// does not inflate, so the next part's growth shows in full.
+fn trimmed_rss() -> io::Result<u64> {
+    let _ = ulnet::channel::sys::heap::trim();
+    vm_rss()
+}
+
 /// This process's resident set, in bytes (`VmRSS` of /proc/self/status).
 fn vm_rss() -> io::Result<u64> {
     let s = std::fs::read_to_string("/proc/self/status")?;
@@ -555,10 +563,8 @@ fn kernel_serve(mut c: TcpStream) -> io::Result<()> {
         c.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
         return Ok(());
     };
-    write!(
-        c,
-        "HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n"
-    )?;
+    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n");
+    c.write_all(head.as_bytes())?;
     let mut off = 0u64;
     while off < n {
         let k = (n - off).min(pattern::MAX_CHUNK as u64) as usize;
@@ -603,10 +609,11 @@ fn http_get(from: Option<IpAddr>, to: SocketAddr, path: &str) -> io::Result<Got>
     let mut s = connect_from(from, to, Duration::from_secs(10))?;
     s.set_read_timeout(Some(IO_LIMIT))?;
     s.set_write_timeout(Some(IO_LIMIT))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
-    )?;
+    // One write: `write!` would send the request in pieces, and a client with Nagle on
+    // then waits for the server's (delayed) ACK of the first piece.
+    s.set_nodelay(true)?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes())?;
     let mut buf = vec![0u8; 64 * 1024];
     let mut head = Vec::new();
     let (status, mut off, mut ok, mut first);
@@ -765,7 +772,7 @@ fn flood_round(
     };
     std::thread::sleep(Duration::from_millis(200));
     let path = format!("/bytes/{}", sz.download);
-    let rss0 = vm_rss()?;
+    let rss0 = trimmed_rss()?;
     let base = join(get_in(&b.ns, None, to, &path)?, "download")?;
     let base_ok = base.status == 200 && base.body == sz.download && base.pattern_ok;
 
@@ -940,8 +947,7 @@ fn idle_round(
     // A first request from the other host, so what any connection sets up once (the
     // neighbour entry, the first buffers) is in the starting figure.
     join(get_in(&b.ns, Some(other), to, "/bytes/1000")?, "warm-up")?;
-    std::thread::sleep(TRIM_WAIT);
-    let rss0 = vm_rss()?;
+    let rss0 = trimmed_rss()?;
     let t = Instant::now();
     let clients = in_ns(
         &b.ns,
@@ -967,6 +973,7 @@ fn idle_round(
     let closed = u.wait_for(Duration::from_secs(20), |s| s.sessions == 0);
     std::thread::sleep(TRIM_WAIT);
     let rss_after = vm_rss()?;
+    let rss_emb0 = trimmed_rss()?;
 
     // Embryonic: spoofed SYNs with cookies off and a queue as long as the flood, so each
     // leaves a SYN-RECEIVED connection (until its SYN-ACK retries run out).
@@ -1038,7 +1045,7 @@ fn idle_round(
     );
     m.insert(
         "kb_per_embryonic".into(),
-        rss_emb.saturating_sub(rss_after) as f64 / 1024.0 / emb.max(1) as f64,
+        rss_emb.saturating_sub(rss_emb0) as f64 / 1024.0 / emb.max(1) as f64,
     );
     Ok(m)
 }
