@@ -422,8 +422,8 @@ fn open_ulnet(
         builder = builder.neighbor(IpAddr::V4(*n), bmac);
     }
     let builder = match open_channel(a, backend, ip)? {
-        Opened::Xdp(ch) => builder.channel(ch),
-        Opened::Packet(ch) => builder.channel(ch),
+        Opened::Xdp(ch) => builder.channel(*ch),
+        Opened::Packet(ch) => builder.channel(*ch),
     };
     let rt = builder.build_runtime().map_err(io_err)?;
     b.set_neighbor(ip, crate::testbed::MacAddr(mac.0))
@@ -449,8 +449,8 @@ fn open_ulnet(
 
 /// A channel opened on A's veth end.
 enum Opened {
-    Xdp(XdpChannel),
-    Packet(PacketChannel),
+    Xdp(Box<XdpChannel>),
+    Packet(Box<PacketChannel>),
 }
 
 impl Opened {
@@ -475,12 +475,12 @@ fn open_channel(a: &Side, backend: Backend, ip: IpAddr) -> io::Result<Opened> {
             let ch = retry_busy(|| {
                 XdpChannel::open(&a.ifname, Some(&a.ns), &o).map_err(io::Error::from)
             })?;
-            Ok(Opened::Xdp(ch))
+            Ok(Opened::Xdp(Box::new(ch)))
         }
         Backend::Packet => {
             let ch = PacketChannel::open(&a.ifname, Some(&a.ns), &PacketOptions::default())
                 .map_err(io::Error::from)?;
-            Ok(Opened::Packet(ch))
+            Ok(Opened::Packet(Box::new(ch)))
         }
         other => Err(io_err(format!("backend {other:?} not measured here"))),
     }
