@@ -94,6 +94,17 @@ fn ulnet_id(b: Backend) -> &'static str {
     }
 }
 
+/// The channels measured: both of the in every profile but smoke, which only
+/// proves the harness runs (AF_XDP).
+fn wanted_backends(p: Profile) -> &'static [Backend] {
+    p.pick(
+        &[Backend::Xdp][..],
+        &[Backend::Xdp, Backend::Packet][..],
+        &[Backend::Xdp, Backend::Packet][..],
+        &[Backend::Xdp, Backend::Packet][..],
+    )
+}
+
 /// The sizes of a profile.
 #[derive(Debug, Clone, Copy)]
 struct Sizes {
@@ -1400,7 +1411,7 @@ impl Experiment for Attack {
     fn estimate(&self, plan: &Plan) -> Duration {
         let sz = sizes(plan.profile);
         let r = f64::from(plan.rounds);
-        let n_ulnet = plan.backends_or(&[Backend::Xdp, Backend::Packet]).len() as f64;
+        let n_ulnet = plan.backends_or(wanted_backends(plan.profile)).len() as f64;
         // Pessimistic figures of this shared 2-core machine: downloads at 0.5 Gb/s (two
         // per round), the flood at 100k SYN/s, connections opened at 3,000/s, plus the
         // fixed waits (XDP attach, heap trim) of each part.
@@ -1420,7 +1431,7 @@ impl Experiment for Attack {
 
     fn run(&self, ctx: &mut Ctx<'_>) -> io::Result<()> {
         let sz = sizes(ctx.profile());
-        let backends = ctx.plan.backends_or(&[Backend::Xdp, Backend::Packet]);
+        let backends = ctx.plan.backends_or(wanted_backends(ctx.profile()));
         let ulnets: Vec<&str> = backends.iter().map(|b| ulnet_id(*b)).collect();
         let mut flood_systems = vec![KERNEL];
         flood_systems.extend(&ulnets);
