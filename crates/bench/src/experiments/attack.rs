@@ -369,13 +369,16 @@ impl UlnetServer {
         ok(&self.snap())
     }
 
-    fn stop(mut self) -> io::Result<()> {
+    /// Stops the runtime; returns its channel's counters (frames the ring dropped among
+    /// them).
+    fn stop(mut self) -> io::Result<ulnet::channel::Stats> {
         self.handle.stop();
+        let mut stats = ulnet::channel::Stats::default();
         if let Some(j) = self.join.take() {
-            let r = j.join().map_err(|_| io_err("ulnet runtime panicked"))?;
-            drop(r?);
+            let (rt, _app) = j.join().map_err(|_| io_err("ulnet runtime panicked"))??;
+            stats = Channel::stats(rt.channel());
         }
-        Ok(())
+        Ok(stats)
     }
 }
 
@@ -920,7 +923,8 @@ fn flood_round(
         );
     }
     if let Some(u) = ulnet {
-        u.stop()?;
+        // Frames the receive ring dropped before ulnet saw them (ring full), this round.
+        m.insert("rx_dropped".into(), u.stop()?.rx_dropped as f64);
     }
     Ok(m)
 }
@@ -1609,6 +1613,7 @@ impl Experiment for Attack {
                 Metric::less("fresh_during_ms", "fresh client in flood (ms)", 1),
                 flag("fresh_in_flood", "answered before flood end (1=yes)"),
                 Metric::less("fresh_after_ms", "fresh client after (ms)", 1),
+                Metric::plain("rx_dropped", "frames dropped by ulnet's RX ring", 0),
                 Metric::plain("rss_before_mb", "RSS before (MB)", 1),
                 Metric::less("rss_peak_mb", "RSS peak (MB)", 1),
                 Metric::plain("rss_after_mb", "RSS after (MB)", 1),
