@@ -929,17 +929,19 @@ fn flood_round(
     Ok(m)
 }
 
-/// Raises this thread's (the process's) open-file limit to at least `n`.
+/// Raises the process's open-file soft limit towards `n`, up to the hard limit (raising
+/// that needs CAP_SYS_RESOURCE, which a container may lack); a connection that finds no
+/// descriptor then fails and is counted.
 fn raise_nofile(n: u64) -> io::Result<()> {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let cur = getrlimit(Resource::Nofile);
     let want = n.max(cur.current.unwrap_or(0));
-    let max = cur.maximum.map_or(want, |m| m.max(want));
+    let want = cur.maximum.map_or(want, |m| want.min(m));
     setrlimit(
         Resource::Nofile,
         Rlimit {
             current: Some(want),
-            maximum: Some(max),
+            maximum: cur.maximum,
         },
     )?;
     Ok(())
