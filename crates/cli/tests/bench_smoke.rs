@@ -12,7 +12,7 @@ use ulnet_bench::results::{Results, View};
 const ULNET: &str = env!("CARGO_BIN_EXE_ulnet");
 
 /// Every experiment `ulnet bench list` must name, with its seed.
-const EXPERIMENTS: [(&str, &str); 9] = [
+const EXPERIMENTS: [(&str, &str); 10] = [
     ("hurd-tcp", "000"),
     ("hurd-udp", "000"),
     ("doorbell", "001"),
@@ -22,6 +22,7 @@ const EXPERIMENTS: [(&str, &str); 9] = [
     ("loss", "-"),
     ("udp-echo", "003"),
     ("disk", "003"),
+    ("attack", "-"),
 ];
 
 fn out_dir(name: &str) -> PathBuf {
@@ -185,4 +186,9 @@ fn smoke_udp_echo() {
 #[test]
 fn smoke_disk() {
     smoke("disk");
+}
+
+#[test]
+fn smoke_attack() {
+    smoke("attack");
 }

@@ -5,6 +5,7 @@
 //! It also knows its seed's own figure and how to say, from the summaries, whether the
 //! seed's claim holds here ([`Experiment::verdict`]).
 
+mod attack;
 mod disk;
 mod doorbell;
 mod hurd_tcp;
@@ -60,6 +61,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &loss::Loss,
         &udp_echo::UdpEcho,
         &disk::Disk,
+        &attack::Attack,
     ]
 }
 
