@@ -352,7 +352,9 @@ impl<C: Channel> Runtime<C> {
             // the loop does not sleep before that (`sleep` checks).
             self.driver.drain_events(iface);
             if self.trim.due(now) {
-                let mem = iface.tcp().map_or(0, |t| t.stats().mem_bytes);
+                let mem = iface.tcp().map_or(0, |t| {
+                    t.stats().mem_bytes + t.connection_count() as u64 * trim::CONN_BYTES
+                });
                 trim_heap = self.trim.look(now, mem);
             }
         }
