@@ -508,31 +508,24 @@ pub(crate) fn kernel_tx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metri
     finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
 }
 
-/// The peer in B sends to ulnet in A, which receives through its socket API.
-pub(crate) fn ulnet_rx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
+/// What an application thread reports after reading a transfer: bytes, whether every
+/// byte matched the pattern, and the per-read rate windows.
+type Received = (u64, bool, RateWindows);
+
+/// The peer in B sends `bytes` to ulnet in A; `app` is the application on its own
+/// thread (it inherits the system-under-test core from the main thread): it accepts one
+/// connection on the listener, reads to EOF checking the pattern, and closes.
+fn ulnet_rx_with(
+    u: &UlnetStack,
+    b: &Side,
+    port: u16,
+    bytes: u64,
+    app: impl FnOnce(TcpListener) -> io::Result<Received> + Send + 'static,
+) -> io::Result<Metrics> {
     let at = SocketAddr::new(u.ip, port);
     let listener = TcpListener::bind(&u.stack, at)?;
     let w = Window::start()?;
-    // The application thread inherits the system-under-test core from the main thread.
-    let reader = std::thread::spawn(move || -> io::Result<(u64, bool, RateWindows)> {
-        let (mut s, _) = listener.accept()?;
-        s.set_read_timeout(Some(IDLE_LIMIT))?;
-        let mut buf = vec![0u8; IO_CHUNK];
-        let mut rates = RateWindows::new(PEAK_WINDOW);
-        let (mut off, mut ok) = (0u64, true);
-        loop {
-            let n = s.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            rates.record(n);
-            ok &= pattern::matches(off, &buf[..n]);
-            off += n as u64;
-        }
-        // Closing tells the sender everything arrived.
-        drop(s);
-        Ok((off, ok, rates))
-    });
+    let reader = std::thread::spawn(move || app(listener));
     let sent = load::tcp_send(&b.ns, at, bytes).and_then(|s| join(s, "sender"));
     if sent.is_err() {
         // Unblocks the reader (a blocked accept or read returns NotConnected).
@@ -545,15 +538,47 @@ pub(crate) fn ulnet_rx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::R
     finish(bytes, got, ok, rates.rates(), cpu)
 }
 
-/// ulnet in A sends through its socket API to the peer in B.
-pub(super) fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
+/// One read's bookkeeping: rate window, pattern check, offset.
+fn note_read(rx: &mut Received, data: &[u8]) {
+    rx.2.record(data.len());
+    rx.1 &= pattern::matches(rx.0, data);
+    rx.0 += data.len() as u64;
+}
+
+/// The peer in B sends to ulnet in A, which receives through its socket API.
+pub(crate) fn ulnet_rx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
+    ulnet_rx_with(u, b, port, bytes, |listener| {
+        let (mut s, _) = listener.accept()?;
+        s.set_read_timeout(Some(IDLE_LIMIT))?;
+        let mut buf = vec![0u8; IO_CHUNK];
+        let mut rx: Received = (0, true, RateWindows::new(PEAK_WINDOW));
+        loop {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            note_read(&mut rx, &buf[..n]);
+        }
+        // Closing tells the sender everything arrived.
+        drop(s);
+        Ok(rx)
+    })
+}
+
+/// ulnet in A sends `bytes` to the peer in B; `app` is the application on this thread:
+/// it connects, writes the pattern, half-closes and reads until the peer closes, and
+/// returns the bytes written.
+fn ulnet_tx_with(
+    u: &UlnetStack,
+    b: &Side,
+    port: u16,
+    bytes: u64,
+    app: impl FnOnce(&Stack, SocketAddr) -> io::Result<u64>,
+) -> io::Result<Metrics> {
     let at = SocketAddr::new(b.ip, port);
     let w = Window::start()?;
     let sink = timed_sink(b, at, LOAD_CPU)?;
-    let sent = (|| -> io::Result<u64> {
-        let mut s = TcpStream::connect_timeout(&u.stack, &at, Duration::from_secs(5))?;
-        send_pattern(&mut s, bytes)
-    })();
+    let sent = app(&u.stack, at);
     if sent.is_err() {
         // Resets nothing gracefully, but the peer's idle timeout bounds its wait.
         let _ = u.stack.stop();
@@ -563,6 +588,14 @@ pub(super) fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::R
     let (got, rates) = got?;
     let cpu = w.finish(got.done.cpu)?;
     finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
+}
+
+/// ulnet in A sends through its socket API to the peer in B.
+pub(super) fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::Result<Metrics> {
+    ulnet_tx_with(u, b, port, bytes, |stack, at| {
+        let mut s = TcpStream::connect_timeout(stack, &at, Duration::from_secs(5))?;
+        send_pattern(&mut s, bytes)
+    })
 }
 
 /// A current-thread tokio runtime for one application thread, as a small async service
@@ -590,37 +623,22 @@ pub(super) fn ulnet_rx_tokio(
     bytes: u64,
 ) -> io::Result<Metrics> {
     use tokio::io::AsyncReadExt;
-    let at = SocketAddr::new(u.ip, port);
-    let listener = TcpListener::bind(&u.stack, at)?;
-    let w = Window::start()?;
-    let reader = std::thread::spawn(move || -> io::Result<(u64, bool, RateWindows)> {
+    ulnet_rx_with(u, b, port, bytes, |listener| {
         tokio_rt()?.block_on(async move {
             let (mut s, _) = idle_bounded(listener.accept_async()).await?;
             let mut buf = vec![0u8; IO_CHUNK];
-            let mut rates = RateWindows::new(PEAK_WINDOW);
-            let (mut off, mut ok) = (0u64, true);
+            let mut rx: Received = (0, true, RateWindows::new(PEAK_WINDOW));
             loop {
                 let n = idle_bounded(AsyncReadExt::read(&mut s, &mut buf)).await?;
                 if n == 0 {
                     break;
                 }
-                rates.record(n);
-                ok &= pattern::matches(off, &buf[..n]);
-                off += n as u64;
+                note_read(&mut rx, &buf[..n]);
             }
             drop(s);
-            Ok((off, ok, rates))
+            Ok(rx)
         })
-    });
-    let sent = load::tcp_send(&b.ns, at, bytes).and_then(|s| join(s, "sender"));
-    if sent.is_err() {
-        let _ = u.stack.stop();
-    }
-    let got = join(reader, "ulnet tokio reader");
-    let sent = sent?;
-    let (got, ok, rates) = got?;
-    let cpu = w.finish(sent.cpu)?;
-    finish(bytes, got, ok, rates.rates(), cpu)
+    })
 }
 
 /// As [`ulnet_tx`], with the application on tokio: `connect_async`, then
@@ -633,13 +651,9 @@ pub(super) fn ulnet_tx_tokio(
     bytes: u64,
 ) -> io::Result<Metrics> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let at = SocketAddr::new(b.ip, port);
-    let w = Window::start()?;
-    let sink = timed_sink(b, at, LOAD_CPU)?;
-    let stack = u.stack.clone();
-    let sent = tokio_rt().and_then(|rt| {
-        rt.block_on(async move {
-            let mut s = idle_bounded(TcpStream::connect_async(&stack, at)).await?;
+    ulnet_tx_with(u, b, port, bytes, |stack, at| {
+        tokio_rt()?.block_on(async move {
+            let mut s = idle_bounded(TcpStream::connect_async(stack, at)).await?;
             let mut off = 0u64;
             while off < bytes {
                 let n = (bytes - off).min(IO_CHUNK as u64) as usize;
@@ -651,15 +665,7 @@ pub(super) fn ulnet_tx_tokio(
             while idle_bounded(AsyncReadExt::read(&mut s, &mut buf)).await? > 0 {}
             Ok(off)
         })
-    });
-    if sent.is_err() {
-        let _ = u.stack.stop();
-    }
-    let got = join(sink, "peer receiver");
-    sent?;
-    let (got, rates) = got?;
-    let cpu = w.finish(got.done.cpu)?;
-    finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
+    })
 }
 
 /// The peer in B sends to ulnet's discard app running inside the loop (engine only).

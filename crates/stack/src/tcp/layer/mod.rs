@@ -416,17 +416,7 @@ impl Tcp {
                 iss = m + 65535 + 2;
             }
         }
-        let mtu = self.mtu_for(tuple.remote().ip());
-        let pressure = self.mem.under_pressure();
-        let mut sock = Socket::new(
-            &self.cfg,
-            tuple,
-            iss,
-            self.ts_offset(&tuple),
-            mtu,
-            now,
-            pressure,
-        );
+        let mut sock = self.new_socket_with_iss(tuple, iss, now);
         let listener = self.listeners[li as usize].listener.as_ref();
         for &o in listener.map_or(&[][..], |l| &l.options[..]) {
             // Before the SYN-ACK every option applies (the buffers are empty).

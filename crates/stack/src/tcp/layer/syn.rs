@@ -255,17 +255,7 @@ impl Tcp {
             return true;
         }
         let n = offer.negotiate(&peer, ipv6);
-        let mtu = self.mtu_for(tuple.remote().ip());
-        let pressure = self.mem.under_pressure();
-        let mut sock = Socket::new(
-            &self.cfg,
-            tuple,
-            iss,
-            self.ts_offset(&tuple),
-            mtu,
-            now,
-            pressure,
-        );
+        let mut sock = self.new_socket_with_iss(tuple, iss, now);
         for &o in &l.options {
             // Before the handshake every option applies (the buffers are empty).
             let _ = sock.set_option(o, now, &mut self.mem);

@@ -115,8 +115,18 @@ impl Tcp {
     /// this engine gives it.
     pub(in crate::tcp) fn new_socket(&mut self, tuple: FourTuple, now: Instant) -> Box<Socket> {
         let iss = self.isn(&tuple, now);
+        self.new_socket_with_iss(tuple, iss, now)
+    }
+
+    /// As [`Tcp::new_socket`] with the ISN chosen by the caller (a passive open's TIME-WAIT
+    /// reuse rule, a SYN cookie).
+    pub(in crate::tcp) fn new_socket_with_iss(
+        &self,
+        tuple: FourTuple,
+        iss: SeqNumber,
+        now: Instant,
+    ) -> Box<Socket> {
         let mtu = self.mtu_for(tuple.remote().ip());
-        let pressure = self.mem.under_pressure();
         Socket::new(
             &self.cfg,
             tuple,
@@ -124,7 +134,7 @@ impl Tcp {
             self.ts_offset(&tuple),
             mtu,
             now,
-            pressure,
+            self.mem.under_pressure(),
         )
     }
 
