@@ -8,51 +8,15 @@
 //! `forbid(unsafe_code)`, this test binary only forwards to `System`.
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use ulnet_stack::tcp::{SocketHandle, Tcp, TcpConfig};
 use ulnet_stack::time::{Duration, Instant};
 use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
 
-struct Counting;
-
-thread_local! {
-    /// Whether this thread's allocations are counted now. Per thread: the test harness's
-    /// other threads allocate when they please, and a process-wide switch counted them.
-    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-fn counting() -> bool {
-    COUNTING.try_with(std::cell::Cell::get).unwrap_or(false)
-}
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if counting() {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if counting() {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+mod counting;
+use counting::{ALLOCS, COUNTING};
 
 /// One segment in flight, stored without allocation.
 #[derive(Clone, Copy)]

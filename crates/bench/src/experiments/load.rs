@@ -292,6 +292,26 @@ pub(crate) fn paced_due(rate_pps: u64, elapsed: Duration) -> u64 {
     }
 }
 
+/// The generator's AF_XDP socket on `f`'s interface, steering the flood's source address
+/// to itself; retried while the previous round's socket on the queue is still being
+/// released (EBUSY, up to 2 s).
+fn open_generator(f: &Flood) -> io::Result<XdpChannel> {
+    let o = XdpOptions {
+        addresses: vec![IpAddr::V4(f.ips.0)],
+        ..XdpOptions::default()
+    };
+    let mut tries = 0;
+    loop {
+        match XdpChannel::open(&f.ifname, Some(&f.ns), &o) {
+            Err(e) if e.source.raw_os_error() == Some(libc_ebusy()) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            r => return r.map_err(io_err),
+        }
+    }
+}
+
 /// Floods `f` for `duration` from an AF_XDP socket on the generator's interface, paced
 /// to `rate_pps` frames per second (0: as fast as it can),
 /// for at most `duration` and at most `max_count` frames. Pacing is per batch against
@@ -304,20 +324,7 @@ pub(crate) fn xdp_flood_paced(
     duration: Duration,
     max_count: u64,
 ) -> io::Result<JoinHandle<io::Result<Done>>> {
-    let o = XdpOptions {
-        addresses: vec![IpAddr::V4(f.ips.0)],
-        ..XdpOptions::default()
-    };
-    let mut tries = 0;
-    let mut ch = loop {
-        match XdpChannel::open(&f.ifname, Some(&f.ns), &o) {
-            Err(e) if e.source.raw_os_error() == Some(libc_ebusy()) && tries < 50 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(40));
-            }
-            r => break r.map_err(io_err)?,
-        }
-    };
+    let mut ch = open_generator(&f)?;
     let frame = udp_frame(&f);
     let batch = paced_batch(rate_pps);
     Ok(std::thread::spawn(move || {
@@ -424,20 +431,7 @@ pub(crate) fn xdp_echo_load(
     max_count: u64,
     drain: Duration,
 ) -> io::Result<JoinHandle<io::Result<EchoDone>>> {
-    let o = XdpOptions {
-        addresses: vec![IpAddr::V4(f.ips.0)],
-        ..XdpOptions::default()
-    };
-    let mut tries = 0;
-    let mut ch = loop {
-        match XdpChannel::open(&f.ifname, Some(&f.ns), &o) {
-            Err(e) if e.source.raw_os_error() == Some(libc_ebusy()) && tries < 50 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(40));
-            }
-            r => break r.map_err(io_err)?,
-        }
-    };
+    let mut ch = open_generator(&f)?;
     let frame = udp_frame(&f);
     let batch = paced_batch(rate_pps);
     let (port, len) = (f.port, f.payload_len);
