@@ -234,18 +234,28 @@ impl UdpSocket {
     }
 
     /// One try at sending, with the interface locked.
+    /// `start` is the TSC when the application's `send` began (stage accounting; 0:
+    /// none).
     pub(crate) fn try_send_to(
         &self,
         iface: &mut Interface,
         buf: &[u8],
         dst: SocketAddr,
+        start: u64,
     ) -> Poll<io::Result<usize>> {
         let s = match iface.sockets_mut().udp_mut(self.inner.h) {
             Ok(s) => s,
             Err(e) => return Poll::Ready(Err(error::udp_handle(e))),
         };
         match s.send_to(buf, dst) {
-            Ok(()) => Poll::Ready(Ok(buf.len())),
+            Ok(()) => {
+                #[cfg(feature = "stage-cycles")]
+                if let Some(l) = s.local_endpoint() {
+                    ulnet_stack::stage::tx_queued(l.port(), s.tx_queued() == 1, start);
+                }
+                let _ = start;
+                Poll::Ready(Ok(buf.len()))
+            }
             Err(SendError::BufferFull) => Poll::Pending,
             Err(e) => Poll::Ready(Err(error::udp_send(e))),
         }
@@ -268,6 +278,10 @@ impl UdpSocket {
                 Ok((n, meta)) => {
                     if peer.is_some_and(|p| p != meta.peer) {
                         continue;
+                    }
+                    #[cfg(feature = "stage-cycles")]
+                    if let Some(l) = s.local_endpoint() {
+                        ulnet_stack::stage::rx_received(l.port());
                     }
                     return Poll::Ready(Ok((n, meta.peer)));
                 }
@@ -294,12 +308,13 @@ impl UdpSocket {
             .next()
             .ok_or_else(|| err(io::ErrorKind::InvalidInput, "no address given"))?;
         let i = &self.inner;
+        let start = crate::stage::send_start();
         i.stack.block(
             &i.notify,
             i.nonblocking.load(Ordering::Relaxed),
             get(&i.write_timeout),
             io::ErrorKind::WouldBlock,
-            |iface| self.try_send_to(iface, buf, dst),
+            |iface| self.try_send_to(iface, buf, dst, start),
             &|| {},
         )
     }
