@@ -271,6 +271,8 @@ struct Rx {
     poll_start: AtomicU64,
     /// The socket's local port, once delivered.
     port: AtomicU16,
+    /// The TSC at delivery (the start of [`Stage::RxWake`]).
+    delivered: AtomicU64,
     acc: [AtomicU64; RX_N],
 }
 
@@ -291,6 +293,7 @@ static RX: Rx = Rx {
     whole_start: AtomicU64::new(0),
     poll_start: AtomicU64::new(0),
     port: AtomicU16::new(0),
+    delivered: AtomicU64::new(0),
     acc: [const { AtomicU64::new(0) }; RX_N],
 };
 static TX: Tx = Tx {
@@ -428,6 +431,9 @@ pub fn rx_delivered(port: u16, head: bool) {
         return;
     }
     rx_mark(Stage::RxSocket);
+    // The loop goes on polling (and moving `last`) while the datagram waits for `recv`.
+    RX.delivered
+        .store(RX.last.load(Ordering::Relaxed), Ordering::Relaxed);
     RX.port.store(port, Ordering::Relaxed);
     RX.state.store(PARKED, Ordering::Release);
 }
@@ -452,7 +458,7 @@ pub fn rx_received(port: u16) {
         RX.state.store(PARKED, Ordering::Release);
         return;
     }
-    let wake = end.wrapping_sub(RX.last.load(r));
+    let wake = end.wrapping_sub(RX.delivered.load(r));
     RX.acc[rx_index(Stage::RxWake)].store(wake, r);
     for (i, s) in Stage::RX.iter().enumerate() {
         AGG[*s as usize].add(RX.acc[i].load(r), 1);

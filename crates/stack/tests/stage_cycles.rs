@@ -4,6 +4,9 @@
 
 use ulnet_stack::stage::*;
 
+/// Cycles the application takes to call `recv` in the test.
+const WAIT: u64 = 1_000_000;
+
 /// One thread: a whole receive, application and transmit trace, then a frame that is
 /// not UDP (not committed). The stages of each trace add up to its whole span.
 #[test]
@@ -17,6 +20,13 @@ fn traces_commit_and_tile_the_whole_span() {
     rx_mark(Stage::RxUdp);
     rx_delivered(7, true);
     rx_frame_done();
+    // The loop keeps polling while the datagram waits for `recv`: the wait is still the
+    // datagram's (its hand-off stage), whatever the polls do.
+    let parked = now();
+    while now().wrapping_sub(parked) < WAIT {
+        rx_poll();
+        rx_frame_done();
+    }
     rx_received(7);
     let start = tx_enter();
     tx_queued(7, true, start);
@@ -39,6 +49,7 @@ fn traces_commit_and_tile_the_whole_span() {
     for st in Stage::ALL {
         assert_eq!(s.get(st).count, 1, "{}", st.name());
     }
+    assert!(s.get(Stage::RxWake).mean >= WAIT as f64);
     let sum = |set: &[Stage]| set.iter().map(|x| s.get(*x).mean).sum::<f64>();
     let (rx, rxw) = (sum(&Stage::RX), s.get(Stage::RxWhole).mean);
     let (tx, txw) = (sum(&Stage::TX), s.get(Stage::TxWhole).mean);

@@ -996,56 +996,64 @@ END {{
     s
 }
 
-/// A running bpftrace, its script and output files.
+/// A running bpftrace, its script file and the thread reading its output.
 struct Probes {
     child: ChildGuard,
     script: PathBuf,
-    out: PathBuf,
+    reader: JoinHandle<String>,
 }
 
 impl Probes {
-    /// Starts bpftrace on `script` and waits until its probes are attached.
+    /// Starts bpftrace on `script` and waits until its probes are attached (its BEGIN
+    /// probe prints `ready`; bpftrace flushes each line to a pipe, not to a file).
     fn start(script: &str) -> io::Result<Probes> {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir();
-        let stem = format!("ulnet-dispatch-{}-{n}", std::process::id());
-        let script_path = dir.join(format!("{stem}.bt"));
-        let out = dir.join(format!("{stem}.out"));
+        let script_path =
+            std::env::temp_dir().join(format!("ulnet-dispatch-{}-{n}.bt", std::process::id()));
         std::fs::write(&script_path, script)?;
-        let _ = std::fs::remove_file(&out);
         let mut cmd = Command::new("bpftrace");
-        cmd.arg("-o")
-            .arg(&out)
-            .arg(&script_path)
+        cmd.arg(&script_path)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = ChildGuard::spawn(cmd).map_err(io_err)?;
-        let deadline = Instant::now() + ATTACH_TIMEOUT;
-        loop {
-            if std::fs::read_to_string(&out).is_ok_and(|t| t.contains("ready")) {
-                break;
+        let stdout = child
+            .child_mut()
+            .stdout
+            .take()
+            .ok_or_else(|| io_err("bpftrace has no stdout"))?;
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut text = String::new();
+            for line in io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.trim() == "ready" {
+                    let _ = ready_tx.send(());
+                }
+                text.push_str(&line);
+                text.push('\n');
             }
-            if child.try_wait().map_err(io_err)?.is_some() || Instant::now() >= deadline {
-                let o = child.kill().map_err(io_err)?;
-                let _ = std::fs::remove_file(&script_path);
-                let _ = std::fs::remove_file(&out);
-                return Err(io_err(format!(
-                    "bpftrace did not attach: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                        .lines()
-                        .filter(|l| !l.contains("RLIMIT_MEMLOCK"))
-                        .collect::<Vec<_>>()
-                        .join(" | ")
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            text
+        });
+        if ready_rx.recv_timeout(ATTACH_TIMEOUT).is_err() {
+            let o = child.kill().map_err(io_err)?;
+            let _ = std::fs::remove_file(&script_path);
+            let _ = reader.join();
+            return Err(io_err(format!(
+                "bpftrace did not attach within {ATTACH_TIMEOUT:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .filter(|l| !l.contains("RLIMIT_MEMLOCK"))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            )));
         }
         Ok(Probes {
             child,
             script: script_path,
-            out,
+            reader,
         })
     }
 
@@ -1054,12 +1062,15 @@ impl Probes {
         let pid = rustix::process::Pid::from_raw(self.child.id() as i32)
             .ok_or_else(|| io_err("bpftrace has no pid"))?;
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+        // Bounded: on timeout the guard kills it, and the reader sees the pipe close.
         let r = self.child.wait_timeout(Duration::from_secs(15));
-        let text = std::fs::read_to_string(&self.out);
         let _ = std::fs::remove_file(&self.script);
-        let _ = std::fs::remove_file(&self.out);
+        let text = self
+            .reader
+            .join()
+            .map_err(|_| io_err("the bpftrace reader panicked"))?;
         r.map_err(io_err)?;
-        text
+        Ok(text)
     }
 }
 
