@@ -19,8 +19,10 @@
 //!   bpftrace 0.17 cannot attach fentry here), in nanoseconds converted to cycles with
 //!   the TSC's calibrated rate. Tracepoints put boundaries where the kernel has them:
 //!   `netif_rx` (the frame reaches A's veth backlog), `netif_receive_skb` (the protocol
-//!   stack starts), `sk_data_ready` (queued on the socket), `skb_copy_datagram_iovec`
-//!   (the reader copies), `recvfrom` return; `sendto` entry, `net_dev_queue` (UDP/IPv4
+//!   stack starts), `sk_data_ready` (queued on the socket), `sock_recv_length`
+//!   (the reader's `udp_recvmsg` returned: it copied and checksummed the datagram with
+//!   `skb_copy_and_csum_datagram_msg`, which has no tracepoint; keyed by socket, so a
+//!   second datagram queued before the read is not traced), `recvfrom` return; `sendto` entry, `net_dev_queue` (UDP/IPv4
 //!   built, into the device layer), `net_dev_start_xmit`/`net_dev_xmit` (the veth driver),
 //!   `sendto` return. Ethernet, IPv4 and UDP demux cannot be told apart without kprobes
 //!   (no tracepoint between `netif_receive_skb` and the socket): they are one stage, with
@@ -111,9 +113,13 @@ const K_RX: [(u32, &str, &str); 4] = [
     (
         3,
         "k_rx_wake",
-        "wake-up of the reader (sk_data_ready → copy starts)",
+        "wake-up of the reader + copy out (sk_data_ready → udp_recvmsg returns)",
     ),
-    (4, "k_rx_copy", "copy out + recvfrom returns"),
+    (
+        4,
+        "k_rx_copy",
+        "recvfrom returns (sock_recv_length → sys_exit)",
+    ),
 ];
 const K_APP: (u32, &str, &str) = (5, "k_app", "application (recvfrom return → sendto)");
 const K_TX: [(u32, &str, &str); 4] = [
@@ -817,10 +823,10 @@ fn kernel_round(
     let cyc = |ns: f64| ns * hz / 1e9;
     let get = |i: u32| k.stage(i);
     if get(K_RX_WHOLE.0).count == 0 || get(K_TX_WHOLE.0).count == 0 {
+        let counts: Vec<String> = (1..=11).map(|i| format!("{i}:{}", get(i).count)).collect();
         return Err(io_err(format!(
-            "the probes saw no whole path (rx {}, tx {} samples): tracepoints not firing?",
-            get(K_RX_WHOLE.0).count,
-            get(K_TX_WHOLE.0).count
+            "the probes saw no whole path (samples per stage {}): tracepoints not firing?",
+            counts.join(" ")
         )));
     }
     let mut means = std::collections::BTreeMap::new();
@@ -939,6 +945,9 @@ fn probe_script(tid: u32, ifname: &str, ip_len: usize) -> String {
 tracepoint:net:netif_rx /args->len == {ip_len} && str(args->name) == "{ifname}"/ {{
   @rx0[args->skbaddr] = nsecs;
 }}
+tracepoint:net:napi_gro_receive_entry /args->len == {ip_len} && str(args->name) == "{ifname}" && !@rx0[args->skbaddr]/ {{
+  @rx0[args->skbaddr] = nsecs;
+}}
 tracepoint:net:netif_receive_skb /@rx0[args->skbaddr]/ {{
   $t = nsecs; $d = $t - @rx0[args->skbaddr];
   @st[1] = stats($d); @lh[1] = lhist($d, 0, 40000, 50);
@@ -947,13 +956,14 @@ tracepoint:net:netif_receive_skb /@rx0[args->skbaddr]/ {{
 tracepoint:sock:sk_data_ready /@cur[cpu]/ {{
   $skb = @cur[cpu]; $t = nsecs; $d = $t - @rx1[$skb];
   @st[2] = stats($d); @lh[2] = lhist($d, 0, 40000, 50);
-  @rx2[$skb] = $t; delete(@cur[cpu]); delete(@rx1[$skb]);
+  if (!@rx2[args->skaddr]) {{ @rx2[args->skaddr] = $t; @rxw[args->skaddr] = @rx0[$skb]; }}
+  delete(@cur[cpu]); delete(@rx1[$skb]); delete(@rx0[$skb]);
 }}
-tracepoint:skb:skb_copy_datagram_iovec /@rx2[args->skbaddr]/ {{
-  $skb = args->skbaddr; $t = nsecs; $d = $t - @rx2[$skb];
+tracepoint:sock:sock_recv_length /@rx2[args->sk] && args->ret > 0/ {{
+  $t = nsecs; $d = $t - @rx2[args->sk];
   @st[3] = stats($d); @lh[3] = lhist($d, 0, 40000, 50);
-  @copy[tid] = $t; @whole[tid] = @rx0[$skb];
-  delete(@rx2[$skb]); delete(@rx0[$skb]);
+  @copy[tid] = $t; @whole[tid] = @rxw[args->sk];
+  delete(@rx2[args->sk]); delete(@rxw[args->sk]);
 }}
 tracepoint:syscalls:sys_exit_recvfrom /@copy[tid]/ {{
   $t = nsecs; $d = $t - @copy[tid]; $w = $t - @whole[tid];
@@ -988,7 +998,7 @@ tracepoint:syscalls:sys_exit_sendto /@txx[tid]/ {{
   delete(@txx[tid]); delete(@txw[tid]);
 }}
 END {{
-  clear(@rx0); clear(@rx1); clear(@rx2); clear(@cur); clear(@copy); clear(@whole);
+  clear(@rx0); clear(@rx1); clear(@rx2); clear(@rxw); clear(@cur); clear(@copy); clear(@whole);
   clear(@app); clear(@tx0); clear(@txq); clear(@txs); clear(@txx); clear(@txw);
 }}
 "#
