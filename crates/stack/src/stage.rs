@@ -484,16 +484,35 @@ pub fn tx_enter() -> u64 {
     }
 }
 
+/// The socket API's `send` began at `start` (its [`tx_enter`]) before it took the
+/// interface's lock: the next [`tx_queued`] (under that lock) starts its trace there
+/// rather than at the stack socket's own entry. 0 clears it.
+#[inline]
+pub fn tx_origin(start: u64) {
+    if enabled() {
+        TX_ORIGIN.store(start, Ordering::Relaxed);
+    }
+}
+
+static TX_ORIGIN: AtomicU64 = AtomicU64::new(0);
+
 /// `send` queued the datagram on the socket bound to `port` (the end of
 /// [`Stage::TxSocket`], and of the application's [`Stage::App`] when its last `recv` on
 /// that socket was traced); `head` says it is the only one queued there, so the socket's
-/// next datagram out is this one. `start` is [`tx_enter`]'s answer.
+/// next datagram out is this one. `entry` is [`tx_enter`]'s answer at the socket's
+/// entry; a [`tx_origin`] set before (by the socket API) starts the trace earlier.
 #[inline]
-pub fn tx_queued(port: u16, head: bool, start: u64) {
-    if !enabled() || start == 0 {
+pub fn tx_queued(port: u16, head: bool, entry: u64) {
+    if !enabled() || entry == 0 {
         return;
     }
     let t = now();
+    let origin = TX_ORIGIN.swap(0, Ordering::Relaxed);
+    let start = if origin != 0 && origin <= entry {
+        origin
+    } else {
+        entry
+    };
     if !head
         || TX
             .state

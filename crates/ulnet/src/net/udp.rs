@@ -247,15 +247,16 @@ impl UdpSocket {
             Ok(s) => s,
             Err(e) => return Poll::Ready(Err(error::udp_handle(e))),
         };
-        match s.send_to(buf, dst) {
-            Ok(()) => {
-                #[cfg(feature = "stage-cycles")]
-                if let Some(l) = s.local_endpoint() {
-                    ulnet_stack::stage::tx_queued(l.port(), s.tx_queued() == 1, start);
-                }
-                let _ = start;
-                Poll::Ready(Ok(buf.len()))
-            }
+        // The trace starts at the application's call, before the lock.
+        #[cfg(feature = "stage-cycles")]
+        ulnet_stack::stage::tx_origin(start);
+        #[cfg(not(feature = "stage-cycles"))]
+        let _ = start;
+        let r = s.send_to(buf, dst);
+        #[cfg(feature = "stage-cycles")]
+        ulnet_stack::stage::tx_origin(0);
+        match r {
+            Ok(()) => Poll::Ready(Ok(buf.len())),
             Err(SendError::BufferFull) => Poll::Pending,
             Err(e) => Poll::Ready(Err(error::udp_send(e))),
         }
@@ -278,10 +279,6 @@ impl UdpSocket {
                 Ok((n, meta)) => {
                     if peer.is_some_and(|p| p != meta.peer) {
                         continue;
-                    }
-                    #[cfg(feature = "stage-cycles")]
-                    if let Some(l) = s.local_endpoint() {
-                        ulnet_stack::stage::rx_received(l.port());
                     }
                     return Poll::Ready(Ok((n, meta.peer)));
                 }
