@@ -1163,10 +1163,8 @@ fn parse_bpftrace(text: &str) -> KernelStats {
                     hists.entry(i).or_default().push((lo, hi, c));
                 }
             }
-        } else if l.starts_with('@') || l.is_empty() {
-            if l.starts_with('@') {
-                cur = None;
-            }
+        } else if l.starts_with('@') {
+            cur = None;
         }
     }
     for (i, h) in hists {
