@@ -19,10 +19,11 @@
 //!   bpftrace 0.17 cannot attach fentry here), in nanoseconds converted to cycles with
 //!   the TSC's calibrated rate. Tracepoints put boundaries where the kernel has them:
 //!   `netif_rx` (the frame reaches A's veth backlog), `netif_receive_skb` (the protocol
-//!   stack starts), `sk_data_ready` (queued on the socket), `sock_recv_length`
-//!   (the reader's `udp_recvmsg` returned: it copied and checksummed the datagram with
-//!   `skb_copy_and_csum_datagram_msg`, which has no tracepoint; keyed by socket, so a
-//!   second datagram queued before the read is not traced), `recvfrom` return; `sendto` entry, `net_dev_queue` (UDP/IPv4
+//!   stack starts), `sk_data_ready` (queued on the socket), `sock_recv_length` in the
+//!   echo thread (its `udp_recvmsg` returned, having copied and checksummed the datagram
+//!   with `skb_copy_and_csum_datagram_msg`, which has no tracepoint; the skb is not freed
+//!   there either, so `consume_skb` does not mark it), keyed by socket (the oldest
+//!   datagram queued keeps the trace, the next read returns it), `recvfrom` return; `sendto` entry, `net_dev_queue` (UDP/IPv4
 //!   built, into the device layer), `net_dev_start_xmit`/`net_dev_xmit` (the veth driver),
 //!   `sendto` return. Ethernet, IPv4 and UDP demux cannot be told apart without kprobes
 //!   (no tracepoint between `netif_receive_skb` and the socket): they are one stage, with
@@ -968,16 +969,18 @@ tracepoint:net:netif_receive_skb /@rx0[args->skbaddr]/ {{
 tracepoint:sock:sk_data_ready /@cur[cpu]/ {{
   $skb = @cur[cpu]; $t = nsecs; $d = $t - @rx1[$skb];
   @st[2] = stats($d); @lh[2] = lhist($d, 0, 40000, 50);
-  if (!@rx2[args->skaddr]) {{ @rx2[args->skaddr] = $t; @rxw[args->skaddr] = @rx0[$skb]; }}
+  // The oldest datagram queued keeps the socket's trace (the next read returns it);
+  // its start goes first, so a reader on the other core never sees half a trace.
+  if (!@rx2[args->skaddr]) {{ @rxw[args->skaddr] = @rx0[$skb]; @rx2[args->skaddr] = $t; }}
   delete(@cur[cpu]); delete(@rx1[$skb]); delete(@rx0[$skb]);
 }}
-tracepoint:sock:sock_recv_length /@rx2[args->sk] && args->ret > 0/ {{
+tracepoint:sock:sock_recv_length /tid == {tid} && args->ret > 0 && @rx2[args->sk] && @rxw[args->sk]/ {{
   $t = nsecs; $d = $t - @rx2[args->sk];
   @st[3] = stats($d); @lh[3] = lhist($d, 0, 40000, 50);
   @copy[tid] = $t; @whole[tid] = @rxw[args->sk];
   delete(@rx2[args->sk]); delete(@rxw[args->sk]);
 }}
-tracepoint:syscalls:sys_exit_recvfrom /@copy[tid]/ {{
+tracepoint:syscalls:sys_exit_recvfrom /@copy[tid] && @whole[tid]/ {{
   $t = nsecs; $d = $t - @copy[tid]; $w = $t - @whole[tid];
   @st[4] = stats($d); @lh[4] = lhist($d, 0, 40000, 50);
   @st[10] = stats($w); @lh[10] = lhist($w, 0, 40000, 50);
