@@ -15,6 +15,7 @@ const UDP_HEADER_LEN: usize = ulnet_wire::udp::HEADER_LEN;
 
 impl Interface {
     pub(super) fn process_udp(&mut self, now: Instant, d: Delivery<'_>, tx: &mut dyn TxSink) {
+        stage_hook!(rx_mark RxIpv4);
         let stats = &mut self.core.stats;
         let packet = match UdpPacket::new_checked(d.payload) {
             Ok(p) => p,
@@ -59,6 +60,7 @@ impl Interface {
             }
             let had_room = s.has_room_for_any();
             while let Some((dst, len)) = s.peek_tx() {
+                stage_hook!(tx_pick(local.port()));
                 let IpAddr::V4(dst_ip) = dst.ip() else {
                     s.consume_tx();
                     continue;
@@ -86,7 +88,9 @@ impl Interface {
                 let (src, dst_addr) = (IpAddr::V4(src_ip), IpAddr::V4(dst_ip));
                 let h = self.core.ip_header(src_ip, dst_ip, IpProtocol::Udp);
                 let sock = &*s;
+                stage_hook!(tx_mark TxUdp);
                 let sent = self.core.send_ipv4(now, tx, h, datagram_len, &mut |buf| {
+                    stage_hook!(tx_mark TxIpv4);
                     repr.emit(
                         &mut UdpPacket::new_unchecked(buf),
                         &src,
@@ -97,7 +101,9 @@ impl Interface {
                         },
                         mode,
                     );
+                    stage_hook!(tx_mark TxUdp);
                 });
+                stage_hook!(tx_emitted());
                 s.consume_tx();
                 if sent.is_ok() {
                     self.core.stats.udp_sent += 1;
