@@ -171,6 +171,12 @@ impl Tcp {
         &self.cfg
     }
 
+    /// Bytes of our data acknowledged so far, over all connections (cheaper than
+    /// [`stats`](Self::stats) on the per-segment path).
+    pub(crate) fn bytes_acked(&self) -> u64 {
+        self.stats.bytes_acked
+    }
+
     /// Engine-wide counters, with the buffer memory in use now.
     pub fn stats(&self) -> TcpStats {
         let mut s = self.stats;
@@ -336,7 +342,9 @@ impl Tcp {
             challenge: &mut self.challenge,
             mem: &mut self.mem,
         };
+        let acked = sock.counters.bytes_acked;
         input::input(sock, now, seg, &mut cx, reply);
+        self.stats.bytes_acked += sock.counters.bytes_acked - acked;
         self.settle(idx, now, Some(before));
         None
     }
@@ -444,12 +452,14 @@ impl Tcp {
         if let Some(&i) = self.listen_map.get(&local) {
             return Some(i);
         }
-        let any = match local {
-            SocketAddr::V4(_) => IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED),
-            SocketAddr::V6(_) => IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED),
-        };
+        // A wildcard listener of either family takes connections of both, the
+        // family's own first (dual stack, as Linux's `[::]` with IPV6_V6ONLY off).
+        let v4 = IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED);
+        let v6 = IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED);
+        let (first, second) = if local.is_ipv6() { (v6, v4) } else { (v4, v6) };
         self.listen_map
-            .get(&SocketAddr::new(any, local.port()))
+            .get(&SocketAddr::new(first, local.port()))
+            .or_else(|| self.listen_map.get(&SocketAddr::new(second, local.port())))
             .copied()
     }
 
