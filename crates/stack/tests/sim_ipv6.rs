@@ -755,3 +755,173 @@ fn overlapping_fragments_drop_the_packet() {
     assert_eq!(sim.iface(0).reassembly().buffered_len(), 0);
     assert_eq!(sim.iface(0).stats().drops(DropReason::FragTimeout), 1);
 }
+
+/// Node 0 takes what reached it, without transmitting.
+fn rx0(sim: &mut Sim) {
+    let now = sim.now();
+    let n = &mut sim.nodes[0];
+    while n.driver.receive(now, &mut n.iface).unwrap() > 0 {}
+}
+
+/// RFC 8201 §4 with RFC 5927 §4.1's validation: a Packet Too Big quoting one of our
+/// segments (its 4-tuple, a sequence number in flight) lowers the path MTU, never
+/// below 1280; one quoting a sequence number out of the window, or another 4-tuple,
+/// changes nothing.
+#[test]
+fn packet_too_big_lowers_the_path_mtu_when_it_quotes_our_segment() {
+    let (wire, mut eps) = Wire::hub(0x77, 3, LinkConfig::new());
+    let mut raw = eps.pop().unwrap();
+    let mut sim = Sim::new(wire);
+    sim.family = common::Family::V6;
+    for i in (1..=2u8).rev() {
+        let mut c = config6(3 - i);
+        c.limits.dad_transmits = 0;
+        sim.add(c, Box::new(eps.remove(0)));
+    }
+    sim.iface(0)
+        .set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
+    sim.iface(1)
+        .set_tcp(Tcp::new(TcpConfig::default(), [2; 16]));
+    let (a, b) = (
+        SocketAddr::new(ip6a(1), 40000),
+        SocketAddr::new(ip6a(2), 80),
+    );
+    sim.iface(1).tcp_mut().unwrap().listen(b, 1).unwrap();
+    let now = sim.now();
+    let c = sim.iface(0).tcp_mut().unwrap().connect(now, a, b).unwrap();
+    let end = sim.now() + Duration::from_secs(2);
+    assert!(sim.run_until(end, |sim| {
+        sim.iface(0).tcp().unwrap().state(c) == Ok(ulnet_stack::tcp::State::Established)
+    }));
+    // Data in flight: queue some and let it leave, but hold node 1's ACKs by not
+    // stepping it (the PTB arrives while the segment is unacknowledged).
+    let now = sim.now();
+    sim.iface(0)
+        .tcp_mut()
+        .unwrap()
+        .send(now, c, &pattern(1, 4000))
+        .unwrap();
+    let sent = |sim: &mut Sim| {
+        let mut tx = Vec::new();
+        let now = sim.now();
+        let iface = &mut sim.nodes[0].iface;
+        iface.egress(now, &mut |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+            let mut b = vec![0u8; len];
+            fill(&mut b);
+            tx.push(b);
+            true
+        });
+        tx
+    };
+    let segs = sent(&mut sim);
+    let seg = segs
+        .iter()
+        .find(|f| f.len() > 1000)
+        .expect("a full-sized segment")
+        .clone();
+    let quoted = &seg[14..14 + 1232];
+    let mss = |sim: &Sim| sim.nodes[0].iface.tcp().unwrap().info(c).unwrap().snd_mss;
+    let before = mss(&sim);
+    let ptb = |mtu: u32, quote: &[u8]| {
+        let p = Ipv6Packet::new_unchecked(quote);
+        let mut h = header(p.src_addr(), p.dst_addr(), p.next_header(), p.hop_limit());
+        h.payload_len = usize::from(p.payload_len());
+        let r = Icmpv6Repr::PktTooBig {
+            mtu,
+            header: h,
+            data: &quote[40..],
+        };
+        let router: Ipv6Addr = "2001:2::fe".parse().unwrap();
+        icmp_frame(router, ip6(1), mac(1), 64, &r)
+    };
+    // A sequence number far outside the window: ignored.
+    let mut bad = quoted.to_vec();
+    bad[40 + 4] ^= 0x80;
+    inject(&mut raw, &[ptb(1300, &bad)]);
+    rx0(&mut sim);
+    assert_eq!(mss(&sim), before);
+    let s = sim.nodes[0].iface.tcp().unwrap().stats();
+    assert_eq!(s.icmp_out_of_window, 1);
+    // In the window: MTU 1300 → MSS 1240 (less options).
+    inject(&mut raw, &[ptb(1300, quoted)]);
+    rx0(&mut sim);
+    assert_eq!(before - mss(&sim), 1440 - 1240);
+    // Below the IPv6 minimum: clamped to 1280 (MSS 1220).
+    inject(&mut raw, &[ptb(600, quoted)]);
+    rx0(&mut sim);
+    assert_eq!(before - mss(&sim), 1440 - 1220);
+    assert_eq!(sim.nodes[0].iface.stats().icmp_errors_delivered, 2);
+}
+
+/// RFC 8200 §4: an unrecognised next header is answered with a Parameter Problem
+/// (code 1, pointing at the field naming it); a UDP datagram to a closed port with a
+/// port unreachable (RFC 4443 §3.1) quoting it; neither to a multicast destination.
+#[test]
+fn parameter_problem_and_port_unreachable() {
+    let (mut sim, mut raw) = raw_setup(|_| {});
+    let src: Ipv6Addr = "2001:2::9".parse().unwrap();
+    let mut unknown = vec![0u8; 8];
+    ulnet_wire::ipv6ext::emit_padding_header(&mut unknown, IpProtocol::Unknown(253), 8);
+    let udp = {
+        let mut d = vec![0u8; 12];
+        UdpRepr {
+            src_port: 4000,
+            dst_port: 9999,
+        }
+        .emit(
+            &mut UdpPacket::new_unchecked(&mut d[..]),
+            &IpAddr::V6(src),
+            &ip6a(1),
+            4,
+            |p| p.copy_from_slice(b"ping"),
+            ChecksumMode::Full,
+        );
+        d
+    };
+    // The neighbour is known, so the answers need no resolution.
+    sim.iface(0)
+        .add_static_neighbor(IpAddr::V6(src), RAW_MAC)
+        .unwrap();
+    let all = ulnet_stack::iface::ALL_NODES;
+    inject(
+        &mut raw,
+        &[
+            v6_frame(
+                mac(1),
+                header(src, ip6(1), IpProtocol::Ipv6Opts, 64),
+                &unknown,
+            ),
+            v6_frame(mac(1), header(src, ip6(1), IpProtocol::Udp, 64), &udp),
+            v6_frame(
+                ulnet_stack::iface::multicast_mac(all),
+                header(src, all, IpProtocol::Udp, 64),
+                &udp,
+            ),
+        ],
+    );
+    sim.run_for(Duration::from_millis(10));
+    let out = sent_v6(&mut raw);
+    assert_eq!(out.len(), 2, "{out:?}");
+    let parse = |(h, b): &(Ipv6Repr, Vec<u8>)| {
+        let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
+        let r = Icmpv6Repr::parse(&p, &h.src_addr, &h.dst_addr, ChecksumMode::Full).unwrap();
+        format!("{r:?}")
+    };
+    let (pp, pu) = (parse(&out[0]), parse(&out[1]));
+    assert!(
+        pp.contains("ParamProblem")
+            && pp.contains("UnrecognizedNextHeader")
+            && pp.contains("pointer: 40"),
+        "{pp}"
+    );
+    assert!(
+        pu.contains("DstUnreachable") && pu.contains("PortUnreachable"),
+        "{pu}"
+    );
+    let s = sim.iface(0).stats().clone();
+    assert_eq!(
+        (s.icmp_param_problems_sent, s.icmp_unreachables_sent),
+        (1, 1),
+        "{s}"
+    );
+}
