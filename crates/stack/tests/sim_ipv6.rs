@@ -925,3 +925,65 @@ fn parameter_problem_and_port_unreachable() {
         "{s}"
     );
 }
+
+/// RFC 4861 §7.3.1: TCP forward progress (our data acknowledged) confirms the
+/// neighbour, so a sender trickling data for longer than the reachable time never has
+/// to probe; the receiver, whose own data nobody acknowledges (it sends none), goes
+/// through STALE, DELAY and PROBE and solicits again.
+#[test]
+fn tcp_forward_progress_confirms_the_neighbour() {
+    let (wire, a, b) = Wire::pair(
+        0x71,
+        LinkConfig::new().delay(std::time::Duration::from_millis(5)),
+        LinkConfig::new().delay(std::time::Duration::from_millis(5)),
+    );
+    let mut sim = Sim::new(wire);
+    for (i, ep) in [(1u8, a), (2, b)] {
+        let mut c = config6(i);
+        c.limits.dad_transmits = 0;
+        c.limits.neighbor_ttl = Duration::from_secs(1);
+        c.limits.delay_first_probe = Duration::from_secs(1);
+        sim.add(c, Box::new(ep));
+    }
+    sim.iface(0)
+        .set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
+    sim.iface(1)
+        .set_tcp(Tcp::new(TcpConfig::default(), [2; 16]));
+    let (from, to) = (SocketAddr::new(ip6a(1), 0), SocketAddr::new(ip6a(2), 80));
+    let l = sim.iface(1).tcp_mut().unwrap().listen(to, 1).unwrap();
+    let now = sim.now();
+    let c = sim.iface(0).tcp_mut().unwrap().connect(now, from, to).unwrap();
+    let mut server = None;
+    let mut got = 0;
+    let mut buf = [0u8; 4096];
+    for _ in 0..40 {
+        let now = sim.now();
+        if sim.iface(0).tcp().unwrap().state(c) == Ok(ulnet_stack::tcp::State::Established) {
+            sim.iface(0)
+                .tcp_mut()
+                .unwrap()
+                .send(now, c, &[7u8; 100])
+                .unwrap();
+        }
+        sim.run_for(Duration::from_millis(250));
+        let now = sim.now();
+        let tcp = sim.iface(1).tcp_mut().unwrap();
+        if server.is_none() {
+            server = tcp.accept(now, l).unwrap();
+        }
+        if let Some(s) = server {
+            while let Ok(n) = tcp.recv(now, s, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got += n;
+            }
+        }
+    }
+    assert!(got >= 3800, "{got} bytes");
+    let (sa, sb) = (sim.iface(0).stats().clone(), sim.iface(1).stats().clone());
+    // The sender resolved once and was kept REACHABLE by the ACKs of its data.
+    assert_eq!(sa.nd_solicits_sent, 1, "{sa}");
+    // The receiver learned the sender from its solicitation, then had to probe.
+    assert!(sb.nd_solicits_sent >= 2, "{sb}");
+}
