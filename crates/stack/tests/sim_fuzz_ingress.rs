@@ -47,6 +47,7 @@ const LIMITS: Limits = Limits {
     dad_retrans_interval: Duration::from_secs(1),
     delay_first_probe: Duration::from_secs(5),
     slaac_address_count: 2,
+    ra_prefix_count: 1,
 };
 
 /// Accepts every frame and checks it parses as Ethernet.

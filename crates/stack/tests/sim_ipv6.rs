@@ -450,7 +450,11 @@ fn router_advertisements() {
         "2001:2:0:1:0:ff:fe00:1".parse::<Ipv6Addr>().unwrap()
     );
     assert_eq!(slaac[0].state, AddrState::Preferred);
-    // An MTU below 1280 is ignored (RFC 4861 §6.3.4).
+    // The on-link prefix is a route until its valid lifetime (3600 s) ends; so is the
+    // SLAAC address.
+    let prefix = ulnet_stack::iface::IpCidr::new("2001:2:0:1::".parse().unwrap(), 64).unwrap();
+    let routed = |sim: &mut Sim| sim.iface(0).routes().iter().any(|r| r.dst == prefix);
+    assert!(routed(&mut sim));
     let mut small = [0u8; 8];
     let options = one_option(&mut small, &NdiscOption::Mtu(1000));
     inject(
@@ -460,6 +464,14 @@ fn router_advertisements() {
     sim.run_for(Duration::from_millis(10));
     assert_eq!(sim.iface(0).ipv6_mtu(), 1400);
     assert_eq!(sim.iface(0).stats().nd_bad_mtu_options, 1);
+    sim.run_for(Duration::from_secs(3600));
+    assert!(!routed(&mut sim));
+    assert!(sim
+        .iface(0)
+        .ipv6_addresses()
+        .all(|a| a.origin != AddrOrigin::Slaac));
+    // The router's lifetime (1800 s) ended before.
+    assert_eq!(sim.iface(0).ipv6_router(), None);
 }
 
 /// RFC 4862 §5.4.4: an NA for the address under DAD marks it duplicated: never used,
@@ -952,7 +964,12 @@ fn tcp_forward_progress_confirms_the_neighbour() {
     let (from, to) = (SocketAddr::new(ip6a(1), 0), SocketAddr::new(ip6a(2), 80));
     let l = sim.iface(1).tcp_mut().unwrap().listen(to, 1).unwrap();
     let now = sim.now();
-    let c = sim.iface(0).tcp_mut().unwrap().connect(now, from, to).unwrap();
+    let c = sim
+        .iface(0)
+        .tcp_mut()
+        .unwrap()
+        .connect(now, from, to)
+        .unwrap();
     let mut server = None;
     let mut got = 0;
     let mut buf = [0u8; 4096];
