@@ -452,15 +452,24 @@ impl Tcp {
         if let Some(&i) = self.listen_map.get(&local) {
             return Some(i);
         }
-        // A wildcard listener of either family takes connections of both, the
-        // family's own first (dual stack, as Linux's `[::]` with IPV6_V6ONLY off).
-        let v4 = IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED);
-        let v6 = IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED);
-        let (first, second) = if local.is_ipv6() { (v6, v4) } else { (v4, v6) };
-        self.listen_map
-            .get(&SocketAddr::new(first, local.port()))
-            .or_else(|| self.listen_map.get(&SocketAddr::new(second, local.port())))
-            .copied()
+        let any = match local {
+            SocketAddr::V4(_) => IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED),
+            SocketAddr::V6(_) => IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED),
+        };
+        if let Some(&i) = self.listen_map.get(&SocketAddr::new(any, local.port())) {
+            return Some(i);
+        }
+        // Dual stack (RFC 3493 §3.7, Linux bindv6only=0): an IPv4 segment no IPv4
+        // listener claims goes to a `[::]` listener on its port unless that one is
+        // v6-only. The connection keeps its IPv4 addresses (Linux would show them
+        // v4-mapped, ::ffff:a.b.c.d).
+        if local.is_ipv4() {
+            let any6 = SocketAddr::new(IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED), local.port());
+            let i = *self.listen_map.get(&any6)?;
+            let l = self.listeners.get(i as usize)?.listener.as_ref()?;
+            return (!l.v6only).then_some(i);
+        }
+        None
     }
 
     // ---------------------------------------------------------------- egress
