@@ -326,8 +326,21 @@ impl SocketSet {
         if let Some(&i) = self.udp_bound.get(&dst) {
             return Some(i);
         }
-        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), dst.port());
-        self.udp_bound.get(&any).copied()
+        let any = match dst {
+            SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            SocketAddr::V6(_) => IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED),
+        };
+        if let Some(&i) = self.udp_bound.get(&SocketAddr::new(any, dst.port())) {
+            return Some(i);
+        }
+        // Dual stack as for TCP listeners (RFC 3493 §3.7, Linux bindv6only=0): an IPv4
+        // datagram no IPv4 socket claims goes to a `[::]` socket on its port; a
+        // `0.0.0.0` socket never takes IPv6.
+        if dst.is_ipv4() {
+            let any6 = SocketAddr::new(IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED), dst.port());
+            return self.udp_bound.get(&any6).copied();
+        }
+        None
     }
 
     /// The UDP socket a datagram to `dst` is for.

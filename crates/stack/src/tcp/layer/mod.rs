@@ -171,6 +171,12 @@ impl Tcp {
         &self.cfg
     }
 
+    /// Bytes of our data acknowledged so far, over all connections (cheaper than
+    /// [`stats`](Self::stats) on the per-segment path).
+    pub(crate) fn bytes_acked(&self) -> u64 {
+        self.stats.bytes_acked
+    }
+
     /// Engine-wide counters, with the buffer memory in use now.
     pub fn stats(&self) -> TcpStats {
         let mut s = self.stats;
@@ -336,7 +342,9 @@ impl Tcp {
             challenge: &mut self.challenge,
             mem: &mut self.mem,
         };
+        let acked = sock.counters.bytes_acked;
         input::input(sock, now, seg, &mut cx, reply);
+        self.stats.bytes_acked += sock.counters.bytes_acked - acked;
         self.settle(idx, now, Some(before));
         None
     }
@@ -448,9 +456,20 @@ impl Tcp {
             SocketAddr::V4(_) => IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED),
             SocketAddr::V6(_) => IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED),
         };
-        self.listen_map
-            .get(&SocketAddr::new(any, local.port()))
-            .copied()
+        if let Some(&i) = self.listen_map.get(&SocketAddr::new(any, local.port())) {
+            return Some(i);
+        }
+        // Dual stack (RFC 3493 §3.7, Linux bindv6only=0): an IPv4 segment no IPv4
+        // listener claims goes to a `[::]` listener on its port unless that one is
+        // v6-only. The connection keeps its IPv4 addresses (Linux would show them
+        // v4-mapped, ::ffff:a.b.c.d).
+        if local.is_ipv4() {
+            let any6 = SocketAddr::new(IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED), local.port());
+            let i = *self.listen_map.get(&any6)?;
+            let l = self.listeners.get(i as usize)?.listener.as_ref()?;
+            return (!l.v6only).then_some(i);
+        }
+        None
     }
 
     // ---------------------------------------------------------------- egress
