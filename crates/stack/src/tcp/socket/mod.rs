@@ -118,6 +118,16 @@ pub(crate) struct Socket {
     last_ooo: Option<(SeqNumber, SeqNumber)>,
     /// A duplicate block to report first (RFC 2883 D-SACK).
     dsack: Option<(SeqNumber, SeqNumber)>,
+    /// Quick-ACK mode: how many more ACKs go out at once instead of being delayed
+    /// (Linux's `icsk_ack.quick`, see `recv.rs`).
+    quick_acks: u8,
+    /// Interactive ("ping-pong") mode: we answered the peer's data with data of our own
+    /// within the delayed-ACK time, so our ACKs ride on our replies and quick-ACK mode
+    /// is off (Linux's `inet_csk_in_pingpong_mode`).
+    pingpong: bool,
+    /// When in-order data last arrived; `None` before the first (Linux's
+    /// `icsk_ack.lrcvtime`, with `ato == 0` as "no data yet").
+    data_rcvd_at: Option<Instant>,
 
     // Retransmission and congestion.
     rtt: RttEstimator,
@@ -238,6 +248,9 @@ impl Socket {
             syn_pending: false,
             last_ooo: None,
             dsack: None,
+            quick_acks: 0,
+            pingpong: false,
+            data_rcvd_at: None,
             rtt: {
                 let mut e = RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto);
                 e.set_min_variance(cfg.min_rto_var);

@@ -158,6 +158,8 @@ fn issue13_under_pressure_new_connections_start_at_the_minimum() {
     assert_eq!(h.tcp.info(s).unwrap().rcv_wnd, 65535);
     h.send(h.peer().seq(1001).ack(iss + 1).data(&[1; 10]));
     assert!(h.tcp.stats().mem_pressure);
+    // The data's quick ACK.
+    assert_eq!(h.out1().ack, 1011);
     let mut syn = h.peer().seq(5).flags(TcpFlags::SYN).window(65535);
     syn.src_port = 40002;
     h.send(syn);
