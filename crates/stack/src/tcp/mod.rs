@@ -67,7 +67,7 @@ mod table;
 mod timers;
 mod timewait;
 
-pub use config::{Keepalive, MemLimits, SocketOption, SynCookies, TcpConfig};
+pub use config::{AckPolicy, Keepalive, MemLimits, SocketOption, SynCookies, TcpConfig};
 pub use congestion::Algorithm;
 pub use error::{
     AcceptError, ConnError, ConnectError, ListenError, RecvError, SendError, SocketError,

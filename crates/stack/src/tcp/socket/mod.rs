@@ -128,6 +128,13 @@ pub(crate) struct Socket {
     /// When in-order data last arrived; `None` before the first (Linux's
     /// `icsk_ack.lrcvtime`, with `ato == 0` as "no data yet").
     data_rcvd_at: Option<Instant>,
+    /// SACK compression (`AckPolicy::Linux`): the RCV.NXT the duplicate ACKs below
+    /// counted for, how many went out at once for it, and how many out-of-order
+    /// segments have waited since the last ACK (Linux's `compressed_ack_rcv_nxt`,
+    /// `dup_ack_counter`, `compressed_ack`).
+    comp_rcv_nxt: SeqNumber,
+    dup_acks_sent: u8,
+    compressed_acks: u8,
 
     // Retransmission and congestion.
     rtt: RttEstimator,
@@ -251,6 +258,9 @@ impl Socket {
             quick_acks: 0,
             pingpong: false,
             data_rcvd_at: None,
+            comp_rcv_nxt: SeqNumber(0),
+            dup_acks_sent: 0,
+            compressed_acks: 0,
             rtt: {
                 let mut e = RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto);
                 e.set_min_variance(cfg.min_rto_var);

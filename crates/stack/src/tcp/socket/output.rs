@@ -544,6 +544,7 @@ impl Socket {
         // Every segment that acknowledges RCV.NXT uses up one quick ACK (Linux's
         // tcp_event_ack_sent → tcp_dec_quickack_mode).
         self.quick_acks = self.quick_acks.saturating_sub(1);
+        self.compressed_acks = 0;
         self.ack_now = false;
         self.ack_immediate = false;
         self.timers.stop_delack();

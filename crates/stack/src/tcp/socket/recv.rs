@@ -12,7 +12,8 @@
 
 use ulnet_wire::{SeqNumber, TcpOptions};
 
-use crate::time::Instant;
+use crate::tcp::config::AckPolicy;
+use crate::time::{Duration, Instant};
 
 use super::{Cx, Socket};
 use crate::tcp::sack::sack_blocks;
@@ -136,7 +137,7 @@ pub(crate) fn deliver(
             let nxt = s.rcv.nxt();
             s.last_ooo = Some((nxt + a as u32, nxt + b as u32));
         }
-        s.ack_immediate = true;
+        out_of_order_ack(s, now, cx);
         0
     }
 }
@@ -200,11 +201,56 @@ fn schedule_ack(s: &mut Socket, now: Instant, cx: &Cx<'_>) {
         s.ack_immediate = true;
     } else if s.rcv.unacked_over_mss() || (s.quick_acks > 0 && !s.pingpong) {
         // A second full segment, or quick-ACK mode (not while interactive, where the
-        // ACK rides on the reply: Linux's tcp_in_quickack_mode).
-        s.ack_now = true;
+        // ACK rides on the reply: Linux's tcp_in_quickack_mode). Linux's receiver
+        // answers this very segment; ours by default the whole batch.
+        if cx.cfg.ack_policy == AckPolicy::Linux {
+            s.ack_immediate = true;
+        } else {
+            s.ack_now = true;
+        }
     } else if !s.timers.delack_pending() {
         s.timers.arm_delack(now + cx.cfg.delayed_ack);
     }
+}
+
+/// Linux's cap on SACK-compressed segments before an ACK goes out (`tcp_comp_sack_nr`).
+const COMP_SACK_NR: u8 = 44;
+
+/// Linux's ceiling on the SACK compression delay (`tcp_comp_sack_delay_ns`).
+const COMP_SACK_DELAY: Duration = Duration::from_millis(1);
+
+/// Linux's slack on that timer (`tcp_comp_sack_slack_ns`): it fires up to this much
+/// after the delay. We take the latest, which also keeps a zero RTT estimate from
+/// turning compression off.
+const COMP_SACK_SLACK: Duration = Duration::from_micros(100);
+
+/// The ACK for out-of-order data. RFC 5681 §4.2 / RFC 9293 §3.10.7.4 ask for an
+/// immediate duplicate ACK, which carries the SACK blocks; with `AckPolicy::Linux` only
+/// the first three per RCV.NXT go at once (enough for the sender's duplicate-ACK
+/// threshold, RFC 5681 §3.2), then Linux's SACK compression (`__tcp_ack_snd_check`,
+/// `tcp_sack_compress`): one ACK reporting all that arrived after min(1 ms, SRTT/20)
+/// (plus the timer's slack),
+/// or at once after 44 such segments.
+fn out_of_order_ack(s: &mut Socket, now: Instant, cx: &Cx<'_>) {
+    if cx.cfg.ack_policy != AckPolicy::Linux || !s.sack_on {
+        s.ack_immediate = true;
+        return;
+    }
+    if s.comp_rcv_nxt != s.rcv.nxt() {
+        s.comp_rcv_nxt = s.rcv.nxt();
+        s.dup_acks_sent = 0;
+    }
+    if s.dup_acks_sent < 3 || s.compressed_acks >= COMP_SACK_NR {
+        s.dup_acks_sent = s.dup_acks_sent.saturating_add(1);
+        s.ack_immediate = true;
+        return;
+    }
+    s.compressed_acks += 1;
+    let delay = s
+        .rtt
+        .srtt()
+        .map_or(COMP_SACK_DELAY, |r| (r / 20).min(COMP_SACK_DELAY));
+    s.timers.arm_delack_by(now + delay + COMP_SACK_SLACK);
 }
 
 /// Writes the SACK blocks to report: a D-SACK block first (RFC 2883), then the block

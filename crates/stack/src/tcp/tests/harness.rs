@@ -212,6 +212,12 @@ impl Harness {
         v.into_iter().next().unwrap()
     }
 
+    /// Drops the replies already taken from `process`; then nothing more came out.
+    pub fn quiet_after_pending(&mut self) {
+        self.pending.clear();
+        self.quiet();
+    }
+
     /// Nothing came out.
     pub fn quiet(&mut self) {
         let v = self.out();

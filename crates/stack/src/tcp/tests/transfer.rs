@@ -211,6 +211,43 @@ fn delayed_ack_every_second_segment_and_timer() {
     assert_eq!(h.out1().ack, b + 4381);
 }
 
+/// `AckPolicy::Linux`: an ACK for every second full segment as it arrives (not one per
+/// batch), and for out-of-order data three duplicate ACKs at once, then one compressed
+/// ACK after at most 1.1 ms carrying the SACK blocks of all that arrived.
+#[test]
+fn linux_ack_policy_acks_every_second_segment_and_compresses_sacks() {
+    let mut cfg = plain_config();
+    cfg.sack = true;
+    cfg.ack_policy = crate::tcp::AckPolicy::Linux;
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000).sack_ok());
+    let nxt = iss + 1;
+    let b = h.end_quick_acks(s, 1001, nxt);
+    let seg = vec![5u8; 1000];
+    // Four full segments in one batch: two ACKs, answered from `process` itself.
+    for i in 0..4 {
+        h.send(h.peer().seq(b + i * 1000).ack(nxt).data(&seg));
+    }
+    let acks: Vec<u32> = h.pending.iter().map(|a| a.ack).collect();
+    assert_eq!(acks, vec![b + 2000, b + 4000]);
+    h.quiet_after_pending();
+    // A hole at b+4000; six segments above it.
+    let base = b + 5000;
+    for i in 0..6 {
+        h.send(h.peer().seq(base + i * 1000).ack(nxt).data(&seg));
+    }
+    let dups = h.out();
+    assert_eq!(dups.len(), 3, "three duplicate ACKs at once: {dups:#?}");
+    assert!(dups.iter().all(|a| a.ack == b + 4000));
+    // The other three wait (SACK compression), then one ACK reports all six.
+    let later = h.advance(Duration::from_micros(1100));
+    assert_eq!(later.len(), 1, "{later:#?}");
+    assert_eq!(later[0].sack(), vec![(base, base + 6000)]);
+    // The hole filled: acknowledged at once.
+    h.send(h.peer().seq(b + 4000).ack(nxt).data(&seg));
+    assert_eq!(h.out1().ack, base + 6000);
+}
+
 /// Quick-ACK mode (Linux's `tcp_incr_quickack`, `TCP_MAX_QUICKACKS` 16): the first
 /// segments of a connection are acknowledged at once, so a Nagle sender writing a
 /// request in pieces is not held 40 ms per piece; then the delayed ACK; after a silence
