@@ -55,6 +55,20 @@ pub trait Session {
         None
     }
 
+    /// Its deadline passed, for `why`. `None` (the default) lets the server end the
+    /// connection; a session may instead answer first (HTTP's 408 for a request head that
+    /// did not complete) and say what comes next, like [`Session::drive`]: with
+    /// [`Next::Open`] the session stays, under the deadline it sets now.
+    fn timed_out(
+        &mut self,
+        _tcp: &mut Tcp,
+        _now: Instant,
+        _h: SocketHandle,
+        _why: Timeout,
+    ) -> Option<Next> {
+        None
+    }
+
     /// Whether the session may be closed to make room for a new connection: it waits on
     /// its peer with no answer in progress.
     fn is_idle(&self) -> bool {
@@ -337,6 +351,38 @@ impl<S: Session> TcpServer<S> {
                 Timeout::Idle => self.stats.idle_closed += 1,
                 Timeout::Head => self.stats.head_timeouts += 1,
                 Timeout::Linger => self.stats.linger_timeouts += 1,
+            }
+            let answer = match self.sessions.get_mut(&h) {
+                Some(e) => e.s.timed_out(tcp, now, h, why),
+                None => continue,
+            };
+            match answer {
+                Some(Next::Open) => {
+                    // It answered and carries on under a new deadline (a lingering
+                    // close): the next sweep comes for it.
+                    if let Some((at, _)) = self
+                        .sessions
+                        .get(&h)
+                        .and_then(|e| e.deadline(self.limits.idle_timeout))
+                    {
+                        let at = at.max(now + SWEEP_INTERVAL);
+                        if self.next_sweep.is_none_or(|t| at < t) {
+                            self.next_sweep = Some(at);
+                        }
+                    }
+                    continue;
+                }
+                Some(Next::Close) => {
+                    let _ = tcp.close(now, h);
+                    self.finish(h, done);
+                    continue;
+                }
+                Some(Next::Abort) => {
+                    let _ = tcp.abort(now, h);
+                    self.finish(h, done);
+                    continue;
+                }
+                None => {}
             }
             if self.sessions.get(&h).is_some_and(|e| e.s.is_idle()) {
                 // Unread input makes this a reset (RFC 1122 §4.2.2.13): after a timeout
