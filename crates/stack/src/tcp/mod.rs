@@ -75,6 +75,7 @@ pub use error::{
 pub use handle::{Event, ListenerHandle, SocketHandle};
 pub use layer::icmp::{IcmpError, IcmpVerdict, MIN_PATH_MTU};
 pub use layer::Tcp;
+pub use listen::ListenerLimits;
 pub use socket::{Readiness, Shutdown};
 pub use state::State;
 pub use stats::{CaState, TcpInfo, TcpStats};

@@ -375,6 +375,7 @@ impl Tcp {
             self.stats.dropped_other += 1;
             return;
         }
+        let source_over = self.source_over_limit(li, src);
         let ls = &mut self.listeners[li as usize];
         let generation = ls.generation;
         let Some(l) = ls.listener.as_mut() else {
@@ -382,6 +383,18 @@ impl Tcp {
         };
         if l.accept_queue_full() {
             self.stats.accept_queue_overflows += 1;
+            return;
+        }
+        if l.pending_full() {
+            self.stats.listen_pending_refused += 1;
+            return;
+        }
+        if source_over {
+            // Refused before the handshake: no state, and the peer learns at once.
+            self.stats.listen_source_refused += 1;
+            self.stats.resets_sent += 1;
+            self.stats.segs_out += 1;
+            out(dst, src, &rst_for(seg));
             return;
         }
         if self.cfg.syn_cookies == SynCookies::Always {
