@@ -409,5 +409,15 @@ impl<S: Session> TcpServer<S> {
             self.stats.finished += 1;
             done(e.s);
         }
+        // Give back what a peak of sessions left (issue 13: RSS after many connections
+        // close): below a quarter of their capacity the maps shrink to twice their length
+        // (amortised: each shrink follows at least half as many closes as it frees).
+        if self.sessions.capacity() > 64 && self.sessions.len() < self.sessions.capacity() / 4 {
+            self.sessions.shrink_to(2 * self.sessions.len());
+        }
+        if self.per_source.capacity() > 64 && self.per_source.len() < self.per_source.capacity() / 4
+        {
+            self.per_source.shrink_to(2 * self.per_source.len());
+        }
     }
 }

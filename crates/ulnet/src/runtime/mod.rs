@@ -356,6 +356,13 @@ impl<C: Channel> Runtime<C> {
                     t.stats().mem_bytes + t.connection_count() as u64 * trim::CONN_BYTES
                 });
                 trim_heap = self.trim.look(now, mem);
+                if trim_heap {
+                    // First let the engine give back what a peak of connections left
+                    // (its slab and tables), so the trim can return those pages too.
+                    if let Some(t) = iface.tcp_mut() {
+                        t.shrink();
+                    }
+                }
             }
         }
         if trim_heap {
