@@ -443,10 +443,12 @@ impl<C: Channel> Runtime<C> {
     fn sleep_plan(&mut self, app: &dyn App) -> io::Result<Option<Option<Duration>>> {
         let deadline = {
             let iface = self.shared.lock();
-            match (iface.poll_at(), app.poll_at()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            }
+            // The heap trim's next look, while one may come due (the tail of a mass
+            // close leaves no other reason to wake).
+            [iface.poll_at(), app.poll_at(), self.trim.wake_at()]
+                .into_iter()
+                .flatten()
+                .min()
         };
         if self.driver.has_events() {
             return Ok(None);

@@ -4,8 +4,11 @@
 //! allocator keeps freed blocks: RSS would stay at its high-water mark. Once a second
 //! the loop compares the engine's memory (buffer storage, plus [`CONN_BYTES`] per
 //! connection held) with its recent peak; when at least [`TRIM_MIN_FREED`] of it was
-//! freed (or [`TRIM_SETTLED_MIN`] once the decline has stopped), it first lets the engine
-//! give back the capacity a peak left (`Tcp::shrink`), then asks the allocator to return free pages (`ulnet_channel::sys::heap::trim`).
+//! freed (or [`TRIM_SETTLED_MIN`] once the decline has stopped), it first lets the
+//! engine give back the capacity a peak left (`Tcp::shrink`), then asks the allocator to
+//! return free pages (`ulnet_channel::sys::heap::trim`). While such a trim may still come
+//! due, an idle loop wakes for the next look ([`HeapTrim::wake_at`]): after a mass close
+//! nothing else would wake it.
 //! Measured in docs/memory.md: 20,000 connections that held 320 MB of buffers went from
 //! 401 MB to 81 MB resident once trimmed. Counting connections too matters when many idle
 //! ones close: they hold no buffers, and `ulnet bench attack` saw RSS stay at 2.9x its
@@ -42,6 +45,12 @@ impl HeapTrim {
     #[inline]
     pub(crate) fn due(&self, now: Instant) -> bool {
         now >= self.next
+    }
+
+    /// When an idle loop should wake to look again: while memory freed since the last
+    /// trim could still make one due (the tail of a decline), else never.
+    pub(crate) fn wake_at(&self) -> Option<Instant> {
+        (self.high.saturating_sub(self.last) >= TRIM_SETTLED_MIN).then_some(self.next)
     }
 
     /// Looks at the engine's buffer memory `mem` now; true when the heap should be
@@ -89,8 +98,11 @@ mod tests {
         // 12 MiB freed: trimmed at once; then 6 MiB more, still falling: not yet.
         assert!(t.look(t0 + TRIM_PERIOD, 28 << 20));
         assert!(!t.look(t0 + TRIM_PERIOD * 2, 22 << 20));
+        // An idle loop wakes for the next look while a trim may come due.
+        assert_eq!(t.wake_at(), Some(t0 + TRIM_PERIOD * 3));
         // The decline stopped with 6 MiB freed since the trim: now.
         assert!(t.look(t0 + TRIM_PERIOD * 3, 22 << 20));
+        assert_eq!(t.wake_at(), None);
         // Nothing freed since: no trim, however long it stays.
         assert!(!t.look(t0 + TRIM_PERIOD * 4, 22 << 20));
         // Less than 1 MiB freed, settled: not worth it.
