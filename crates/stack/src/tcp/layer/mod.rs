@@ -628,6 +628,10 @@ impl Tcp {
             }
             self.slots.shrink_to(2 * self.slots.len());
         }
+        if self.heap.len() > 2 * self.live + 64 {
+            // Stale entries of connections gone would keep the heap from looking sparse.
+            self.compact_heap();
+        }
         if sparse(self.free.len(), self.free.capacity()) {
             self.free.shrink_to(2 * self.free.len());
         }
