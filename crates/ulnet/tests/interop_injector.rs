@@ -406,7 +406,7 @@ fn blind_ack_and_off_window_rsts_do_not_stall_a_download() {
     let stats =
         t.rt.iface()
             .tcp()
-            .map(|tcp| tcp.stats().clone())
+            .map(|tcp| tcp.stats())
             .expect("TCP stats");
     eprintln!(
         "injected {injected:?} (ulnet's window {} bytes); before the attack {} bytes at {:.0} Mb/s, after it {} bytes \
