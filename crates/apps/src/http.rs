@@ -84,6 +84,8 @@ pub struct HttpStats {
     pub ok: u64,
     /// Answers with a 4xx status.
     pub client_errors: u64,
+    /// 408 answers: a request head started but did not complete within `head_timeout`.
+    pub request_timeouts: u64,
     /// Body bytes sent by finished connections.
     pub body_bytes: u64,
     /// Lingering closes that ended with the client's FIN (the answer delivered).
@@ -349,6 +351,7 @@ impl HttpSession {
             400 => "Bad Request",
             404 => "Not Found",
             405 => "Method Not Allowed",
+            408 => "Request Timeout",
             _ => "Request Header Fields Too Large",
         };
         let body = format!("{status} {reason}\n");
@@ -463,6 +466,31 @@ impl Session for HttpSession {
         }
         self.head_since
             .map(|t| (t + cfg.head_timeout, Timeout::Head))
+    }
+
+    /// A request head that started but did not complete within `head_timeout` gets a
+    /// 408 (RFC 9110 §15.5.9: the server "would like to close this unused connection"
+    /// and SHOULD say `Connection: close`), then the lingering close every refusal gets,
+    /// so the client's stack does not destroy the answer with a reset (RFC 9112 §9.6).
+    fn timed_out(
+        &mut self,
+        tcp: &mut Tcp,
+        now: Instant,
+        h: SocketHandle,
+        why: Timeout,
+    ) -> Option<Next> {
+        let answering = self.head_off < self.head.len() || !matches!(self.body, Body::None);
+        if why != Timeout::Head || self.req_len == 0 || answering || self.close_after {
+            return None;
+        }
+        self.head_since = None;
+        self.req_len = 0;
+        self.maybe_complete = false;
+        self.requests += 1;
+        self.stats.requests += 1;
+        self.stats.request_timeouts += 1;
+        self.error(408, true);
+        Some(self.drive(tcp, now, h))
     }
 
     fn is_idle(&self) -> bool {
@@ -725,6 +753,7 @@ fn add(s: &mut HttpStats, sess: &HttpSession) {
     s.requests += sess.stats.requests;
     s.ok += sess.stats.ok;
     s.client_errors += sess.stats.client_errors;
+    s.request_timeouts += sess.stats.request_timeouts;
     s.body_bytes += sess.body_bytes;
     s.lingered += sess.stats.lingered;
     s.linger_overflows += sess.stats.linger_overflows;

@@ -491,9 +491,10 @@ fn a_lingering_close_is_bounded_in_time() {
 }
 
 #[test]
-fn a_slow_request_head_times_out() {
+fn a_slow_request_head_times_out_with_408() {
     // Slowloris: one byte every second never completes a head within head_timeout,
-    // although each byte is far within the idle timeout.
+    // although each byte is far within the idle timeout. RFC 9110 §15.5.9: the server
+    // answers 408 with `Connection: close`, then closes (lingering, RFC 9112 §9.6).
     let cfg = HttpConfig {
         head_timeout: Duration::from_secs(5),
         ..HttpConfig::default()
@@ -507,16 +508,49 @@ fn a_slow_request_head_times_out() {
         bed.send(h, &[b], &mut seen);
         bed.run_for(1.0);
         sent += 1;
-        if bed.http.session_count() == 0 {
+        bed.read(h, &mut seen);
+        if seen.eof || bed.http.session_count() == 0 {
             break;
         }
     }
     assert_eq!(bed.http.tcp_stats().head_timeouts, 1);
     assert!((5..=6).contains(&sent), "closed after {sent} s");
+    let answer = text(&seen.data);
+    assert!(
+        answer.starts_with("HTTP/1.1 408 Request Timeout\r\n"),
+        "{answer:?}"
+    );
+    assert!(answer.contains("Connection: close\r\n"), "{answer:?}");
+    assert!(seen.eof && !seen.reset, "408 then FIN: {seen:?}");
+    assert_eq!(bed.http.stats().request_timeouts, 1);
+    // Our FIN ends the lingering close.
+    let now = bed.now();
+    bed.tcp().close(now, h).unwrap();
+    bed.run_for(0.5);
+    assert_eq!(bed.http.session_count(), 0);
     // A head that completes in time on a fresh connection is served.
     let h2 = bed.connect(1);
     let got = bed.exchange(h2, b"GET /bytes/1 HTTP/1.1\r\n\r\n", 0.1);
     assert!(text(&got.data).starts_with("HTTP/1.1 200 OK"));
+}
+
+#[test]
+fn an_idle_connection_without_a_head_gets_no_408() {
+    // The idle timeout closes a connection that never started a head: no answer is
+    // owed (RFC 9110 §15.5.9 is for a request that did not complete).
+    let cfg = HttpConfig {
+        limits: Limits {
+            idle_timeout: Some(Duration::from_secs(3)),
+            ..HttpConfig::default().limits
+        },
+        ..HttpConfig::default()
+    };
+    let mut bed = Bed::new(cfg);
+    let h = bed.connect(0);
+    bed.run_for(4.0);
+    let seen = bed.seen(h);
+    assert!(seen.data.is_empty(), "{:?}", text(&seen.data));
+    assert_eq!(bed.http.stats().request_timeouts, 0);
 }
 
 #[test]

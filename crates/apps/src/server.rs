@@ -55,6 +55,20 @@ pub trait Session {
         None
     }
 
+    /// Its deadline passed, for `why`. `None` (the default) lets the server end the
+    /// connection; a session may instead answer first (HTTP's 408 for a request head that
+    /// did not complete) and say what comes next, like [`Session::drive`]: with
+    /// [`Next::Open`] the session stays, under the deadline it sets now.
+    fn timed_out(
+        &mut self,
+        _tcp: &mut Tcp,
+        _now: Instant,
+        _h: SocketHandle,
+        _why: Timeout,
+    ) -> Option<Next> {
+        None
+    }
+
     /// Whether the session may be closed to make room for a new connection: it waits on
     /// its peer with no answer in progress.
     fn is_idle(&self) -> bool {
@@ -338,6 +352,38 @@ impl<S: Session> TcpServer<S> {
                 Timeout::Head => self.stats.head_timeouts += 1,
                 Timeout::Linger => self.stats.linger_timeouts += 1,
             }
+            let answer = match self.sessions.get_mut(&h) {
+                Some(e) => e.s.timed_out(tcp, now, h, why),
+                None => continue,
+            };
+            match answer {
+                Some(Next::Open) => {
+                    // It answered and carries on under a new deadline (a lingering
+                    // close): the next sweep comes for it.
+                    if let Some((at, _)) = self
+                        .sessions
+                        .get(&h)
+                        .and_then(|e| e.deadline(self.limits.idle_timeout))
+                    {
+                        let at = at.max(now + SWEEP_INTERVAL);
+                        if self.next_sweep.is_none_or(|t| at < t) {
+                            self.next_sweep = Some(at);
+                        }
+                    }
+                    continue;
+                }
+                Some(Next::Close) => {
+                    let _ = tcp.close(now, h);
+                    self.finish(h, done);
+                    continue;
+                }
+                Some(Next::Abort) => {
+                    let _ = tcp.abort(now, h);
+                    self.finish(h, done);
+                    continue;
+                }
+                None => {}
+            }
             if self.sessions.get(&h).is_some_and(|e| e.s.is_idle()) {
                 // Unread input makes this a reset (RFC 1122 §4.2.2.13): after a timeout
                 // that is the right end for a peer that neither finished nor went away.
@@ -362,6 +408,16 @@ impl<S: Session> TcpServer<S> {
             }
             self.stats.finished += 1;
             done(e.s);
+        }
+        // Give back what a peak of sessions left (issue 13: RSS after many connections
+        // close): below a quarter of their capacity the maps shrink to twice their length
+        // (amortised: each shrink follows at least half as many closes as it frees).
+        if self.sessions.capacity() > 64 && self.sessions.len() < self.sessions.capacity() / 4 {
+            self.sessions.shrink_to(2 * self.sessions.len());
+        }
+        if self.per_source.capacity() > 64 && self.per_source.len() < self.per_source.capacity() / 4
+        {
+            self.per_source.shrink_to(2 * self.per_source.len());
         }
     }
 }

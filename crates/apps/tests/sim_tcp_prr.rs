@@ -8,10 +8,23 @@
 use std::time::Duration;
 
 use ulnet_apps::sim::{run_tcp, TcpSimOptions};
+use ulnet_stack::tcp::AckPolicy;
 
 #[test]
 fn burst_loss_is_repaired_in_one_recovery_at_a_reduced_rate() {
+    check(AckPolicy::PerBatch);
+}
+
+/// The same against the Linux-like receiver (an ACK every second segment, SACK
+/// compression after three duplicate ACKs): what ulnet's sender meets on a real path.
+#[test]
+fn burst_loss_is_repaired_in_one_recovery_with_a_linux_receiver() {
+    check(AckPolicy::Linux);
+}
+
+fn check(receiver_acks: AckPolicy) {
     let mut o = TcpSimOptions {
+        receiver_acks,
         bytes: 3 << 20,
         static_arp: true,
         cwnd_trace: true,
@@ -27,7 +40,10 @@ fn burst_loss_is_repaired_in_one_recovery_at_a_reduced_rate() {
     o.a_to_b.queue_frames = Some(1000);
     let r = run_tcp(&o).expect("simulation set-up");
     let retx = &r.retransmissions;
-    let what = format!("{:?}; retx {retx:?}; wire {:?}", r.failures, r.wire);
+    let what = format!(
+        "{receiver_acks:?} receiver: {:?}; retx {retx:?}; wire {:?}",
+        r.failures, r.wire
+    );
     assert!(r.ok && r.hashes_equal, "{what}");
     assert_eq!(retx.rto_expiries, 0, "{what}");
     assert_eq!(retx.fast_retransmits, 1, "{what}");

@@ -33,8 +33,8 @@ mod run;
 
 pub use net::TapCounters;
 pub use options::{
-    parse_bytes, parse_congestion, parse_duration, parse_pair, parse_probability, parse_rate,
-    Congestion, Impairments, TcpSimOptions,
+    parse_ack_policy, parse_bytes, parse_congestion, parse_duration, parse_pair, parse_probability,
+    parse_rate, Congestion, Impairments, TcpSimOptions,
 };
 pub use payload::Stream;
 pub use report::{

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use ulnet_channel::sim::LinkConfig;
-use ulnet_stack::tcp::Algorithm;
+use ulnet_stack::tcp::{AckPolicy, Algorithm};
 
 /// The impairments of one direction of the simulated cable. Every field defaults to a
 /// perfect wire; see [`LinkConfig`] for the order a frame meets them in.
@@ -73,6 +73,18 @@ impl Impairments {
 /// `serde` feature), under the name the simulator's options have always used.
 pub type Congestion = Algorithm;
 
+/// Parses a receiver ACK policy name: `batch` (ulnet's default) or `linux` (any case).
+///
+/// # Errors
+/// A message naming the accepted values.
+pub fn parse_ack_policy(s: &str) -> Result<AckPolicy, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "batch" | "perbatch" => Ok(AckPolicy::PerBatch),
+        "linux" => Ok(AckPolicy::Linux),
+        _ => Err(format!("unknown ACK policy {s:?} (batch or linux)")),
+    }
+}
+
 /// Parses `newreno`/`reno`/`new-reno` or `cubic` (any case).
 ///
 /// # Errors
@@ -120,6 +132,10 @@ pub struct TcpSimOptions {
     /// Delayed ACK timeout (`None`: the TCP layer's default); zero acknowledges at once.
     #[serde(serialize_with = "ser_opt_duration")]
     pub delayed_ack: Option<Duration>,
+    /// How node B, the receiver, paces its ACKs: `AckPolicy::Linux` makes it stand in
+    /// for a Linux peer (an ACK every second segment, SACK compression), so loss runs on
+    /// the simulated wire see what a real Linux receiver sends back.
+    pub receiver_acks: AckPolicy,
     /// Pre-load both neighbour caches instead of resolving with ARP.
     pub static_arp: bool,
     /// Data-carrying TCP segments sent by A to lose on purpose, numbered from 1 in the
@@ -160,6 +176,7 @@ impl Default for TcpSimOptions {
             mtu: 1500,
             mss: None,
             delayed_ack: None,
+            receiver_acks: AckPolicy::PerBatch,
             static_arp: false,
             drop_segments: Vec::new(),
             time_limit: Duration::from_secs(3600),

@@ -507,6 +507,8 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
         opts.b_to_a.link_config(),
     );
     let cfg = tcp_config(opts);
+    let mut cfg_b = cfg.clone();
+    cfg_b.ack_policy = opts.receiver_acks;
     let mut net = Net::new(
         wire,
         ea,
@@ -516,7 +518,7 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
             static_arp: opts.static_arp,
             tcp: [
                 Tcp::new(cfg.clone(), isn_key(opts.seed, 1)),
-                Tcp::new(cfg, isn_key(opts.seed, 2)),
+                Tcp::new(cfg_b, isn_key(opts.seed, 2)),
             ],
             pcap: [opts.pcap.as_deref(), opts.pcap_b.as_deref()],
             drop_segments: opts.drop_segments.clone(),

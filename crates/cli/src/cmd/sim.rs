@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use ulnet_apps::sim::{
-    parse_bytes, parse_congestion, parse_duration, parse_pair, parse_probability, parse_rate,
-    run_tcp, Congestion, Impairments, TcpSimOptions,
+    parse_ack_policy, parse_bytes, parse_congestion, parse_duration, parse_pair, parse_probability,
+    parse_rate, run_tcp, Congestion, Impairments, TcpSimOptions,
 };
 
 /// Subcommands.
@@ -146,6 +146,10 @@ pub struct TcpArgs {
     /// Delayed-ACK timeout (0 acknowledges every segment at once).
     #[arg(long, value_parser = parse_duration)]
     delayed_ack: Option<Duration>,
+    /// How node B, the receiver, paces its ACKs: `batch` (ulnet's, one per receive
+    /// batch) or `linux` (every second segment, SACK compression: a Linux peer).
+    #[arg(long, default_value = "batch", value_parser = parse_ack_policy)]
+    receiver_acks: ulnet::stack::tcp::AckPolicy,
     /// Pre-load the neighbour caches instead of resolving with ARP.
     #[arg(long)]
     static_arp: bool,
@@ -187,6 +191,7 @@ impl TcpArgs {
             mtu: self.mtu,
             mss: self.mss,
             delayed_ack: self.delayed_ack,
+            receiver_acks: self.receiver_acks,
             static_arp: self.static_arp,
             drop_segments: self.drop_segments.concat(),
             time_limit: self.time_limit,

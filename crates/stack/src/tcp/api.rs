@@ -19,7 +19,7 @@ use super::error::{
 };
 use super::handle::{Event, ListenerHandle, SocketHandle};
 use super::layer::Tcp;
-use super::listen::Listener;
+use super::listen::{Listener, ListenerLimits};
 use super::socket::{Readiness, Shutdown, Socket};
 use super::state::State;
 use super::stats::TcpInfo;
@@ -100,6 +100,23 @@ impl Tcp {
         self.listener_mut(l)
             .ok_or(SocketError::InvalidHandle)?
             .v6only = on;
+        Ok(())
+    }
+
+    /// Bounds the connections of listener `l` that are not accepted yet, in all and per
+    /// remote address (see [`ListenerLimits`]); checked when a SYN arrives. Connections
+    /// already queued stay.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn set_listener_limits(
+        &mut self,
+        l: ListenerHandle,
+        limits: ListenerLimits,
+    ) -> Result<(), SocketError> {
+        self.listener_mut(l)
+            .ok_or(SocketError::InvalidHandle)?
+            .limits = limits;
         Ok(())
     }
 

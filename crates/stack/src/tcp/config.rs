@@ -69,6 +69,8 @@ pub struct TcpConfig {
     pub nagle: bool,
     /// How long a delayed ACK may wait (RFC 1122 §4.2.3.2); zero acknowledges at once.
     pub delayed_ack: Duration,
+    /// How the receiver paces its ACKs within the delayed-ACK rules (see [`AckPolicy`]).
+    pub ack_policy: AckPolicy,
     /// Retransmission timeout before any RTT sample (RFC 6298 §2.1).
     pub initial_rto: Duration,
     /// Lower bound on the whole RTO (RFC 6298 §2.4).
@@ -154,6 +156,7 @@ impl Default for TcpConfig {
             sack: true,
             nagle: false,
             delayed_ack: Duration::from_millis(40),
+            ack_policy: AckPolicy::PerBatch,
             initial_rto: Duration::from_secs(1),
             min_rto: Duration::from_millis(200),
             min_rto_var: Duration::from_millis(200),
@@ -200,6 +203,33 @@ pub enum SynCookies {
     /// For every SYN: listeners keep no half-open state at all. Connections lose what a
     /// cookie cannot carry (exact MSS; window scale and SACK without timestamps).
     Always,
+}
+
+/// How the receiver paces its ACKs. Both keep the rules of RFC 1122 §4.2.3.2 and RFC 5681
+/// §4.2 (an ACK at least every second full-sized segment, within the delay; at once for
+/// out-of-order data and for data that fills a hole) and the quick-ACK mode at a
+/// connection's start; they differ in how ACKs of one receive batch are grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
+#[non_exhaustive]
+pub enum AckPolicy {
+    /// One cumulative ACK per connection per receive batch for in-order data (a stretch
+    /// ACK, as Linux's receiver does per GRO aggregate), and one duplicate ACK per
+    /// out-of-order segment. The default: each ACK costs a frame and, on veth, the
+    /// peer's receive path on our core.
+    #[default]
+    PerBatch,
+    /// Linux's receiver without GRO, segment by segment (`__tcp_ack_snd_check`): an ACK
+    /// as the second full-sized segment arrives, and for out-of-order data the first
+    /// three duplicate ACKs for one RCV.NXT at once, then SACK compression
+    /// (`tcp_sack_compress`): one ACK after min(1 ms, SRTT/20), or at once after 44
+    /// compressed. What a Linux peer does under loss; the simulator uses it to stand in
+    /// for one.
+    Linux,
 }
 
 impl TcpConfig {

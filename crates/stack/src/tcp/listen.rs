@@ -49,6 +49,38 @@ pub(crate) struct Listener {
     /// `IPV6_V6ONLY`, RFC 3493 §5.3). Off by default, as Linux's `bindv6only=0`: the
     /// wildcard listener then also takes IPv4 connections no IPv4 listener claims.
     pub v6only: bool,
+    /// Bounds on connections not yet accepted (see [`ListenerLimits`]).
+    pub limits: ListenerLimits,
+}
+
+/// Bounds on a listener's connections that the application has not accepted yet
+/// (half-open ones in the SYN queue and established ones in the accept queue), checked
+/// when a SYN arrives, so a host over its share is refused before the handshake, with
+/// no connection state. `None` is no bound beyond the backlog and the SYN queue.
+///
+/// Memory: nothing is kept per source; the per-source count is taken over the
+/// listener's queues when a SYN arrives (at most `pending`, or the backlog plus the
+/// SYN queue, entries), only on listeners that set it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListenerLimits {
+    /// Most un-accepted connections in all. A SYN beyond it is dropped silently, as for a
+    /// full accept queue (the peer retries after its SYN timeout).
+    pub pending: Option<usize>,
+    /// Most un-accepted connections from one remote address. A SYN beyond it is answered
+    /// with a RST (RFC 9293 §3.10.7.2 allows refusing a connection request; the peer's
+    /// connect fails with "connection refused" at once).
+    pub per_source: Option<usize>,
+}
+
+impl ListenerLimits {
+    /// Limits with these bounds.
+    pub fn new(pending: Option<usize>, per_source: Option<usize>) -> Self {
+        ListenerLimits {
+            pending,
+            per_source,
+        }
+    }
 }
 
 impl Listener {
@@ -62,6 +94,7 @@ impl Listener {
             last_overflow: None,
             options: Vec::new(),
             v6only: false,
+            limits: ListenerLimits::default(),
         }
     }
 
@@ -70,6 +103,16 @@ impl Listener {
         let kind = core::mem::discriminant(&opt);
         self.options.retain(|o| core::mem::discriminant(o) != kind);
         self.options.push(opt);
+    }
+
+    /// Connections not yet accepted: half-open and established.
+    pub(crate) fn pending(&self) -> usize {
+        self.syn_count + self.accept_queue.len()
+    }
+
+    /// True when the total bound of [`ListenerLimits::pending`] is reached.
+    pub(crate) fn pending_full(&self) -> bool {
+        self.limits.pending.is_some_and(|max| self.pending() >= max)
     }
 
     /// True when a completed handshake would not fit the accept queue.

@@ -67,7 +67,7 @@ mod table;
 mod timers;
 mod timewait;
 
-pub use config::{Keepalive, MemLimits, SocketOption, SynCookies, TcpConfig};
+pub use config::{AckPolicy, Keepalive, MemLimits, SocketOption, SynCookies, TcpConfig};
 pub use congestion::Algorithm;
 pub use error::{
     AcceptError, ConnError, ConnectError, ListenError, RecvError, SendError, SocketError,
@@ -75,6 +75,7 @@ pub use error::{
 pub use handle::{Event, ListenerHandle, SocketHandle};
 pub use layer::icmp::{IcmpError, IcmpVerdict, MIN_PATH_MTU};
 pub use layer::Tcp;
+pub use listen::ListenerLimits;
 pub use socket::{Readiness, Shutdown};
 pub use state::State;
 pub use stats::{CaState, TcpInfo, TcpStats};

@@ -150,6 +150,16 @@ pub struct TcpStats {
     pub syn_cookies_failed: u64,
     /// Handshakes dropped because a listener's accept queue was full.
     pub accept_queue_overflows: u64,
+    /// SYNs dropped because a listener had [`ListenerLimits::pending`] connections not
+    /// yet accepted.
+    ///
+    /// [`ListenerLimits::pending`]: super::ListenerLimits::pending
+    pub listen_pending_refused: u64,
+    /// SYNs refused (with a RST) because their source had
+    /// [`ListenerLimits::per_source`] connections not yet accepted on the listener.
+    ///
+    /// [`ListenerLimits::per_source`]: super::ListenerLimits::per_source
+    pub listen_source_refused: u64,
     /// New connections refused because the table was full.
     pub table_full: u64,
     /// Out-of-order segments dropped because the reassembler had no room.

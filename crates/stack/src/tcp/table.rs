@@ -159,6 +159,21 @@ impl ConnTable {
     pub(crate) fn contains(&self, t: &FourTuple) -> bool {
         self.map.contains_key(t)
     }
+
+    /// Gives back capacity a peak left behind: below a quarter of its capacity the map
+    /// shrinks to twice its length (amortised: a refill pays one regrowth).
+    pub(crate) fn shrink(&mut self) {
+        let n = self.map.len();
+        if self.map.capacity() > super::timewait::MIN_SHRINK && n < self.map.capacity() / 4 {
+            self.map.shrink_to(2 * n);
+        }
+    }
+
+    /// The map's capacity (tests of the shrinking).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.map.capacity()
+    }
 }
 
 #[cfg(test)]

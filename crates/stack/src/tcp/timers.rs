@@ -210,6 +210,14 @@ impl Timers {
         self.delack = Some(at);
     }
 
+    /// Delays the ACK until `at` at the latest: an earlier deadline already set stands.
+    #[inline]
+    pub(crate) fn arm_delack_by(&mut self, at: Instant) {
+        if self.delack.is_none_or(|t| t > at) {
+            self.delack = Some(at);
+        }
+    }
+
     /// An ACK went out: nothing is delayed any more.
     #[inline]
     pub(crate) fn stop_delack(&mut self) {

@@ -75,6 +75,9 @@ pub(crate) enum TwVerdict {
     },
 }
 
+/// Capacity below which a structure is not worth shrinking.
+pub(crate) const MIN_SHRINK: usize = 64;
+
 /// The TIME-WAIT table.
 #[derive(Debug)]
 pub(crate) struct TimeWaitTable {
@@ -195,6 +198,22 @@ impl TimeWaitTable {
                 break;
             }
             self.pop_front();
+        }
+    }
+
+    /// Gives back capacity a peak left behind: the ring and its index shrink to twice
+    /// what they hold when they hold less than a quarter of their capacity (amortised:
+    /// a refill pays one regrowth). Ids are unchanged.
+    pub(crate) fn shrink(&mut self) {
+        let n = self.ring.len();
+        if self.ring.capacity() > MIN_SHRINK && n < self.ring.capacity() / 4 {
+            self.ring.shrink_to(2 * n);
+        }
+        let m = self.index.len();
+        if self.index.capacity() > MIN_SHRINK && m < self.index.capacity() / 4 {
+            let (ring, head, hasher) = (&self.ring, self.head_id, &self.hasher);
+            self.index
+                .shrink_to(2 * m, |&id| hasher.hash(&ring[(id - head) as usize].tuple));
         }
     }
 

@@ -43,4 +43,4 @@ pub use stack::Stack;
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
-pub use ulnet_stack::tcp::{Algorithm, Keepalive, TcpInfo};
+pub use ulnet_stack::tcp::{Algorithm, Keepalive, ListenerLimits, TcpInfo};

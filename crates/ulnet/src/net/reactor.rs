@@ -117,9 +117,17 @@ impl Registry {
     /// Forgets `key` (its socket is gone); its waiters are woken.
     pub(crate) fn remove(&self, key: Key) {
         let mut wakers = Vec::new();
-        if let Some(mut e) = lock(&self.entries).remove(&key) {
+        let mut m = lock(&self.entries);
+        if let Some(mut e) = m.remove(&key) {
             e.fire(key, &mut wakers);
         }
+        // Give back what a peak of sockets left (issue 13): below a quarter of its
+        // capacity the map shrinks to twice its length (amortised over the removals).
+        if m.capacity() > 64 && m.len() < m.capacity() / 4 {
+            let len = m.len();
+            m.shrink_to(2 * len);
+        }
+        drop(m);
         wakers.into_iter().for_each(Waker::wake);
     }
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use ulnet_stack::iface::Interface;
 use ulnet_stack::tcp::{
-    self as etcp, Algorithm, Keepalive, ListenerHandle, RecvError, SocketHandle, SocketOption,
-    State, Tcp, TcpInfo,
+    self as etcp, Algorithm, Keepalive, ListenerHandle, ListenerLimits, RecvError, SocketHandle,
+    SocketOption, State, Tcp, TcpInfo,
 };
 
 use super::error::{self, err, no_tcp};
@@ -655,6 +655,24 @@ impl TcpListener {
     pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
         self.inner.nonblocking.store(nonblocking, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Bounds the connections this listener holds that are not accepted yet: in all, and
+    /// from one remote address (the protection the apps' servers have, issue 13). Both
+    /// are checked when a SYN arrives, so a host over its share is refused before the
+    /// handshake: its connect fails with `ConnectionRefused` at once (a RST); beyond the
+    /// total bound a SYN is dropped and the peer retries, as with a full backlog. See
+    /// [`ListenerLimits`]. Connections already queued stay.
+    ///
+    /// # Errors
+    /// `NotConnected` when the stack stopped; `Unsupported` without TCP.
+    pub fn set_limits(&self, limits: ListenerLimits) -> io::Result<()> {
+        let l = self.inner.l;
+        self.inner.stack.with(|iface| {
+            tcp(iface)?
+                .set_listener_limits(l, limits)
+                .map_err(|e| err(io::ErrorKind::InvalidInput, e))
+        })
     }
 
     /// One try at accepting, with the interface locked.

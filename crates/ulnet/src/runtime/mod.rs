@@ -356,6 +356,13 @@ impl<C: Channel> Runtime<C> {
                     t.stats().mem_bytes + t.connection_count() as u64 * trim::CONN_BYTES
                 });
                 trim_heap = self.trim.look(now, mem);
+                if trim_heap {
+                    // First let the engine give back what a peak of connections left
+                    // (its slab and tables), so the trim can return those pages too.
+                    if let Some(t) = iface.tcp_mut() {
+                        t.shrink();
+                    }
+                }
             }
         }
         if trim_heap {
@@ -436,10 +443,12 @@ impl<C: Channel> Runtime<C> {
     fn sleep_plan(&mut self, app: &dyn App) -> io::Result<Option<Option<Duration>>> {
         let deadline = {
             let iface = self.shared.lock();
-            match (iface.poll_at(), app.poll_at()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            }
+            // The heap trim's next look, while one may come due (the tail of a mass
+            // close leaves no other reason to wake).
+            [iface.poll_at(), app.poll_at(), self.trim.wake_at()]
+                .into_iter()
+                .flatten()
+                .min()
         };
         if self.driver.has_events() {
             return Ok(None);

@@ -659,9 +659,11 @@ mod tests {
         assert_eq!(smoke.len(), 2);
         assert!(smoke[0].systems.contains(&ULNET_ENGINE));
         let def = cases(&plan(crate::harness::Profile::Default));
-        assert_eq!(def.len(), 4);
+        let mtus: Vec<u32> = def.iter().map(|c| c.mtu).collect();
+        assert_eq!(mtus, [1500, 1500, 9000, 9000, 65535, 65535]);
         assert!(def.iter().all(|c| c.bytes == 100_000_000));
         assert!(!def[2].systems.contains(&ULNET_TAP));
+        assert!(def[4].systems.contains(&KERNEL_DEFAULT));
         let mut p = plan(crate::harness::Profile::Default);
         p.backends = vec![Backend::Tap];
         let only_tap = cases(&p);

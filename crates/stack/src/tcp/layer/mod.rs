@@ -48,6 +48,7 @@ use super::socket::{Cx, Socket};
 use super::state::State;
 use super::stats::TcpStats;
 use super::table::{ConnTable, FourTuple, KeyedState};
+use super::timewait::MIN_SHRINK;
 use super::timewait::{TimeWaitTable, TwVerdict};
 use crate::ports::EphemeralPorts;
 
@@ -57,6 +58,8 @@ const PER_SOCKET_BURST: usize = 64;
 const PER_DISPATCH: usize = 4096;
 /// RSTs queued by `abort`/`close` awaiting dispatch.
 const MAX_PENDING_RST: usize = 1024;
+/// How often `dispatch` looks whether a structure should give capacity back.
+const SHRINK_PERIOD: crate::time::Duration = crate::time::Duration::from_secs(1);
 /// Remembered per-destination path MTUs.
 const MAX_PATH_MTUS: usize = 4096;
 /// RFC 6056 §2.1 suggested ephemeral range.
@@ -118,6 +121,12 @@ pub struct Tcp {
     path_mtu: HashMap<IpAddr, usize, KeyedState>,
     pub(super) last_now: Instant,
     live: usize,
+    /// The generation a newly created slot starts at: above that of every slot the slab
+    /// gave back (see [`Tcp::shrink`]), so no handle of a connection that lived there
+    /// names the slot's next occupant.
+    gen_base: u32,
+    /// When `dispatch` next looks whether a shrink is due.
+    next_shrink: Instant,
     /// Tests pin the next ISS (to exercise wraparound).
     #[cfg(test)]
     next_iss: Option<u32>,
@@ -153,6 +162,8 @@ impl Tcp {
             path_mtu: HashMap::with_hasher(KeyedState::new(&isn_key, 5)),
             last_now: Instant::ZERO,
             live: 0,
+            gen_base: 0,
+            next_shrink: Instant::ZERO,
             #[cfg(test)]
             next_iss: None,
             #[cfg(test)]
@@ -383,6 +394,7 @@ impl Tcp {
             self.stats.dropped_other += 1;
             return;
         }
+        let source_over = self.source_over_limit(li, src);
         let ls = &mut self.listeners[li as usize];
         let generation = ls.generation;
         let Some(l) = ls.listener.as_mut() else {
@@ -390,6 +402,18 @@ impl Tcp {
         };
         if l.accept_queue_full() {
             self.stats.accept_queue_overflows += 1;
+            return;
+        }
+        if l.pending_full() {
+            self.stats.listen_pending_refused += 1;
+            return;
+        }
+        if source_over {
+            // Refused before the handshake: no state, and the peer learns at once.
+            self.stats.listen_source_refused += 1;
+            self.stats.resets_sent += 1;
+            self.stats.segs_out += 1;
+            out(dst, src, &rst_for(seg));
             return;
         }
         if self.cfg.syn_cookies == SynCookies::Always {
@@ -492,6 +516,13 @@ impl Tcp {
         }
         self.run_timers(now);
         self.tw.expire(now);
+        if now >= self.next_shrink {
+            // At most once a second: the check is cheap, a shrink is O(slots) and only
+            // happens once structures fell below a quarter of their capacity, never on a
+            // busy table.
+            self.next_shrink = now + SHRINK_PERIOD;
+            self.shrink();
+        }
 
         let mut budget = PER_DISPATCH;
         let rounds = self.ready.len();
@@ -580,6 +611,84 @@ impl Tcp {
         }
     }
 
+    /// Gives back the capacity a peak left behind (issue 13: after 20,000 connections
+    /// close, RSS should return near where it started). Each structure that holds less
+    /// than a quarter of its capacity shrinks to twice what it holds (amortised: a table
+    /// that refills pays one regrowth): the connection slab (only its free slots past the
+    /// last one in use: slot indices are handles), its free list, the connection table,
+    /// the timer heap, the output and event queues, the listeners' queues, the TIME-WAIT
+    /// table and the path MTU cache. `dispatch` calls it at most once a second; a
+    /// runtime may call it before giving freed memory back to the system.
+    pub fn shrink(&mut self) {
+        let sparse = |len: usize, cap: usize| cap > MIN_SHRINK && len < cap / 4;
+        if sparse(self.live, self.slots.capacity()) {
+            // Slots past the last one in use (or waiting in the output queue) go.
+            let keep = self
+                .slots
+                .iter()
+                .rposition(|s| s.sock.is_some() || s.in_ready)
+                .map_or(0, |i| i + 1);
+            if keep < self.slots.len() {
+                for s in &self.slots[keep..] {
+                    // Freed slots' generations were moved on past every handle to them.
+                    self.gen_base = self.gen_base.max(s.generation);
+                }
+                self.slots.truncate(keep);
+                self.free.retain(|&i| (i as usize) < keep);
+                // Entries naming a slot that is gone (stale by construction: no live
+                // connection is there) leave the queues that index slots directly.
+                for ls in &mut self.listeners {
+                    if let Some(l) = ls.listener.as_mut() {
+                        l.accept_queue.retain(|h| (h.index as usize) < keep);
+                        l.syn_order.retain(|h| (h.index as usize) < keep);
+                    }
+                }
+                self.compact_heap();
+            }
+            self.slots.shrink_to(2 * self.slots.len());
+        }
+        if self.heap.len() > 2 * self.live + 64 {
+            // Stale entries of connections gone would keep the heap from looking sparse.
+            self.compact_heap();
+        }
+        if sparse(self.free.len(), self.free.capacity()) {
+            self.free.shrink_to(2 * self.free.len());
+        }
+        if sparse(self.heap.len(), self.heap.capacity()) {
+            self.heap.shrink_to(2 * self.heap.len());
+        }
+        if sparse(self.ready.len(), self.ready.capacity()) {
+            self.ready.shrink_to(2 * self.ready.len());
+        }
+        if sparse(self.events.len(), self.events.capacity()) {
+            self.events.shrink_to(2 * self.events.len());
+        }
+        if sparse(self.pending_rst.len(), self.pending_rst.capacity()) {
+            self.pending_rst.shrink_to(2 * self.pending_rst.len());
+        }
+        for ls in &mut self.listeners {
+            if let Some(l) = ls.listener.as_mut() {
+                if sparse(l.accept_queue.len(), l.accept_queue.capacity()) {
+                    l.accept_queue.shrink_to(2 * l.accept_queue.len());
+                }
+                if sparse(l.syn_order.len(), l.syn_order.capacity()) {
+                    l.syn_order.shrink_to(2 * l.syn_order.len());
+                }
+            }
+        }
+        if sparse(self.path_mtu.len(), self.path_mtu.capacity()) {
+            self.path_mtu.shrink_to(2 * self.path_mtu.len());
+        }
+        self.table.shrink();
+        self.tw.shrink();
+    }
+
+    /// Capacity of the connection slab (tests of the shrinking).
+    #[cfg(test)]
+    pub(crate) fn slab_capacity(&self) -> (usize, usize) {
+        (self.slots.capacity(), self.table.capacity())
+    }
+
     /// Rebuilds the timer heap from the connections (drops stale entries).
     fn compact_heap(&mut self) {
         self.heap.clear();
@@ -616,7 +725,7 @@ impl Tcp {
             }
             None => {
                 self.slots.push(Slot {
-                    generation: 0,
+                    generation: self.gen_base,
                     sock: Some(sock),
                     queued_deadline: None,
                     in_ready: false,

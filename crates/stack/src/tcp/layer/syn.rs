@@ -135,6 +135,51 @@ impl Tcp {
         }
     }
 
+    /// Whether `src` holds [`ListenerLimits::per_source`](crate::tcp::ListenerLimits)
+    /// un-accepted connections of listener `li` already: counted over its SYN queue
+    /// (live SYN-RECEIVED connections of its arrival list) and its accept queue, stopping
+    /// at the bound. No allocation; only listeners that set the bound pay the scan.
+    pub(super) fn source_over_limit(&self, li: u32, src: IpAddr) -> bool {
+        let ls = &self.listeners[li as usize];
+        let Some(l) = ls.listener.as_ref() else {
+            return false;
+        };
+        let Some(max) = l.limits.per_source else {
+            return false;
+        };
+        let lgen = ls.generation;
+        let from_src = |h: &SocketHandle, half_open: bool| {
+            self.slots.get(h.index as usize).is_some_and(|slot| {
+                slot.generation == h.generation
+                    && slot.sock.as_ref().is_some_and(|s| {
+                        s.tuple().remote().ip() == src
+                            && (!half_open
+                                || (s.state() == State::SynReceived
+                                    && s.origin()
+                                        .is_some_and(|o| o.index == li && o.generation == lgen)))
+                    })
+            })
+        };
+        let mut n = 0;
+        for h in &l.accept_queue {
+            if from_src(h, false) {
+                n += 1;
+                if n >= max {
+                    return true;
+                }
+            }
+        }
+        for h in &l.syn_order {
+            if from_src(h, true) {
+                n += 1;
+                if n >= max {
+                    return true;
+                }
+            }
+        }
+        max == 0
+    }
+
     /// Answers `syn` on listener `li` with a cookie SYN-ACK, keeping nothing.
     pub(super) fn send_cookie(
         &mut self,
@@ -243,6 +288,16 @@ impl Tcp {
         };
         if l.accept_queue_full() {
             self.stats.accept_queue_overflows += 1;
+            return true;
+        }
+        // A cookie keeps nothing, so the listener's limits are checked again here: a
+        // genuine cookie over them is dropped like one over a full accept queue.
+        if l.pending_full() {
+            self.stats.listen_pending_refused += 1;
+            return true;
+        }
+        if self.source_over_limit(li, tuple.remote().ip()) {
+            self.stats.listen_source_refused += 1;
             return true;
         }
         if self.table.is_full() {

@@ -118,6 +118,23 @@ pub(crate) struct Socket {
     last_ooo: Option<(SeqNumber, SeqNumber)>,
     /// A duplicate block to report first (RFC 2883 D-SACK).
     dsack: Option<(SeqNumber, SeqNumber)>,
+    /// Quick-ACK mode: how many more ACKs go out at once instead of being delayed
+    /// (Linux's `icsk_ack.quick`, see `recv.rs`).
+    quick_acks: u8,
+    /// Interactive ("ping-pong") mode: we answered the peer's data with data of our own
+    /// within the delayed-ACK time, so our ACKs ride on our replies and quick-ACK mode
+    /// is off (Linux's `inet_csk_in_pingpong_mode`).
+    pingpong: bool,
+    /// When in-order data last arrived; `None` before the first (Linux's
+    /// `icsk_ack.lrcvtime`, with `ato == 0` as "no data yet").
+    data_rcvd_at: Option<Instant>,
+    /// SACK compression (`AckPolicy::Linux`): the RCV.NXT the duplicate ACKs below
+    /// counted for, how many went out at once for it, and how many out-of-order
+    /// segments have waited since the last ACK (Linux's `compressed_ack_rcv_nxt`,
+    /// `dup_ack_counter`, `compressed_ack`).
+    comp_rcv_nxt: SeqNumber,
+    dup_acks_sent: u8,
+    compressed_acks: u8,
 
     // Retransmission and congestion.
     rtt: RttEstimator,
@@ -238,6 +255,12 @@ impl Socket {
             syn_pending: false,
             last_ooo: None,
             dsack: None,
+            quick_acks: 0,
+            pingpong: false,
+            data_rcvd_at: None,
+            comp_rcv_nxt: SeqNumber(0),
+            dup_acks_sent: 0,
+            compressed_acks: 0,
             rtt: {
                 let mut e = RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto);
                 e.set_min_variance(cfg.min_rto_var);

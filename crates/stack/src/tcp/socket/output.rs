@@ -280,6 +280,16 @@ fn data(
     }
     s.counters.segs_out += 1;
     s.note_ack_sent();
+    if n > 0 && kind == Kind::New {
+        // Data answering the peer's data within the delayed-ACK time: an interactive
+        // exchange, whose ACKs ride on the replies (Linux's tcp_event_data_sent, with
+        // TCP_PINGPONG_THRESH 1).
+        if s.data_rcvd_at
+            .is_some_and(|t| now.saturating_duration_since(t) < cx.cfg.delayed_ack)
+        {
+            s.pingpong = true;
+        }
+    }
     if kind == Kind::New {
         s.unpushed = if push {
             0
@@ -531,6 +541,10 @@ impl Socket {
     /// Bookkeeping for any segment that carries ACK=RCV.NXT.
     pub(crate) fn note_ack_sent(&mut self) {
         self.rcv.note_ack_sent();
+        // Every segment that acknowledges RCV.NXT uses up one quick ACK (Linux's
+        // tcp_event_ack_sent → tcp_dec_quickack_mode).
+        self.quick_acks = self.quick_acks.saturating_sub(1);
+        self.compressed_acks = 0;
         self.ack_now = false;
         self.ack_immediate = false;
         self.timers.stop_delack();

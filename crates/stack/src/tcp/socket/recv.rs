@@ -12,7 +12,8 @@
 
 use ulnet_wire::{SeqNumber, TcpOptions};
 
-use crate::time::Instant;
+use crate::tcp::config::AckPolicy;
+use crate::time::{Duration, Instant};
 
 use super::{Cx, Socket};
 use crate::tcp::sack::sack_blocks;
@@ -39,6 +40,9 @@ pub(crate) fn deliver(
             s.dsack = Some((seq, seq + dup_len as u32));
         }
         s.ack_immediate = true;
+        // A retransmission we already had: the sender timed out or is probing, so ACK
+        // the next segments at once too (Linux's tcp_data_queue → tcp_enter_quickack_mode).
+        enter_quickack_mode(s);
         if dup >= payload.len() {
             return 0;
         }
@@ -52,6 +56,7 @@ pub(crate) fn deliver(
         if offset == 0 && s.asm.is_empty() {
             s.rcv.advance(payload.len() as u32);
             s.counters.bytes_received += payload.len() as u64;
+            note_data_received(s, now);
             schedule_ack(s, now, cx);
         } else {
             s.ack_immediate = true;
@@ -63,6 +68,9 @@ pub(crate) fn deliver(
     if offset >= space {
         cx.stats.ooo_dropped += 1;
         s.ack_immediate = true;
+        // Out of the window (a zero-window probe, say): Linux's tcp_data_queue enters
+        // quick-ACK mode here too, so the window's reopening is acknowledged at once.
+        enter_quickack_mode(s);
         return 0;
     }
     let len = payload.len().min(space - offset);
@@ -81,6 +89,7 @@ pub(crate) fn deliver(
         let n = s.rx.enqueue_slice(data);
         s.rcv.advance(n as u32);
         s.counters.bytes_received += n as u64;
+        note_data_received(s, now);
         schedule_ack(s, now, cx);
         return n;
     }
@@ -116,6 +125,7 @@ pub(crate) fn deliver(
         let n = s.rx.enqueue_unallocated(n);
         s.rcv.advance(n as u32);
         s.counters.bytes_received += n as u64;
+        note_data_received(s, now);
         // RFC 5681 §4.2: ACK at once when a segment fills (part of) a hole.
         s.ack_immediate = true;
         s.last_ooo = None;
@@ -127,14 +137,52 @@ pub(crate) fn deliver(
             let nxt = s.rcv.nxt();
             s.last_ooo = Some((nxt + a as u32, nxt + b as u32));
         }
-        s.ack_immediate = true;
+        out_of_order_ack(s, now, cx);
         0
     }
 }
 
+/// Linux's cap on quick ACKs (`TCP_MAX_QUICKACKS`).
+const MAX_QUICK_ACKS: u32 = 16;
+
+/// Grants up to `MAX_QUICK_ACKS` quick ACKs, fewer when the window holds fewer than that
+/// many pairs of segments (Linux's `tcp_incr_quickack`: `rcv_wnd / (2 * rcv_mss)`, at
+/// least 2): the ACKs of a connection's first round trips go out at once, so a sender
+/// in slow start (RFC 5681 §3.1) or one whose Nagle algorithm (RFC 896, RFC 1122
+/// §4.2.3.4) holds a small write until the previous one is acknowledged is not held up
+/// by the delayed-ACK timer (RFC 1122 §4.2.3.2 allows the delay, it does not require it).
+fn incr_quickack(s: &mut Socket) {
+    let mss = u32::from(s.rcv.mss()).max(1);
+    let q = (s.rcv.wnd() / (2 * mss)).clamp(2, MAX_QUICK_ACKS) as u8;
+    s.quick_acks = s.quick_acks.max(q);
+}
+
+/// Quick-ACK mode proper (Linux's `tcp_enter_quickack_mode`): the quick ACKs, and out
+/// of interactive mode.
+fn enter_quickack_mode(s: &mut Socket) {
+    incr_quickack(s);
+    s.pingpong = false;
+}
+
+/// In-order data arrived (Linux's `tcp_event_data_recv`): the first data of a
+/// connection, and the first after a silence longer than the retransmission timeout
+/// (the sender has been idle or timed out and restarts from a small window, RFC 5681
+/// §4.1), start quick-ACK mode.
+fn note_data_received(s: &mut Socket, now: Instant) {
+    let restart = match s.data_rcvd_at {
+        None => true,
+        Some(t) => now.saturating_duration_since(t) > s.rtt.rto(),
+    };
+    if restart {
+        incr_quickack(s);
+    }
+    s.data_rcvd_at = Some(now);
+}
+
 /// The delayed-ACK rule: when more than one full-sized segment is unacknowledged (RFC 5681
 /// §4.2: ACK at least every second one), acknowledge at the end of this receive batch,
-/// else within the delay.
+/// else within the delay. In quick-ACK mode (see [`incr_quickack`]) every segment is
+/// acknowledged at the end of its batch.
 ///
 /// One cumulative ACK per connection per receive batch, not one per two segments: each
 /// ACK we send costs a frame through the channel and, on veth, the peer's whole receive
@@ -151,11 +199,58 @@ fn schedule_ack(s: &mut Socket, now: Instant, cx: &Cx<'_>) {
     }
     if s.rcv.unacked_over_stretch() {
         s.ack_immediate = true;
-    } else if s.rcv.unacked_over_mss() {
-        s.ack_now = true;
+    } else if s.rcv.unacked_over_mss() || (s.quick_acks > 0 && !s.pingpong) {
+        // A second full segment, or quick-ACK mode (not while interactive, where the
+        // ACK rides on the reply: Linux's tcp_in_quickack_mode). Linux's receiver
+        // answers this very segment; ours by default the whole batch.
+        if cx.cfg.ack_policy == AckPolicy::Linux {
+            s.ack_immediate = true;
+        } else {
+            s.ack_now = true;
+        }
     } else if !s.timers.delack_pending() {
         s.timers.arm_delack(now + cx.cfg.delayed_ack);
     }
+}
+
+/// Linux's cap on SACK-compressed segments before an ACK goes out (`tcp_comp_sack_nr`).
+const COMP_SACK_NR: u8 = 44;
+
+/// Linux's ceiling on the SACK compression delay (`tcp_comp_sack_delay_ns`).
+const COMP_SACK_DELAY: Duration = Duration::from_millis(1);
+
+/// Linux's slack on that timer (`tcp_comp_sack_slack_ns`): it fires up to this much
+/// after the delay. We take the latest, which also keeps a zero RTT estimate from
+/// turning compression off.
+const COMP_SACK_SLACK: Duration = Duration::from_micros(100);
+
+/// The ACK for out-of-order data. RFC 5681 §4.2 / RFC 9293 §3.10.7.4 ask for an
+/// immediate duplicate ACK, which carries the SACK blocks; with `AckPolicy::Linux` only
+/// the first three per RCV.NXT go at once (enough for the sender's duplicate-ACK
+/// threshold, RFC 5681 §3.2), then Linux's SACK compression (`__tcp_ack_snd_check`,
+/// `tcp_sack_compress`): one ACK reporting all that arrived after min(1 ms, SRTT/20)
+/// (plus the timer's slack),
+/// or at once after 44 such segments.
+fn out_of_order_ack(s: &mut Socket, now: Instant, cx: &Cx<'_>) {
+    if cx.cfg.ack_policy != AckPolicy::Linux || !s.sack_on {
+        s.ack_immediate = true;
+        return;
+    }
+    if s.comp_rcv_nxt != s.rcv.nxt() {
+        s.comp_rcv_nxt = s.rcv.nxt();
+        s.dup_acks_sent = 0;
+    }
+    if s.dup_acks_sent < 3 || s.compressed_acks >= COMP_SACK_NR {
+        s.dup_acks_sent = s.dup_acks_sent.saturating_add(1);
+        s.ack_immediate = true;
+        return;
+    }
+    s.compressed_acks += 1;
+    let delay = s
+        .rtt
+        .srtt()
+        .map_or(COMP_SACK_DELAY, |r| (r / 20).min(COMP_SACK_DELAY));
+    s.timers.arm_delack_by(now + delay + COMP_SACK_SLACK);
 }
 
 /// Writes the SACK blocks to report: a D-SACK block first (RFC 2883), then the block

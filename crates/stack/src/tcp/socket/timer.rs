@@ -101,6 +101,13 @@ impl Socket {
     pub(crate) fn on_timer(&mut self, now: Instant, cx: &mut Cx<'_>) {
         if self.timers.take_delack(now) {
             self.ack_now = true;
+            // The delayed ACK was not carried by a reply: the exchange is not
+            // interactive after all (Linux's tcp_delack_timer_handler leaves ping-pong
+            // mode here). A compressed SACK's deadline (Linux's own timer) says nothing
+            // of that.
+            if self.compressed_acks == 0 {
+                self.pingpong = false;
+            }
         }
         if self.timers.reo_due(now) {
             self.rack_detect(now, cx.stats);

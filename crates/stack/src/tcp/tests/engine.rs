@@ -333,3 +333,60 @@ fn stale_and_foreign_handles_error() {
     assert_eq!(a.state(s2).unwrap(), State::SynSent);
     assert_eq!(a.state(s), Err(SocketError::InvalidHandle));
 }
+
+/// Issue 13: a listener's limits on connections not yet accepted refuse a SYN before
+/// the handshake, with no state: over the per-source bound with a RST (the peer's
+/// connect fails at once), over the total bound silently (it retries). Accepting a
+/// connection frees its share.
+#[test]
+fn listener_limits_refuse_syns_before_the_handshake() {
+    let mut h = Harness::new(plain_config());
+    let l = h.tcp.listen(h.local, 16).unwrap();
+    h.tcp
+        .set_listener_limits(l, crate::tcp::ListenerLimits::new(Some(3), Some(2)))
+        .unwrap();
+    let first = h.remote;
+    // Two from one source: both answered; the handshake of the first completes.
+    let syn = syn_from(&mut h, 40001, 100);
+    h.send(syn);
+    let sa = h.out1();
+    assert_eq!(sa.flags, TcpFlags::SYN | TcpFlags::ACK);
+    let mut ack = h.peer().seq(101).ack(sa.seq + 1);
+    ack.src_port = 40001;
+    h.send(ack);
+    h.quiet();
+    let syn = syn_from(&mut h, 40002, 100);
+    h.send(syn);
+    assert_eq!(h.out1().flags, TcpFlags::SYN | TcpFlags::ACK);
+    // The third from that source (one established, one half-open): a RST, nothing kept.
+    let syn = syn_from(&mut h, 40003, 100);
+    h.send(syn);
+    let rst = h.out1();
+    assert!(rst.has(TcpFlags::RST) && rst.ack == 101, "{rst:?}");
+    assert_eq!(h.tcp.connection_count(), 2);
+    assert_eq!(h.tcp.stats().listen_source_refused, 1);
+    // Another source is within its share: answered (three pending in all).
+    h.remote = "198.18.0.77:40000".parse().unwrap();
+    let syn = syn_from(&mut h, 40004, 100);
+    h.send(syn);
+    assert_eq!(h.out1().flags, TcpFlags::SYN | TcpFlags::ACK);
+    // A third source finds the total bound reached: dropped silently.
+    h.remote = "198.18.0.78:40000".parse().unwrap();
+    let syn = syn_from(&mut h, 40005, 100);
+    h.send(syn);
+    h.quiet();
+    assert_eq!(h.tcp.stats().listen_pending_refused, 1);
+    assert_eq!(h.tcp.connection_count(), 3);
+    // Accepting the established one frees a place in both bounds.
+    assert!(h.tcp.accept(h.now, l).unwrap().is_some());
+    let syn = syn_from(&mut h, 40005, 100);
+    h.send(syn);
+    assert_eq!(h.out1().flags, TcpFlags::SYN | TcpFlags::ACK);
+    h.remote = first;
+    let syn = syn_from(&mut h, 40006, 100);
+    h.send(syn);
+    // The first source still has one half-open (40002) and the accepted one no longer
+    // counts, but the total (three pending) is reached again: dropped.
+    h.quiet();
+    assert_eq!(h.tcp.stats().listen_pending_refused, 2);
+}

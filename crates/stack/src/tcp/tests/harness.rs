@@ -212,6 +212,12 @@ impl Harness {
         v.into_iter().next().unwrap()
     }
 
+    /// Drops the replies already taken from `process`; then nothing more came out.
+    pub fn quiet_after_pending(&mut self) {
+        self.pending.clear();
+        self.quiet();
+    }
+
     /// Nothing came out.
     pub fn quiet(&mut self) {
         let v = self.out();
@@ -313,6 +319,25 @@ impl Harness {
         );
         assert_eq!(self.tcp.state(h).unwrap(), crate::tcp::State::Established);
         (h, iss)
+    }
+
+    /// Uses up the quick ACKs a connection starts with (Linux's quick-ACK mode: the first
+    /// ~16 segments are acknowledged at once): one-byte segments from `seq` until one is
+    /// not acknowledged at once, then lets its delayed ACK go out and reads the bytes
+    /// back. Returns the next sequence number.
+    pub fn end_quick_acks(&mut self, h: SocketHandle, mut seq: u32, ack: u32) -> u32 {
+        for _ in 0..64 {
+            self.send(self.peer().seq(seq).ack(ack).data(b"q"));
+            seq = seq.wrapping_add(1);
+            if self.out().is_empty() {
+                let a = self.advance(Duration::from_millis(200));
+                assert_eq!(a.len(), 1, "one delayed ACK: {a:#?}");
+                assert_eq!(a[0].ack, seq);
+                self.read_all(h);
+                return seq;
+            }
+        }
+        panic!("quick-ACK mode never ended");
     }
 
     pub fn read_all(&mut self, h: SocketHandle) -> Vec<u8> {

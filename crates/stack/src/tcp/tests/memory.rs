@@ -158,6 +158,8 @@ fn issue13_under_pressure_new_connections_start_at_the_minimum() {
     assert_eq!(h.tcp.info(s).unwrap().rcv_wnd, 65535);
     h.send(h.peer().seq(1001).ack(iss + 1).data(&[1; 10]));
     assert!(h.tcp.stats().mem_pressure);
+    // The data's quick ACK.
+    assert_eq!(h.out1().ack, 1011);
     let mut syn = h.peer().seq(5).flags(TcpFlags::SYN).window(65535);
     syn.src_port = 40002;
     h.send(syn);
@@ -255,4 +257,62 @@ fn issue13_send_refused_by_the_budget_is_not_writable_until_there_is_room() {
     assert_eq!(h.tcp.send(h.now, s, b"answer").unwrap(), 6);
     let out = h.out();
     assert!(out.iter().any(|o| o.payload == b"answer"), "{out:?}");
+}
+
+/// Issue 13: structures give back the capacity a peak left behind. 2,000 connections are
+/// established and accepted, then reset by their peer: within a second the slab and the
+/// connection table shrink below a quarter of their peak, a handle of a connection
+/// that lived in a slot given back never reaches the slot's next occupant, and new
+/// connections work as before.
+#[test]
+fn issue13_the_slab_and_table_shrink_after_a_peak() {
+    const N: u16 = 2000;
+    let mut h = Harness::new(TcpConfig {
+        syn_queue_len: 4096,
+        max_backlog: 4096,
+        ..plain_config()
+    });
+    let l = h.tcp.listen(h.local, 4096).unwrap();
+    let mut handles = Vec::new();
+    for i in 0..N {
+        let mut syn = h.peer().seq(1000).flags(TcpFlags::SYN);
+        syn.src_port = 20000 + i;
+        h.send(syn);
+        let sa = h.out1();
+        let mut ack = h.peer().seq(1001).ack(sa.seq + 1);
+        ack.src_port = 20000 + i;
+        h.send(ack);
+        h.quiet();
+        handles.push(h.tcp.accept(h.now, l).unwrap().unwrap());
+    }
+    let (slab_peak, table_peak) = h.tcp.slab_capacity();
+    assert!(slab_peak >= usize::from(N) && table_peak >= usize::from(N));
+    // The peer resets them all (in window, RFC 9293 §3.10.7.4).
+    for i in 0..N {
+        let mut rst = h.peer().seq(1001).flags(TcpFlags::RST);
+        rst.src_port = 20000 + i;
+        h.send(rst);
+    }
+    for &s in &handles {
+        let _ = h.tcp.close(h.now, s);
+    }
+    assert_eq!(h.tcp.connection_count(), 0);
+    h.advance(Duration::from_secs(2));
+    let (slab, table) = h.tcp.slab_capacity();
+    assert!(slab < slab_peak / 4, "slab {slab} of peak {slab_peak}");
+    assert!(table < table_peak / 4, "table {table} of peak {table_peak}");
+    // A new connection takes the first slot again, under a new generation: the handle
+    // of that slot's first connection stays stale.
+    let mut syn = h.peer().seq(5000).flags(TcpFlags::SYN);
+    syn.src_port = 30000;
+    h.send(syn);
+    let sa = h.out1();
+    let mut ack = h.peer().seq(5001).ack(sa.seq + 1);
+    ack.src_port = 30000;
+    h.send(ack);
+    let fresh = h.tcp.accept(h.now, l).unwrap().unwrap();
+    assert!(handles.iter().all(|&old| old != fresh));
+    assert!(handles.iter().all(|&old| h.tcp.state(old).is_err()));
+    h.tcp.send(h.now, fresh, b"still works").unwrap();
+    assert_eq!(h.out1().payload, b"still works");
 }

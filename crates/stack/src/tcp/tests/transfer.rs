@@ -189,24 +189,115 @@ fn delayed_ack_every_second_segment_and_timer() {
     let mut h = Harness::new(plain_config());
     let (s, iss) = h.passive_open(1000, h.peer());
     let nxt = iss + 1;
+    // Past the quick ACKs of the connection's start.
+    let b = h.end_quick_acks(s, 1001, nxt);
     let seg = vec![3u8; 1460];
-    h.send(h.peer().seq(1001).ack(nxt).data(&seg));
+    h.send(h.peer().seq(b).ack(nxt).data(&seg));
     h.quiet();
-    h.send(h.peer().seq(1001 + 1460).ack(nxt).data(&seg));
+    h.send(h.peer().seq(b + 1460).ack(nxt).data(&seg));
     let a = h.out1();
-    assert_eq!(a.ack, 1001 + 2920);
+    assert_eq!(a.ack, b + 2920);
     // A lone segment waits for the delayed-ACK timer (40 ms).
-    h.send(h.peer().seq(1001 + 2920).ack(nxt).data(&seg));
+    h.send(h.peer().seq(b + 2920).ack(nxt).data(&seg));
     assert!(h.advance(Duration::from_millis(39)).is_empty());
     let a = h.advance(Duration::from_millis(1));
     assert_eq!(a.len(), 1);
-    assert_eq!(a[0].ack, 1001 + 4380);
+    assert_eq!(a[0].ack, b + 4380);
     // Switching delayed ACK off acknowledges every segment.
     h.tcp
         .set_option(h.now, s, SocketOption::DelayedAck(false))
         .unwrap();
-    h.send(h.peer().seq(1001 + 4380).ack(nxt).data(b"x"));
-    assert_eq!(h.out1().ack, 1001 + 4381);
+    h.send(h.peer().seq(b + 4380).ack(nxt).data(b"x"));
+    assert_eq!(h.out1().ack, b + 4381);
+}
+
+/// `AckPolicy::Linux`: an ACK for every second full segment as it arrives (not one per
+/// batch), and for out-of-order data three duplicate ACKs at once, then one compressed
+/// ACK after at most 1.1 ms carrying the SACK blocks of all that arrived.
+#[test]
+fn linux_ack_policy_acks_every_second_segment_and_compresses_sacks() {
+    let mut cfg = plain_config();
+    cfg.sack = true;
+    cfg.ack_policy = crate::tcp::AckPolicy::Linux;
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000).sack_ok());
+    let nxt = iss + 1;
+    let b = h.end_quick_acks(s, 1001, nxt);
+    let seg = vec![5u8; 1000];
+    // Four full segments in one batch: two ACKs, answered from `process` itself.
+    for i in 0..4 {
+        h.send(h.peer().seq(b + i * 1000).ack(nxt).data(&seg));
+    }
+    let acks: Vec<u32> = h.pending.iter().map(|a| a.ack).collect();
+    assert_eq!(acks, vec![b + 2000, b + 4000]);
+    h.quiet_after_pending();
+    // A hole at b+4000; six segments above it.
+    let base = b + 5000;
+    for i in 0..6 {
+        h.send(h.peer().seq(base + i * 1000).ack(nxt).data(&seg));
+    }
+    let dups = h.out();
+    assert_eq!(dups.len(), 3, "three duplicate ACKs at once: {dups:#?}");
+    assert!(dups.iter().all(|a| a.ack == b + 4000));
+    // The other three wait (SACK compression), then one ACK reports all six.
+    let later = h.advance(Duration::from_micros(1100));
+    assert_eq!(later.len(), 1, "{later:#?}");
+    assert_eq!(later[0].sack(), vec![(base, base + 6000)]);
+    // The hole filled: acknowledged at once.
+    h.send(h.peer().seq(b + 4000).ack(nxt).data(&seg));
+    assert_eq!(h.out1().ack, base + 6000);
+}
+
+/// Quick-ACK mode (Linux's `tcp_incr_quickack`, `TCP_MAX_QUICKACKS` 16): the first
+/// segments of a connection are acknowledged at once, so a Nagle sender writing a
+/// request in pieces is not held 40 ms per piece; then the delayed ACK; after a silence
+/// longer than the RTO the quick ACKs start again; a reply within the delay (an
+/// interactive exchange) turns them off, and a delayed ACK that no reply carried turns
+/// them back on.
+#[test]
+fn quick_acks_at_start_and_after_a_silence() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1460));
+    let nxt = iss + 1;
+    let mut seq = 1001;
+    let mut quick = 0;
+    loop {
+        h.send(h.peer().seq(seq).ack(nxt).data(b"piece"));
+        seq += 5;
+        let a = h.out();
+        if a.is_empty() {
+            break;
+        }
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].ack, seq);
+        quick += 1;
+        assert!(quick <= 16, "more quick ACKs than Linux's 16");
+    }
+    // A 65,535-byte window holds 16 pairs of 5-byte segments many times over: Linux's cap.
+    assert_eq!(quick, 16);
+    let a = h.advance(Duration::from_millis(40));
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].ack, seq);
+    // A silence longer than the RTO (1 s initial, no sample yet): quick ACKs again.
+    h.advance(Duration::from_secs(2));
+    h.send(h.peer().seq(seq).ack(nxt).data(b"again"));
+    seq += 5;
+    assert_eq!(h.out1().ack, seq);
+    // Interactive: we answer at once with data; the next request's ACK waits for a reply.
+    h.read_all(s);
+    h.tcp.send(h.now, s, b"reply").unwrap();
+    assert_eq!(h.out1().payload, b"reply");
+    h.send(h.peer().seq(seq).ack(nxt + 5).data(b"request"));
+    seq += 7;
+    h.quiet();
+    // No reply: the delayed ACK goes out and ends interactive mode, so quick ACKs are
+    // back for the rest of the 16.
+    let a = h.advance(Duration::from_millis(40));
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].ack, seq);
+    h.send(h.peer().seq(seq).ack(nxt + 5).data(b"more"));
+    seq += 4;
+    assert_eq!(h.out1().ack, seq);
 }
 
 /// Issue 12, defect 6 (RFC 2883 §4.2): a duplicate of out-of-order data above RCV.NXT
