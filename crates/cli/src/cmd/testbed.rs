@@ -30,7 +30,8 @@ pub struct UpArgs {
     /// Leave the kernel's checksum/segmentation/GRO offloads on (kernel-only baselines).
     #[arg(long)]
     kernel_offloads: bool,
-    /// Leave IPv6 enabled on the veth ends.
+    /// Dual stack: IPv6 on both veth ends with 2001:2:0:<slot>::1 and ::2 (/64, no DAD, no
+    /// kernel link-local) and spare IPv6 addresses for ulnet.
     #[arg(long)]
     ipv6: bool,
 }
