@@ -90,6 +90,17 @@ impl Tcp {
         Ok(())
     }
 
+    /// Makes a listener on `[::]` refuse IPv4 connections (`true`, Linux
+    /// `IPV6_V6ONLY`) or take those no IPv4 listener claims (`false`, the default, as
+    /// Linux's `bindv6only=0`). No effect on other listeners.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale handle.
+    pub fn set_listener_v6only(&mut self, l: ListenerHandle, on: bool) -> Result<(), SocketError> {
+        self.listener_mut(l).ok_or(SocketError::InvalidHandle)?.v6only = on;
+        Ok(())
+    }
+
     /// Opens a connection from `local` (port 0 picks an ephemeral port, RFC 6056) to
     /// `remote`. The SYN goes out on the next dispatch.
     ///

@@ -45,6 +45,10 @@ pub(crate) struct Listener {
     pub last_overflow: Option<Instant>,
     /// Options every new connection gets before its SYN-ACK, at most one per kind.
     pub options: Vec<SocketOption>,
+    /// For a listener on the IPv6 wildcard `[::]`: refuse IPv4 connections (Linux
+    /// `IPV6_V6ONLY`, RFC 3493 §5.3). Off by default, as Linux's `bindv6only=0`: the
+    /// wildcard listener then also takes IPv4 connections no IPv4 listener claims.
+    pub v6only: bool,
 }
 
 impl Listener {
@@ -57,6 +61,7 @@ impl Listener {
             syn_order: VecDeque::new(),
             last_overflow: None,
             options: Vec::new(),
+            v6only: false,
         }
     }
 

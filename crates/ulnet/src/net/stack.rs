@@ -16,7 +16,7 @@
 //! (FINs sent and acknowledged), then it stops and its thread is joined.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::thread::JoinHandle;
@@ -34,6 +34,10 @@ pub(crate) struct StackInner {
     handle: Handle,
     registry: Arc<Registry>,
     local_ip: IpAddr,
+    /// Every configured address (the interface's, as built), for source selection.
+    addresses: Vec<IpCidr>,
+    /// The IPv6 link-local address (of the MAC, RFC 4862 §5.3) when any address is IPv6.
+    link_local: Option<Ipv6Addr>,
     close_linger: Duration,
     /// The loop, turned by its own thread and by application threads that wait.
     engine: Arc<Engine>,
@@ -108,13 +112,18 @@ impl Stack {
         apps: Vec<Box<dyn App + Send>>,
         close_linger: Duration,
     ) -> io::Result<Stack> {
-        let local_ip = rt
-            .iface()
-            .config()
-            .addresses
+        let (addresses, mac) = {
+            let iface = rt.iface();
+            (iface.config().addresses.clone(), iface.config().mac)
+        };
+        let local_ip = addresses
             .first()
             .map(IpCidr::address)
             .ok_or_else(|| err(io::ErrorKind::InvalidInput, "the interface has no address"))?;
+        let link_local = addresses
+            .iter()
+            .any(|a| a.address().is_ipv6())
+            .then(|| crate::runtime::link_local(mac));
         let handle = rt.handle();
         let registry = Arc::new(Registry::default());
         let reactor = Reactor {
@@ -137,6 +146,8 @@ impl Stack {
                 handle,
                 registry,
                 local_ip,
+                addresses,
+                link_local,
                 close_linger,
                 engine,
                 thread: Mutex::new(Some(thread)),
@@ -152,6 +163,45 @@ impl Stack {
     /// The stack's own address (the first configured).
     pub fn local_ip(&self) -> IpAddr {
         self.inner.local_ip
+    }
+
+    /// The configured addresses with their prefixes (the link-local one not included).
+    pub fn addresses(&self) -> &[IpCidr] {
+        &self.inner.addresses
+    }
+
+    /// The stack's first address of `family`'s kind (`true`: IPv6), if any: what a
+    /// wildcard listener of that family answers on, and what tools print.
+    pub fn local_ip_of(&self, ipv6: bool) -> Option<IpAddr> {
+        self.inner
+            .addresses
+            .iter()
+            .map(IpCidr::address)
+            .find(|a| a.is_ipv6() == ipv6)
+    }
+
+    /// The source address for talking to `remote` (a simplified RFC 6724 §5): one of
+    /// the same family; for a link-local destination the link-local address (rule 2,
+    /// matching scope); else one whose prefix holds `remote` (on-link, the longest
+    /// match, rule 8); else the first of that family. `None` when the stack has no
+    /// address of `remote`'s family.
+    pub fn source_for(&self, remote: IpAddr) -> Option<IpAddr> {
+        if let IpAddr::V6(r) = remote {
+            if r.is_unicast_link_local() {
+                return self.inner.link_local.map(IpAddr::V6);
+            }
+        }
+        let same = || {
+            self.inner
+                .addresses
+                .iter()
+                .filter(move |a| a.address().is_ipv6() == remote.is_ipv6())
+        };
+        same()
+            .filter(|a| a.contains(remote))
+            .max_by_key(|a| a.prefix_len())
+            .or_else(|| same().next())
+            .map(IpCidr::address)
     }
 
     /// Runs `f` on the locked interface with the loop's `now`, then wakes the loop.

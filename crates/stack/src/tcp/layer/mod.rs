@@ -448,9 +448,20 @@ impl Tcp {
             SocketAddr::V4(_) => IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED),
             SocketAddr::V6(_) => IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED),
         };
-        self.listen_map
-            .get(&SocketAddr::new(any, local.port()))
-            .copied()
+        if let Some(&i) = self.listen_map.get(&SocketAddr::new(any, local.port())) {
+            return Some(i);
+        }
+        // Dual stack (RFC 3493 §3.7, Linux bindv6only=0): an IPv4 segment no IPv4
+        // listener claims goes to a `[::]` listener on its port unless that one is
+        // v6-only. The connection keeps its IPv4 addresses (Linux would show them
+        // v4-mapped, ::ffff:a.b.c.d).
+        if local.is_ipv4() {
+            let any6 = SocketAddr::new(IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED), local.port());
+            let i = *self.listen_map.get(&any6)?;
+            let l = self.listeners.get(i as usize)?.listener.as_ref()?;
+            return (!l.v6only).then_some(i);
+        }
+        None
     }
 
     // ---------------------------------------------------------------- egress

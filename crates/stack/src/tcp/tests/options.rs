@@ -144,3 +144,24 @@ fn info_reports_ca_state_rcv_mss_lost_and_retransmitted_bytes() {
     }
     assert_eq!(h.tcp.info(s).unwrap().ca_state, CaState::Loss);
 }
+
+#[test]
+fn ipv6_wildcard_listener_takes_ipv4_unless_v6only() {
+    // Issue 15: dual stack as Linux's bindv6only=0 (RFC 3493 §3.7): a `[::]:80`
+    // listener answers an IPv4 SYN no IPv4 listener claims; set v6-only, it does not.
+    let mut h = Harness::new(plain_config());
+    let l = h.tcp.listen("[::]:80".parse().unwrap(), 16).unwrap();
+    h.send(h.peer().seq(1000).flags(TcpFlags::SYN).mss(1460));
+    let synack = h.out1();
+    assert_eq!(synack.flags, TcpFlags::SYN | TcpFlags::ACK);
+    h.send(h.peer().seq(1001).ack(synack.seq + 1));
+    let s = h.tcp.accept(h.now, l).unwrap().expect("an IPv4 connection");
+    assert!(h.tcp.info(s).is_ok());
+
+    h.tcp.set_listener_v6only(l, true).unwrap();
+    h.remote = "198.18.0.2:40001".parse().unwrap();
+    h.send(h.peer().seq(5000).flags(TcpFlags::SYN).mss(1460));
+    let rst = h.out1();
+    assert!(rst.flags.contains(TcpFlags::RST), "{rst:?}");
+    assert!(h.tcp.accept(h.now, l).unwrap().is_none());
+}
