@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use ulnet_channel::xdp::XdpOptions;
 use ulnet_channel::Channel;
-use ulnet_stack::iface::{IpCidr, Route, RouteError};
+use ulnet_stack::iface::{IpCidr, Limits, Route, RouteError};
 use ulnet_stack::tcp::{Algorithm, TcpConfig};
 use ulnet_wire::EthernetAddress;
 
@@ -187,6 +187,8 @@ pub struct StackBuilder {
     routes: Vec<Route>,
     mac: Option<EthernetAddress>,
     neighbors: Vec<(IpAddr, EthernetAddress)>,
+    /// The interface's bounds and timers (neighbour cache, ND/ARP, fragments, ...).
+    limits: Limits,
     /// `None`: no TCP layer.
     tcp: Option<TcpConfig>,
     wait: WaitMode,
@@ -237,6 +239,7 @@ impl Default for StackBuilder {
             routes: Vec::new(),
             mac: None,
             neighbors: Vec::new(),
+            limits: Limits::default(),
             tcp: Some(TcpConfig::default()),
             wait: WaitMode::Sleep,
             pcap: None,
@@ -384,6 +387,16 @@ impl StackBuilder {
     #[must_use]
     pub fn neighbor(mut self, ip: IpAddr, mac: EthernetAddress) -> Self {
         self.neighbors.push((ip, mac));
+        self
+    }
+
+    /// The interface's memory bounds and timers (default: [`Limits::default`], the
+    /// RFCs' and Linux's values): neighbour cache size and reachable time, resolution
+    /// retries, reassembly, ICMP rate, socket counts, and with IPv6 duplicate address
+    /// detection and unreachability detection.
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -538,6 +551,7 @@ impl StackBuilder {
             gateway: self.gateway,
             mac: self.mac,
             neighbors: self.neighbors,
+            limits: self.limits,
             tcp: self.tcp,
             wait: self.wait,
             pcap: self.pcap,

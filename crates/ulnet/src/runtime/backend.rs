@@ -21,7 +21,7 @@ use ulnet_channel::pcap::{system_clock, Pcap, PcapWriter, Precision};
 use ulnet_channel::tap::{TapChannel, TapOptions};
 use ulnet_channel::xdp::{XdpChannel, XdpOptions};
 use ulnet_channel::{Capabilities, Channel, Stats, Tx};
-use ulnet_stack::iface::{ChecksumCaps, Interface, InterfaceConfig, IpCidr};
+use ulnet_stack::iface::{ChecksumCaps, Interface, InterfaceConfig, IpCidr, Limits};
 use ulnet_stack::tcp::{Tcp, TcpConfig};
 use ulnet_wire::{ChecksumMode, EthernetAddress};
 
@@ -86,6 +86,8 @@ pub(crate) struct NetConfig {
     pub mac: Option<EthernetAddress>,
     /// Neighbours that are never asked for.
     pub neighbors: Vec<(IpAddr, EthernetAddress)>,
+    /// The interface's bounds and timers.
+    pub limits: Limits,
     /// TCP configuration; `None` leaves TCP off (segments are answered with nothing).
     pub tcp: Option<TcpConfig>,
     /// Busy-poll or sleep.
@@ -170,6 +172,7 @@ pub(crate) fn open(cfg: NetConfig) -> io::Result<Runtime<AnyChannel>> {
         gateway,
         mac,
         neighbors,
+        limits,
         tcp,
         wait,
         pcap,
@@ -198,7 +201,7 @@ pub(crate) fn open(cfg: NetConfig) -> io::Result<Runtime<AnyChannel>> {
         None => channel,
     };
     let caps = channel.capabilities();
-    let iface = build_interface(&addresses, gateway, &neighbors, tcp, &caps, mac)?;
+    let iface = build_interface(&addresses, gateway, &neighbors, limits, tcp, &caps, mac)?;
     Runtime::new(channel, iface, wait, Clock::monotonic())
 }
 
@@ -303,13 +306,16 @@ fn build_interface(
     addresses: &[IpCidr],
     gateway: Option<IpAddr>,
     neighbors: &[(IpAddr, EthernetAddress)],
+    limits: Limits,
     tcp: Option<TcpConfig>,
     caps: &Capabilities,
     mac: EthernetAddress,
 ) -> io::Result<Interface> {
     // The largest IP packet that fits both the link and one channel frame.
     let mtu = caps.mtu.min(caps.max_frame_len.saturating_sub(14));
-    let mut ic = InterfaceConfig::new(mac).mtu(mtu)
+    let mut ic = InterfaceConfig::new(mac)
+        .mtu(mtu)
+        .limits(limits)
         .checksum(ChecksumCaps {
             rx_verified: caps.rx_checksum_verified,
             tx: if caps.tx_checksum_offload {
