@@ -106,7 +106,7 @@ impl Session {
 
     /// curl fetches `len` pattern bytes from ulnet's HTTP server into `out`, intact.
     pub fn check_curl(&mut self, len: u64, out: &Path) {
-        let url = format!("http://{}/bytes/{len}", self.ip);
+        let url = super::http_url(self.ip, 80, &format!("bytes/{len}"));
         let ns = self.ns.clone();
         let got = self.serve_while(|| curl(&ns, &url, out));
         assert_eq!(got, (len, pattern_sha(len)), "curl body");
@@ -159,7 +159,7 @@ impl Session {
     /// bytes intact. Returns how many packets the loss rules dropped.
     pub fn check_curl_under_loss(&mut self, peer: &Side, len: u64, out: &Path) -> u64 {
         peer.set_loss(2).expect("nft loss rules");
-        let url = format!("http://{}/bytes/{len}", self.ip);
+        let url = super::http_url(self.ip, 80, &format!("bytes/{len}"));
         let ns = &self.ns;
         let got = serve_while(&mut self.rt, &mut self.s, LOSS_LIMIT, || {
             curl(ns, &url, out)
