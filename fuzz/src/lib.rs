@@ -29,6 +29,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("udp", udp),
     ("tcp", tcp),
     ("pretty", pretty),
+    ("ipv6", ipv6),
+    ("icmpv6", icmpv6),
 ];
 
 /// An Ethernet frame: header view, repr round trip, and the layers below it.
@@ -43,6 +45,7 @@ pub fn ethernet(data: &[u8]) {
     match repr.ethertype {
         EtherType::Arp => arp(frame.payload()),
         EtherType::Ipv4 => ipv4(frame.payload()),
+        EtherType::Ipv6 => ipv6(frame.payload()),
         _ => {}
     }
 }
@@ -194,6 +197,104 @@ pub fn tcp(data: &[u8]) {
     }
 }
 
+/// An IPv6 packet: the fixed header round trip, the bounded extension-header walk
+/// (RFC 8200 §4; never past the payload, never more than its bounds), then the upper
+/// layer when the packet is not a later fragment.
+pub fn ipv6(data: &[u8]) {
+    let Ok(packet) = Ipv6Packet::new_checked(data) else {
+        return;
+    };
+    let Ok(repr) = Ipv6Repr::parse(&packet) else {
+        return;
+    };
+    let mut out = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut Ipv6Packet::new_unchecked(&mut out[..]));
+    assert_eq!(
+        Ipv6Repr::parse(&Ipv6Packet::new_checked(&out[..]).unwrap()),
+        Ok(repr)
+    );
+    let payload = packet.payload();
+    let Ok(chain) = ipv6ext::walk(repr.next_header, payload) else {
+        return;
+    };
+    assert!(chain.header_len <= payload.len());
+    assert!(chain.count <= ipv6ext::MAX_EXT_HEADERS);
+    if chain.fragment.is_some_and(|f| !f.is_atomic()) {
+        return;
+    }
+    let upper = &payload[chain.header_len..];
+    let (src, dst) = (IpAddr::V6(repr.src_addr), IpAddr::V6(repr.dst_addr));
+    match chain.upper {
+        IpProtocol::Icmpv6 => icmpv6_between(upper, &repr.src_addr, &repr.dst_addr),
+        IpProtocol::Udp => {
+            if let Ok(p) = UdpPacket::new_checked(upper) {
+                let _ = UdpRepr::parse(&p, &src, &dst, ChecksumMode::Full);
+            }
+        }
+        IpProtocol::Tcp => {
+            if let Ok(p) = TcpPacket::new_checked(upper) {
+                let _ = TcpRepr::parse(&p, &src, &dst, ChecksumMode::Full);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An ICMPv6 message (and the ND messages and options in it), between two fixed
+/// addresses.
+pub fn icmpv6(data: &[u8]) {
+    let (IpAddr::V6(s), IpAddr::V6(d)) = (SRC6, DST6) else {
+        unreachable!()
+    };
+    icmpv6_between(data, &s, &d);
+}
+
+fn icmpv6_between(data: &[u8], src: &Ipv6Addr, dst: &Ipv6Addr) {
+    let Ok(packet) = Icmpv6Packet::new_checked(data) else {
+        return;
+    };
+    let _ = Icmpv6Repr::parse(&packet, src, dst, ChecksumMode::Full);
+    let Ok(repr) = Icmpv6Repr::parse(&packet, src, dst, ChecksumMode::Offload) else {
+        return;
+    };
+    let _ = repr.quote();
+    let _ = repr.to_string();
+    if let Icmpv6Repr::Ndisc(nd) = repr {
+        let o = nd.options();
+        // A parsed option list iterates to its end, one option per 8 bytes at most.
+        assert!(o.iter().count() <= o.as_bytes().len() / 8);
+        let _ = (
+            o.source_lladdr(),
+            o.target_lladdr(),
+            o.mtu(),
+            o.prefixes().count(),
+        );
+    }
+    if let Icmpv6Repr::DstUnreachable { header, .. }
+    | Icmpv6Repr::PktTooBig { header, .. }
+    | Icmpv6Repr::TimeExceeded { header, .. }
+    | Icmpv6Repr::ParamProblem { header, .. } = repr
+    {
+        if header.payload_len > 65535 {
+            return;
+        }
+    }
+    let mut out = vec![0u8; repr.buffer_len()];
+    repr.emit(
+        &mut Icmpv6Packet::new_unchecked(&mut out[..]),
+        src,
+        dst,
+        ChecksumMode::Full,
+    );
+    let again = Icmpv6Repr::parse(
+        &Icmpv6Packet::new_checked(&out[..]).unwrap(),
+        src,
+        dst,
+        ChecksumMode::Full,
+    );
+    assert_eq!(again, Ok(repr));
+}
+
 /// The pretty-printer over a frame and over a bare IP packet.
 pub fn pretty(data: &[u8]) {
     let mut line = String::new();
@@ -297,6 +398,25 @@ pub fn seed_frames() -> Vec<Vec<u8>> {
         b
     };
     let quoted = Ipv4Repr::new(dst, src, IpProtocol::Udp, udp.len(), 1);
+    let (ns6, echo6, hbh_tcp6, frag6) = v6_bodies();
+    let v6 = |next_header, body: &[u8]| {
+        let (IpAddr::V6(s), IpAddr::V6(d)) = (SRC6, DST6) else {
+            unreachable!()
+        };
+        let r = Ipv6Repr {
+            src_addr: s,
+            dst_addr: d,
+            next_header,
+            payload_len: body.len(),
+            hop_limit: 255,
+            traffic_class: 0,
+            flow_label: 0,
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut Ipv6Packet::new_unchecked(&mut b[..]));
+        b[40..].copy_from_slice(body);
+        eth(EtherType::Ipv6, &b)
+    };
     let arp = {
         let r = ArpRepr {
             operation: ArpOperation::Request,
@@ -342,7 +462,74 @@ pub fn seed_frames() -> Vec<Vec<u8>> {
             None,
         ),
         eth(EtherType::Arp, &arp),
+        v6(IpProtocol::Icmpv6, &ns6),
+        v6(IpProtocol::Icmpv6, &echo6),
+        v6(IpProtocol::HopByHop, &hbh_tcp6),
+        v6(IpProtocol::Ipv6Frag, &frag6),
     ]
+}
+
+/// IPv6 bodies for the seed corpus: a neighbour solicitation, an echo request, a TCP
+/// SYN behind a hop-by-hop header, and a first fragment.
+fn v6_bodies() -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
+    let (IpAddr::V6(s), IpAddr::V6(d)) = (SRC6, DST6) else {
+        unreachable!()
+    };
+    let icmp = |r: Icmpv6Repr<'_>| {
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(
+            &mut Icmpv6Packet::new_unchecked(&mut b[..]),
+            &s,
+            &d,
+            ChecksumMode::Full,
+        );
+        b
+    };
+    let mut ob = [0u8; 8];
+    let options = ndisc::one_option(
+        &mut ob,
+        &NdiscOption::SourceLinkLayer(EthernetAddress([2, 0, 0, 0, 0, 1])),
+    );
+    let ns = icmp(Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target: d,
+        options,
+    }));
+    let echo = icmp(Icmpv6Repr::EchoRequest {
+        ident: 7,
+        seq_no: 1,
+        data: b"ping6",
+    });
+    let tcp = TcpRepr {
+        src_port: 5000,
+        dst_port: 80,
+        seq: SeqNumber(1),
+        ack: SeqNumber(0),
+        flags: TcpFlags::SYN,
+        window: 64240,
+        urgent: 0,
+        options: TcpOptions {
+            mss: Some(1440),
+            ..TcpOptions::none()
+        },
+        payload: &[],
+    };
+    let mut hbh = vec![0u8; 8 + tcp.buffer_len()];
+    ipv6ext::emit_padding_header(&mut hbh[..8], IpProtocol::Tcp, 8);
+    tcp.emit(
+        &mut TcpPacket::new_unchecked(&mut hbh[8..]),
+        &SRC6,
+        &DST6,
+        ChecksumMode::Full,
+    );
+    let mut frag = vec![0u8; 8 + 16];
+    Ipv6FragRepr {
+        next_header: IpProtocol::Udp,
+        offset: 0,
+        more_frags: true,
+        ident: 9,
+    }
+    .emit(&mut frag[..8]);
+    (ns, echo, hbh, frag)
 }
 
 /// A small deterministic generator (xorshift64*), so smoke runs are reproducible from
@@ -422,7 +609,8 @@ pub fn layer_for<'a>(target: &str, frame: &'a [u8]) -> &'a [u8] {
         ip.get(ihl..).unwrap_or(&[])
     };
     match target {
-        "arp" | "ipv4" => frame.get(14..).unwrap_or(&[]),
+        "arp" | "ipv4" | "ipv6" => frame.get(14..).unwrap_or(&[]),
+        "icmpv6" => frame.get(54..).unwrap_or(&[]),
         "icmp" | "udp" | "tcp" => ip_payload(frame),
         _ => frame,
     }

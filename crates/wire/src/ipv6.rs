@@ -1,4 +1,4 @@
-//! IPv6 fixed headers (RFC 8200 §3). Extension headers are not walked here: the view
+//! IPv6 fixed headers (RFC 8200 §3). Extension headers are walked by [`crate::ipv6ext`]: the view
 //! exposes `next_header` and the payload after the fixed header, and the stack decides.
 //! Jumbograms (RFC 2675) are not supported: a zero payload length means an empty payload.
 

@@ -1,7 +1,8 @@
 //! Packet formats as zero-copy typed views over byte buffers, and their emitters.
 //!
-//! Owns: Ethernet II, ARP, IPv4 (options skipped, fragments recognised), the IPv6 fixed
-//! header, ICMPv4, UDP, TCP with every option the stack uses, the Internet checksum
+//! Owns: Ethernet II, ARP, IPv4 (options skipped, fragments recognised), IPv6 with a
+//! bounded walk of its extension headers (`ipv6ext`), ICMPv4, ICMPv6 and Neighbor
+//! Discovery (`icmpv6`, `ndisc`), UDP, TCP with every option the stack uses, the Internet checksum
 //! (with pseudo-headers and RFC 1624 incremental update) and a tcpdump-like
 //! [`pretty_print`]er. In: byte slices from a channel. Out: typed views (`*Packet<T>`,
 //! checked once with `new_checked`) and representations (`*Repr`) that `parse` from a
@@ -13,7 +14,8 @@
 //! malformed or unsupported input; `emit` panics only when handed a buffer shorter than
 //! the `buffer_len` it was told to fill (a caller bug, documented per function).
 //!
-//! Deliberately not here: IPv4 options on emit, IPv6 extension headers, 802.1Q tags,
+//! Deliberately not here: IPv4 options on emit, IPv6 options we would act on (all are
+//! unrecognised, RFC 8200 §4.2), 802.1Q tags,
 //! IPv4 reassembly (the stack does it from the fragment fields).
 //!
 //! ```
@@ -59,9 +61,12 @@ pub mod checksum;
 pub mod error;
 pub mod ethernet;
 pub mod icmpv4;
+pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod ipv6ext;
+pub mod ndisc;
 pub mod pretty;
 pub mod seq;
 pub mod tcp;
@@ -74,9 +79,15 @@ pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
 pub use icmpv4::{
     IcmpQuote, Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, Icmpv4TimeExceeded,
 };
+pub use icmpv6::{
+    Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icmpv6ParamProblem, Icmpv6Quote, Icmpv6Repr,
+    Icmpv6TimeExceeded,
+};
 pub use ip::IpProtocol;
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use ipv6ext::{ChainError, Ipv6Chain, Ipv6FragRepr};
+pub use ndisc::{NaFlags, NdiscOption, NdiscOptions, NdiscRepr, PrefixInfo};
 pub use pretty::{pretty_print, pretty_print_ip};
 pub use seq::SeqNumber;
 pub use tcp::{

@@ -505,3 +505,32 @@ proptest! {
         prop_assert_eq!(layers, if more || offset != 0 { 2 } else { 3 });
     }
 }
+
+proptest! {
+    /// Our ICMPv6 checksum (RFC 4443 §2.3: over the IPv6 pseudo-header) agrees with
+    /// etherparse's, for echo requests and packet too big messages.
+    #[test]
+    fn icmpv6_checksum_agrees(
+        addrs in any::<([u8; 16], [u8; 16])>(),
+        ids in any::<(u16, u16)>(),
+        mtu in any::<u32>(),
+        payload in proptest::collection::vec(any::<u8>(), 0..300),
+        echo in any::<bool>(),
+    ) {
+        let (src, dst): (core::net::Ipv6Addr, core::net::Ipv6Addr) = (addrs.0.into(), addrs.1.into());
+        let (their_type, mut b) = if echo {
+            (ep::Icmpv6Type::EchoRequest(ep::IcmpEchoHeader { id: ids.0, seq: ids.1 }),
+             vec![128, 0, 0, 0, (ids.0 >> 8) as u8, ids.0 as u8, (ids.1 >> 8) as u8, ids.1 as u8])
+        } else {
+            let mut h = vec![2, 0, 0, 0];
+            h.extend_from_slice(&mtu.to_be_bytes());
+            (ep::Icmpv6Type::PacketTooBig { mtu }, h)
+        };
+        b.extend_from_slice(&payload);
+        let theirs = ep::Icmpv6Header::with_checksum(their_type, addrs.0, addrs.1, &payload).unwrap();
+        let mut p = Icmpv6Packet::new_unchecked(&mut b[..]);
+        p.fill_checksum(&src, &dst);
+        prop_assert_eq!(p.checksum(), theirs.checksum);
+        prop_assert!(Icmpv6Packet::new_checked(&b[..]).unwrap().verify_checksum(&src, &dst));
+    }
+}

@@ -67,6 +67,41 @@ fn exercise(data: &[u8]) {
         );
         let _ = (p.src_addr(), p.dst_addr(), p.payload());
         let _ = Ipv6Repr::parse(&p);
+        if let Ok(chain) = ipv6ext::walk(p.next_header(), p.payload()) {
+            assert!(chain.header_len <= p.payload().len());
+            assert!(chain.count <= ipv6ext::MAX_EXT_HEADERS);
+        }
+    }
+    // The chain walk, the ND options and every ICMPv6 parser over raw bytes.
+    for first in [0u8, 43, 44, 60] {
+        let _ = ipv6ext::walk(first.into(), data);
+    }
+    let _ = Ipv6FragRepr::parse(data);
+    if let Ok(o) = NdiscOptions::parse(data) {
+        assert!(o.iter().count() <= data.len() / 8);
+        let _ = (o.source_lladdr(), o.mtu(), o.prefixes().count());
+    }
+    for t in 133..=137 {
+        let _ = NdiscRepr::parse(t, data);
+    }
+    if let Ok(p) = Icmpv6Packet::new_checked(data) {
+        let _ = (
+            p.msg_type(),
+            p.msg_code(),
+            p.echo_ident(),
+            p.echo_seq_no(),
+            p.mtu(),
+        );
+        let (IpAddr::V6(s), IpAddr::V6(d)) = V6 else {
+            unreachable!()
+        };
+        let _ = p.verify_checksum(&s, &d);
+        for mode in [ChecksumMode::Full, ChecksumMode::Offload] {
+            if let Ok(r) = Icmpv6Repr::parse(&p, &s, &d, mode) {
+                let _ = r.quote();
+                let _ = r.to_string();
+            }
+        }
     }
     if let Ok(p) = Icmpv4Packet::new_checked(data) {
         let _ = (
@@ -152,6 +187,26 @@ fn seed_frame() -> Vec<u8> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Extension-header chains of random kinds, lengths and counts (hundreds of headers
+    /// included): the walk ends within its bounds and never panics.
+    #[test]
+    fn random_chains(kinds in proptest::collection::vec((prop_oneof![Just(0u8), Just(43), Just(44), Just(60), any::<u8>()], 0..4u8), 0..300),
+                     cut in any::<usize>()) {
+        let mut b = Vec::new();
+        for (k, len) in &kinds {
+            b.push(*k);
+            b.push(*len);
+            b.extend(std::iter::repeat_n(0u8, 6 + usize::from(*len) * 8));
+        }
+        let cut = cut % (b.len() + 1);
+        for first in [0u8, 43, 44, 60] {
+            if let Ok(c) = ipv6ext::walk(first.into(), &b[..cut]) {
+                prop_assert!(c.count <= ipv6ext::MAX_EXT_HEADERS);
+                prop_assert!(c.header_len <= cut);
+            }
+        }
+    }
 
     #[test]
     fn random_bytes(data in proptest::collection::vec(any::<u8>(), 0..200)) {

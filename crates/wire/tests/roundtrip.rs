@@ -208,3 +208,114 @@ proptest! {
         prop_assert!(p.verify_checksum());
     }
 }
+
+fn ipv6_repr() -> impl Strategy<Value = Ipv6Repr> {
+    (
+        any::<([u8; 16], [u8; 16])>(),
+        any::<u8>(),
+        0..1500usize,
+        any::<u8>(),
+    )
+        .prop_map(|(a, nh, len, hl)| Ipv6Repr {
+            src_addr: a.0.into(),
+            dst_addr: a.1.into(),
+            next_header: nh.into(),
+            payload_len: len,
+            hop_limit: hl,
+            traffic_class: 0,
+            flow_label: 0,
+        })
+}
+
+fn ndisc_option() -> impl Strategy<Value = (u8, [u8; 6], u32, u8, bool, [u8; 16])> {
+    (
+        0..4u8,
+        any::<[u8; 6]>(),
+        any::<u32>(),
+        0..=128u8,
+        any::<bool>(),
+        any::<[u8; 16]>(),
+    )
+}
+
+proptest! {
+    #[test]
+    fn icmpv6(ids in any::<(u16, u16)>(), code in any::<u8>(), word in any::<u32>(),
+              header in ipv6_repr(), a in any::<([u8; 16], [u8; 16])>(),
+              data in proptest::collection::vec(any::<u8>(), 0..600), which in 0..6u8) {
+        let (src, dst): (Ipv6Addr, Ipv6Addr) = (a.0.into(), a.1.into());
+        let r = match which {
+            0 => Icmpv6Repr::EchoRequest { ident: ids.0, seq_no: ids.1, data: &data },
+            1 => Icmpv6Repr::EchoReply { ident: ids.0, seq_no: ids.1, data: &data },
+            2 => Icmpv6Repr::DstUnreachable { reason: code.into(), header, data: &data },
+            3 => Icmpv6Repr::PktTooBig { mtu: word, header, data: &data },
+            4 => Icmpv6Repr::TimeExceeded { reason: code.into(), header, data: &data },
+            _ => Icmpv6Repr::ParamProblem { reason: code.into(), pointer: word, header, data: &data },
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut Icmpv6Packet::new_unchecked(&mut b[..]), &src, &dst, ChecksumMode::Full);
+        let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
+        prop_assert!(p.verify_checksum(&src, &dst));
+        prop_assert_eq!(Icmpv6Repr::parse(&p, &src, &dst, ChecksumMode::Full), Ok(r));
+    }
+
+    #[test]
+    fn ndisc(kind in 133..=137u8, flags in any::<u8>(), nums in any::<(u16, u32, u32)>(),
+             targets in any::<([u8; 16], [u8; 16])>(),
+             opts in proptest::collection::vec(ndisc_option(), 0..4)) {
+        let mut ob = Vec::new();
+        for (k, mac, n, plen, f, prefix) in opts {
+            let o = match k {
+                0 => NdiscOption::SourceLinkLayer(EthernetAddress(mac)),
+                1 => NdiscOption::TargetLinkLayer(EthernetAddress(mac)),
+                2 => NdiscOption::Mtu(n),
+                _ => NdiscOption::PrefixInfo(PrefixInfo {
+                    prefix_len: plen, on_link: f, autonomous: !f, valid_lifetime: n,
+                    preferred_lifetime: n / 2, prefix: prefix.into(),
+                }),
+            };
+            let at = ob.len();
+            ob.resize(at + o.buffer_len(), 0);
+            o.emit(&mut ob[at..]);
+            // Each option reads back as written.
+            prop_assert_eq!(NdiscOptions::parse(&ob[at..]).unwrap().iter().next(), Some(o));
+        }
+        let options = NdiscOptions::parse(&ob).unwrap();
+        let mut target: Ipv6Addr = targets.0.into();
+        if target.is_multicast() {
+            target = Ipv6Addr::LOCALHOST;
+        }
+        let nd = match kind {
+            133 => NdiscRepr::RouterSolicit { options },
+            134 => NdiscRepr::RouterAdvert { hop_limit: flags, flags, router_lifetime: nums.0,
+                reachable_time: nums.1, retrans_time: nums.2, options },
+            135 => NdiscRepr::NeighborSolicit { target, options },
+            136 => NdiscRepr::NeighborAdvert {
+                flags: NaFlags { router: flags & 1 != 0, solicited: flags & 2 != 0,
+                    override_: flags & 4 != 0 },
+                target, options },
+            _ => NdiscRepr::Redirect { target, dst: targets.1.into(), options },
+        };
+        let r = Icmpv6Repr::Ndisc(nd);
+        let (src, dst) = (Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST);
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut Icmpv6Packet::new_unchecked(&mut b[..]), &src, &dst, ChecksumMode::Full);
+        let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
+        prop_assert_eq!(Icmpv6Repr::parse(&p, &src, &dst, ChecksumMode::Full), Ok(r));
+    }
+
+    #[test]
+    fn ipv6_fragment_header(nh in any::<u8>(), offset in 0..8192u16, more in any::<bool>(),
+                            ident in any::<u32>()) {
+        let f = Ipv6FragRepr { next_header: nh.into(), offset: offset * 8, more_frags: more, ident };
+        let mut b = [0u8; 8];
+        f.emit(&mut b);
+        prop_assert_eq!(Ipv6FragRepr::parse(&b), Ok(f));
+        // As the only header of a chain.
+        let mut c = vec![0u8; 8 + 20];
+        f.emit(&mut c);
+        let chain = ulnet_wire::ipv6ext::walk(IpProtocol::Ipv6Frag, &c).unwrap();
+        prop_assert_eq!(chain.fragment, Some(f));
+        prop_assert_eq!(chain.header_len, 8);
+    }
+}
