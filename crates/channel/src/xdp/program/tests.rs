@@ -244,7 +244,11 @@ fn ipv6_link_local_and_neighbour_discovery_groups_are_steered() {
     // kernel.
     let fx = Fixture::with(&[IpAddr::V6(OURS6), IpAddr::V6(LINK_LOCAL)], &[]);
     let ns = icmp6(135, &[0; 20]);
-    assert_eq!(fx.verdict(&ipv6(LINK_LOCAL, 58, &ns)), XDP_DROP, "NS to the link-local");
+    assert_eq!(
+        fx.verdict(&ipv6(LINK_LOCAL, 58, &ns)),
+        XDP_DROP,
+        "NS to the link-local"
+    );
     assert_eq!(
         fx.verdict(&ipv6(v6("ff02::1:ff00:10a"), 58, &ns)),
         XDP_DROP,
@@ -304,7 +308,11 @@ fn ipv6_extension_headers_go_by_address_under_rules() {
     // TCP: the port is not at offset 40, so the packet goes by address.
     let mut l4 = vec![6, 0, 1, 4, 0, 0, 0, 0];
     l4.extend_from_slice(&udp(80));
-    assert_eq!(fx.verdict(&ipv6(OURS6, 60, &l4)), XDP_DROP, "destination options");
+    assert_eq!(
+        fx.verdict(&ipv6(OURS6, 60, &l4)),
+        XDP_DROP,
+        "destination options"
+    );
     assert_eq!(fx.verdict(&ipv6(OURS6, 0, &l4)), XDP_DROP, "hop-by-hop");
     assert_eq!(fx.verdict(&ipv6(OURS6, 43, &l4)), XDP_DROP, "routing");
     assert_eq!(fx.verdict(&ipv6(OURS6, 44, &l4)), XDP_DROP, "fragment");
