@@ -70,10 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 if target.is_ipv6() { "IPv6" } else { "IPv4" }
             )
         })?;
-    println!(
-        "PING {target} from {source}: {} data bytes",
-        args.size
-    );
+    println!("PING {target} from {source}: {} data bytes", args.size);
     stop_on_signals(&rt.handle())?;
     let start = std::time::Instant::now();
     rt.run(&mut app)?;

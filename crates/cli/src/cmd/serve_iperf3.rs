@@ -43,9 +43,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     eprintln!(
         "ulnet: iperf3 server on {local} ({} {}, mtu {})",
-        caps.name,
-        caps.mode,
-        caps.mtu
+        caps.name, caps.mode, caps.mtu
     );
     let max_tests = args.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
     server.run(&stop, max_tests, &mut |r| match r {
