@@ -432,10 +432,7 @@ impl Builder {
             exec::run_in(ns, "sysctl", ["-q", "-w", &key])?;
             let cidr = format!("{ip6}/{}", side.prefix6_len);
             // nodad: usable at once (RFC 4862 §5.4 would hold it tentative for a second).
-            exec::run(
-                "ip",
-                ["-n", ns, "addr", "add", &cidr, "dev", dev, "nodad"],
-            )?;
+            exec::run("ip", ["-n", ns, "addr", "add", &cidr, "dev", dev, "nodad"])?;
         } else {
             let key = format!("net.ipv6.conf.{dev}.disable_ipv6=1");
             exec::run_in(ns, "sysctl", ["-q", "-w", &key])?;

@@ -338,7 +338,11 @@ fn ipv6_testbed_has_addresses_from_the_benchmarking_range_and_no_link_local() {
             .unwrap();
         let addrs = String::from_utf8_lossy(&addrs.stdout);
         assert!(addrs.contains(&format!("{v6}/64")), "{addrs}");
-        assert!(!addrs.contains("fe80"), "kernel link-local on {}: {addrs}", side.ifname);
+        assert!(
+            !addrs.contains("fe80"),
+            "kernel link-local on {}: {addrs}",
+            side.ifname
+        );
         assert!(!addrs.contains("tentative"), "{addrs}");
     }
     let spares: HashSet<IpAddr> = (0..100)

@@ -164,9 +164,9 @@ fn serve_iperf3_dual_stack_against_unmodified_iperf3_clients() {
     let mut server = spawn_in(&a.ns, ULNET, &args).unwrap();
     wait_until_pingable(&b.ns, ip6, &mut server);
     for (family, ip, extra) in [
-        ("-6", IpAddr::from(ip6), None),
-        ("-6", IpAddr::from(ip6), Some("-R")),
-        ("-4", IpAddr::from(ip4), None),
+        ("-6", ip6, None),
+        ("-6", ip6, Some("-R")),
+        ("-4", ip4, None),
     ] {
         let ip = ip.to_string();
         let mut argv = vec!["30", "iperf3", family, "-c", &ip, "-t", "1", "-J"];

@@ -13,9 +13,7 @@ use ulnet_stack::time::{Duration, Instant};
 
 use crate::ast::{Event, Expr, Syscall, When};
 use crate::report::FailureKind;
-use crate::runner::{
-    Conn, Fd, Here, Interp, Pending, Res, Sock, DEFAULT_PORT,
-};
+use crate::runner::{Conn, Fd, Here, Interp, Pending, Res, Sock, DEFAULT_PORT};
 
 /// What `getsockopt(SO_RCVBUF/SO_SNDBUF)` reads back for a buffer of `v` bytes: with
 /// the FreeBSD profile, once the connection is established, `v` rounded up to a

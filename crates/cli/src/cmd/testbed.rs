@@ -90,7 +90,8 @@ fn down(args: DownArgs) -> anyhow::Result<()> {
 #[derive(serde::Serialize)]
 #[serde(untagged)]
 enum Entry {
-    Ok(testbed::TestbedInfo),
+    // Boxed: a testbed's description (with its IPv6 fields) dwarfs the broken variant.
+    Ok(Box<testbed::TestbedInfo>),
     Broken { name: String, error: String },
 }
 
@@ -98,7 +99,7 @@ fn list() -> anyhow::Result<()> {
     let entries: Vec<Entry> = testbed::list()?
         .into_iter()
         .map(|name| match testbed::inspect(&name) {
-            Ok(info) => Entry::Ok(info),
+            Ok(info) => Entry::Ok(Box::new(info)),
             Err(e) => Entry::Broken {
                 name,
                 error: e.to_string(),

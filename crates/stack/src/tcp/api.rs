@@ -97,7 +97,9 @@ impl Tcp {
     /// # Errors
     /// [`SocketError::InvalidHandle`] for a stale handle.
     pub fn set_listener_v6only(&mut self, l: ListenerHandle, on: bool) -> Result<(), SocketError> {
-        self.listener_mut(l).ok_or(SocketError::InvalidHandle)?.v6only = on;
+        self.listener_mut(l)
+            .ok_or(SocketError::InvalidHandle)?
+            .v6only = on;
         Ok(())
     }
 
