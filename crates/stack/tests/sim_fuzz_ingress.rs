@@ -34,6 +34,10 @@ const LIMITS: Limits = Limits {
     icmp_error_burst: 10,
     udp_socket_count: 4,
     icmp_socket_count: 2,
+    dad_transmits: 1,
+    dad_retrans_interval: Duration::from_secs(1),
+    delay_first_probe: Duration::from_secs(5),
+    slaac_address_count: 2,
 };
 
 /// Accepts every frame and checks it parses as Ethernet.

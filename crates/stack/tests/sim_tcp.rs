@@ -1,10 +1,11 @@
 //! TCP through the interface: a connection across the simulated wire, with loss,
 //! carries a stream intact and closes cleanly. Exercises the glue (parse, checksum,
-//! process, dispatch, in-place emission, ARP for the first SYN).
+//! process, dispatch, in-place emission, ARP or Neighbor Discovery for the first SYN).
+//! Every scenario runs over IPv4 and over IPv6 (`Family`), the same code both ways.
 
 mod common;
 
-use common::Sim;
+use common::{Family, Sim};
 use ulnet_channel::sim::LinkConfig;
 use ulnet_stack::tcp::{Tcp, TcpConfig};
 use ulnet_stack::time::Duration;
@@ -15,8 +16,8 @@ fn stream(len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn transfer(seed: u64, link: LinkConfig, len: usize) -> Sim {
-    let mut sim = Sim::pair(seed, link);
+fn transfer(family: Family, seed: u64, link: LinkConfig, len: usize) -> Sim {
+    let mut sim = Sim::pair_in(family, seed, link);
     sim.iface(0)
         .set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
     sim.iface(1)
@@ -48,28 +49,48 @@ fn transfer(seed: u64, link: LinkConfig, len: usize) -> Sim {
     sim
 }
 
+/// The scenarios, each run over both families.
+fn both(scenario: impl Fn(Family)) {
+    for family in [Family::V4, Family::V6] {
+        scenario(family);
+    }
+}
+
 #[test]
 fn stream_over_clean_wire() {
-    let sim = transfer(
-        1,
-        LinkConfig::new().delay(std::time::Duration::from_millis(1)),
-        300_000,
-    );
-    let a = sim.nodes[0].iface.stats();
-    assert!(a.tcp_sent > 200, "{a}");
-    assert_eq!(
-        a.total_drops() - a.drops(ulnet_stack::iface::DropReason::ArpNotForUs),
-        0,
-        "{a}"
-    );
+    both(|family| {
+        let sim = transfer(
+            family,
+            1,
+            LinkConfig::new().delay(std::time::Duration::from_millis(1)),
+            300_000,
+        );
+        let a = sim.nodes[0].iface.stats();
+        assert!(a.tcp_sent > 200, "{a}");
+        // The family really was the one asked for: resolution by ARP or by ND.
+        match family {
+            Family::V4 => assert!(a.ipv4_delivered > 0 && a.ipv6_delivered == 0, "{a}"),
+            Family::V6 => assert!(
+                a.ipv6_delivered > 0 && a.ipv4_delivered == 0 && a.nd_solicits_sent >= 1,
+                "{a}"
+            ),
+        }
+        assert_eq!(
+            a.total_drops() - a.drops(ulnet_stack::iface::DropReason::ArpNotForUs),
+            0,
+            "{family:?}: {a}"
+        );
+    });
 }
 
 #[test]
 fn stream_over_lossy_wire() {
-    let link = LinkConfig::new()
-        .loss(0.02)
-        .delay(std::time::Duration::from_millis(1));
-    transfer(2, link, 200_000);
+    both(|family| {
+        let link = LinkConfig::new()
+            .loss(0.02)
+            .delay(std::time::Duration::from_millis(1));
+        transfer(family, 2, link, 200_000);
+    });
 }
 
 /// Finding 9 of the TCP bug list: the harness moved time on after three passes at one
@@ -78,6 +99,8 @@ fn stream_over_lossy_wire() {
 /// transfer, handshake to FIN, takes no virtual time.
 #[test]
 fn zero_delay_wire_completes_within_one_instant() {
-    let sim = transfer(3, LinkConfig::new(), 100_000);
-    assert_eq!(sim.now(), ulnet_stack::time::Instant::ZERO);
+    both(|family| {
+        let sim = transfer(family, 3, LinkConfig::new(), 100_000);
+        assert_eq!(sim.now(), ulnet_stack::time::Instant::ZERO, "{family:?}");
+    });
 }

@@ -199,6 +199,10 @@ pub struct Ipv6Chain {
     pub fragment: Option<Ipv6FragRepr>,
     /// Extension headers read.
     pub count: usize,
+    /// The offset (from the end of the fixed header) of the byte that names `upper`:
+    /// the last extension header's first byte; `None` when there is none (the fixed
+    /// header's next-header field names it). For a Parameter Problem's pointer.
+    pub next_header_at: Option<usize>,
 }
 
 /// Walks the chain that starts with `first` (the fixed header's next header) over
@@ -213,6 +217,7 @@ pub fn walk(first: IpProtocol, payload: &[u8]) -> core::result::Result<Ipv6Chain
     let mut count = 0usize;
     let mut seen_dst_opts = 0u8;
     let mut seen_route = false;
+    let mut last_at = None;
     while is_extension(next) {
         if count >= MAX_EXT_HEADERS {
             return Err(ChainError::TooLong);
@@ -236,6 +241,7 @@ pub fn walk(first: IpProtocol, payload: &[u8]) -> core::result::Result<Ipv6Chain
                 header_len: at + FRAG_HEADER_LEN,
                 fragment: Some(frag),
                 count,
+                next_header_at: Some(at),
             });
         }
         // Hop-by-hop, routing and destination options share the length format: in
@@ -272,6 +278,7 @@ pub fn walk(first: IpProtocol, payload: &[u8]) -> core::result::Result<Ipv6Chain
                 }
             }
         }
+        last_at = Some(at);
         at += len;
     }
     Ok(Ipv6Chain {
@@ -279,6 +286,7 @@ pub fn walk(first: IpProtocol, payload: &[u8]) -> core::result::Result<Ipv6Chain
         header_len: at,
         fragment: None,
         count,
+        next_header_at: last_at,
     })
 }
 

@@ -10,6 +10,7 @@ use core::net::{IpAddr, Ipv4Addr};
 use ulnet_wire::{ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress};
 
 use super::neighbor::{Lookup, Timer};
+use super::pending::AnyHeader;
 use super::{Core, DropReason, TxSink};
 use crate::time::Instant;
 
@@ -144,6 +145,8 @@ impl Core {
             for t in due.iter_mut().take(n) {
                 match t.take() {
                     Some(Timer::Request(IpAddr::V4(ip))) => self.send_arp_request(tx, ip),
+                    Some(Timer::Request(IpAddr::V6(ip))) => self.send_ns(now, tx, ip, None),
+                    Some(Timer::Probe(IpAddr::V6(ip), mac)) => self.send_ns(now, tx, ip, Some(mac)),
                     Some(Timer::Failed(ip)) => {
                         let dropped = self.pending.drop_for(ip);
                         self.stats.drop_n(DropReason::NeighborUnreachable, dropped);
@@ -181,11 +184,10 @@ impl Core {
         &mut self,
         now: Instant,
         tx: &mut dyn TxSink,
-        next_hop: Ipv4Addr,
+        hop: IpAddr,
         park: &mut dyn FnMut(&mut Self) -> Result<(), DropReason>,
     ) -> Option<EthernetAddress> {
-        let hop = IpAddr::V4(next_hop);
-        match self.neighbors.lookup(hop, now) {
+        match self.neighbors.lookup_for_send(hop, now) {
             Lookup::Found(mac) => return Some(mac),
             Lookup::Pending => {}
             Lookup::Missing => {
@@ -203,7 +205,7 @@ impl Core {
     }
 
     /// Sends every packet parked for `hop`, now at `mac`.
-    fn flush_pending(
+    pub(super) fn flush_pending(
         &mut self,
         now: Instant,
         hop: IpAddr,
@@ -212,9 +214,11 @@ impl Core {
     ) {
         while let Some(p) = self.pending.pop_for(hop) {
             let payload = &p.payload;
-            let _ = self.emit_ipv4(now, tx, mac, p.header, payload.len(), &mut |buf| {
-                buf.copy_from_slice(payload);
-            });
+            let mut fill = |buf: &mut [u8]| buf.copy_from_slice(payload);
+            let _ = match p.header {
+                AnyHeader::V4(h) => self.emit_ipv4(now, tx, mac, h, payload.len(), &mut fill),
+                AnyHeader::V6(h) => self.emit_ipv6(tx, mac, h, payload.len(), &mut fill),
+            };
             self.pending.recycle(p.payload);
         }
     }

@@ -55,6 +55,17 @@ pub struct Limits {
     pub udp_socket_count: usize,
     /// ICMP echo sockets in the socket set.
     pub icmp_socket_count: usize,
+    /// Neighbor Solicitations sent for Duplicate Address Detection of each IPv6
+    /// address (RFC 4862 §5.1 DupAddrDetectTransmits = 1); 0 turns DAD off.
+    pub dad_transmits: u8,
+    /// Time between DAD solicitations, and after the last (RFC 4861 §10
+    /// RETRANS_TIMER = 1 s).
+    pub dad_retrans_interval: Duration,
+    /// RFC 4861 §10 DELAY_FIRST_PROBE_TIME (5 s): how long a stale IPv6 neighbour is
+    /// used before Neighbor Unreachability Detection probes it.
+    pub delay_first_probe: Duration,
+    /// Addresses SLAAC (RFC 4862 §5.5.3) may add from Router Advertisements.
+    pub slaac_address_count: usize,
 }
 
 impl Default for Limits {
@@ -78,6 +89,10 @@ impl Default for Limits {
             icmp_error_burst: 50,
             udp_socket_count: 64,
             icmp_socket_count: 8,
+            dad_transmits: 1,
+            dad_retrans_interval: Duration::from_secs(1),
+            delay_first_probe: Duration::from_secs(5),
+            slaac_address_count: 4,
         }
     }
 }
@@ -98,7 +113,8 @@ pub struct ChecksumCaps {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The MTU is below the 68 bytes every IPv4 link must carry (RFC 791).
+    /// The MTU is below the 68 bytes every IPv4 link must carry (RFC 791), or below
+    /// the 1280 bytes of IPv6 (RFC 8200 §5) on an interface with IPv6.
     MtuTooSmall,
     /// The MTU is above the largest IPv4 datagram.
     MtuTooLarge,
@@ -106,7 +122,7 @@ pub enum ConfigError {
     BadMac,
     /// An address is unspecified, broadcast or multicast.
     BadAddress,
-    /// IPv6 addresses are not supported yet.
+    /// No longer returned (IPv6 is supported); kept so matches on it still compile.
     Ipv6Unsupported,
     /// More addresses or routes than `Limits::route_count`.
     TooManyRoutes,
@@ -117,7 +133,7 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            ConfigError::MtuTooSmall => "MTU below 68 bytes",
+            ConfigError::MtuTooSmall => "MTU below 68 bytes (1280 with IPv6)",
             ConfigError::MtuTooLarge => "MTU above 65535 bytes",
             ConfigError::BadMac => "MAC address is a group address",
             ConfigError::BadAddress => "address is unspecified, broadcast or multicast",
@@ -157,6 +173,15 @@ pub struct InterfaceConfig {
     pub checksum: ChecksumCaps,
     /// Memory and timer bounds.
     pub limits: Limits,
+    /// IPv6 on: a link-local address from the MAC (RFC 4291 §2.5.6, modified EUI-64,
+    /// RFC 4291 App. A), Neighbor Discovery, ICMPv6. Set by [`ipv6`](Self::ipv6), and
+    /// implied by any IPv6 address.
+    pub ipv6: bool,
+    /// Accept Router Advertisements (RFC 4861 §6.3.4): default router, MTU, on-link
+    /// prefixes.
+    pub accept_ra: bool,
+    /// Form addresses from advertised prefixes (SLAAC, RFC 4862 §5.5.3).
+    pub slaac: bool,
 }
 
 impl InterfaceConfig {
@@ -170,13 +195,34 @@ impl InterfaceConfig {
             ttl: 64,
             checksum: ChecksumCaps::default(),
             limits: Limits::default(),
+            ipv6: false,
+            accept_ra: true,
+            slaac: false,
         }
     }
 
-    /// Adds an address.
+    /// Adds an address; an IPv6 one turns IPv6 on.
     pub fn address(mut self, cidr: IpCidr) -> Self {
+        self.ipv6 |= cidr.address().is_ipv6();
         self.addresses.push(cidr);
         self
+    }
+
+    /// Turns IPv6 on (link-local address, Neighbor Discovery) or off.
+    pub fn ipv6(mut self, on: bool) -> Self {
+        self.ipv6 = on;
+        self
+    }
+
+    /// Turns SLAAC (addresses from advertised prefixes) on or off.
+    pub fn slaac(mut self, on: bool) -> Self {
+        self.slaac = on;
+        self
+    }
+
+    /// Whether IPv6 runs on the interface: asked for, or an IPv6 address configured.
+    pub fn ipv6_enabled(&self) -> bool {
+        self.ipv6 || self.addresses.iter().any(|a| a.address().is_ipv6())
     }
 
     /// Sets the default gateway.
@@ -214,7 +260,7 @@ impl InterfaceConfig {
     /// # Errors
     /// The first problem found.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.mtu < 68 {
+        if self.mtu < 68 || (self.ipv6_enabled() && self.mtu < 1280) {
             return Err(ConfigError::MtuTooSmall);
         }
         if self.mtu > 65535 {
@@ -230,17 +276,24 @@ impl InterfaceConfig {
                         return Err(ConfigError::BadAddress);
                     }
                 }
-                IpAddr::V6(_) => return Err(ConfigError::Ipv6Unsupported),
+                IpAddr::V6(v6) => {
+                    if v6.is_unspecified() || v6.is_multicast() || v6.is_loopback() {
+                        return Err(ConfigError::BadAddress);
+                    }
+                }
             }
         }
-        if self.addresses.len() + usize::from(self.gateway.is_some()) > self.limits.route_count {
+        // The link-local prefix fe80::/64 takes a route when IPv6 is on.
+        let link_local = usize::from(self.ipv6_enabled());
+        if self.addresses.len() + usize::from(self.gateway.is_some()) + link_local
+            > self.limits.route_count
+        {
             return Err(ConfigError::TooManyRoutes);
         }
         if let Some(gw) = self.gateway {
-            if gw.is_ipv6() {
-                return Err(ConfigError::Ipv6Unsupported);
-            }
-            if !self.addresses.iter().any(|a| a.contains(gw)) {
+            // An IPv6 router is usually named by its link-local address (RFC 4861 §8).
+            let link_local = matches!(gw, IpAddr::V6(a) if a.is_unicast_link_local());
+            if !link_local && !self.addresses.iter().any(|a| a.contains(gw)) {
                 return Err(ConfigError::GatewayNotOnLink);
             }
         }

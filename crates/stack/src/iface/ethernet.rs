@@ -1,7 +1,8 @@
 //! Ethernet II framing: the first and last step of every frame.
 //!
-//! In: a received frame; out: its payload, handed to ARP or IPv4 when it is addressed
-//! to us (our MAC or broadcast) from a unicast source. On output, writes the 14-byte
+//! In: a received frame; out: its payload, handed to ARP, IPv4 or IPv6 when it is
+//! addressed to us (our MAC, broadcast, or an IPv6 multicast MAC when IPv6 is on) from a
+//! unicast source. On output, writes the 14-byte
 //! header in place in front of the payload its caller fills. Frames are not padded to
 //! the 60-byte minimum: the device pads (IEEE 802.3 §4.2.3.3), as for the kernel's own
 //! frames.
@@ -24,7 +25,10 @@ impl Interface {
             return;
         };
         let dst = eth.dst_addr();
-        if dst != self.core.config.mac && !dst.is_broadcast() {
+        // RFC 2464 §7: IPv6 multicast maps to 33:33:xx:xx:xx:xx; the IPv6 layer checks
+        // the group itself.
+        let v6_multicast = dst.0[..2] == [0x33, 0x33] && self.core.v6.enabled;
+        if dst != self.core.config.mac && !dst.is_broadcast() && !v6_multicast {
             stats.drop(DropReason::EthNotForUs);
             return;
         }
@@ -35,7 +39,9 @@ impl Interface {
         }
         match eth.ethertype() {
             EtherType::Arp => self.core.process_arp(now, eth.payload(), tx),
+            EtherType::Ipv4 if v6_multicast => stats.drop(DropReason::EthNotForUs),
             EtherType::Ipv4 => self.process_ipv4(now, eth.payload(), dst.is_broadcast(), tx),
+            EtherType::Ipv6 => self.process_ipv6(now, eth.payload(), !dst.is_unicast(), tx),
             _ => stats.drop(DropReason::EthUnknownType),
         }
     }

@@ -1,5 +1,6 @@
-//! IPv4 fragmentation: reassembly of incoming fragments (RFC 791 §3.2, RFC 815) and the
-//! cutting of outgoing datagrams larger than the MTU.
+//! Fragmentation: reassembly of incoming IPv4 fragments (RFC 791 §3.2, RFC 815) and
+//! IPv6 fragments (RFC 8200 §4.5), sharing one set of bounds, and the cutting of
+//! outgoing IPv4 datagrams larger than the MTU (IPv6's is in `ipv6.rs`).
 //!
 //! In: fragments (header fields and payload) and `now`; out: whole datagrams, handed
 //! back as an owned buffer the caller returns with [`Reassembler::recycle`].
@@ -16,21 +17,44 @@
 //!   dropped on its own, since links such as the simulator duplicate frames.
 
 use alloc::vec::Vec;
-use core::net::Ipv4Addr;
+use core::net::IpAddr;
 
-use ulnet_wire::{IpProtocol, Ipv4Repr};
+use ulnet_wire::{IpProtocol, Ipv4Repr, Ipv6FragRepr, Ipv6Repr};
 
 use super::stats::DropReason;
 use crate::time::{Duration, Instant};
 
 /// Identifies the fragments of one datagram (RFC 791 §3.2: source, destination,
-/// protocol and identification).
+/// protocol and identification; RFC 8200 §4.5: source, destination and
+/// identification, the protocol then fixed to the fragment header's number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Key {
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+    src: IpAddr,
+    dst: IpAddr,
     protocol: IpProtocol,
-    ident: u16,
+    ident: u32,
+}
+
+/// The header kept from the first fragment.
+#[derive(Debug, Clone, Copy)]
+enum First {
+    V4(Ipv4Repr),
+    /// The fixed header, with `next_header` the fragment header's (the first header
+    /// of the fragmentable part).
+    V6(Ipv6Repr),
+}
+
+/// A completed datagram: the first fragment's header, the total length, the bytes.
+type Done = (Option<First>, usize, Vec<u8>);
+
+/// An IPv6 packet rebuilt from its fragments.
+#[derive(Debug)]
+pub struct Reassembled6 {
+    /// The first fragment's fixed header, with `next_header` the first header of the
+    /// fragmentable part and `payload_len` its length.
+    pub header: Ipv6Repr,
+    /// The fragmentable part.
+    pub payload: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -38,7 +62,7 @@ struct Datagram {
     key: Key,
     /// The header of the first fragment (offset 0) once seen: its TTL and DSCP/ECN are
     /// what the reassembled datagram reports.
-    first: Option<Ipv4Repr>,
+    first: Option<First>,
     /// Received fragments as sorted, disjoint `[start, end)` byte ranges.
     ranges: Vec<(u16, u16)>,
     /// The datagram's payload length, known once the last fragment arrived.
@@ -57,7 +81,7 @@ pub struct Reassembled {
     pub payload: Vec<u8>,
 }
 
-/// Bounded IPv4 reassembly.
+/// Bounded reassembly, IPv4 and IPv6 sharing the bounds.
 #[derive(Debug)]
 pub struct Reassembler {
     datagrams: Vec<Datagram>,
@@ -139,21 +163,86 @@ impl Reassembler {
         header: &Ipv4Repr,
         payload: &[u8],
     ) -> Result<Option<Reassembled>, DropReason> {
+        let key = Key {
+            src: IpAddr::V4(header.src_addr),
+            dst: IpAddr::V4(header.dst_addr),
+            protocol: header.protocol,
+            ident: u32::from(header.ident),
+        };
         let start = usize::from(header.frag_offset);
+        let done = self.add_raw(
+            now,
+            key,
+            start,
+            header.more_frags,
+            First::V4(*header),
+            payload,
+        )?;
+        Ok(done.map(|(first, total, mut payload)| {
+            let mut header = match first {
+                Some(First::V4(h)) => h,
+                _ => *header,
+            };
+            payload.truncate(total);
+            header.payload_len = total;
+            header.more_frags = false;
+            header.frag_offset = 0;
+            header.dont_frag = false;
+            Reassembled { header, payload }
+        }))
+    }
+
+    /// Adds one IPv6 fragment: `header` is the packet's fixed header, `frag` its
+    /// fragment header, `payload` the fragment's data (after the fragment header).
+    /// Returns the fragmentable part once every byte arrived.
+    ///
+    /// # Errors
+    /// The reason the fragment (and, for overlaps, its packet, RFC 5722 §4) was
+    /// dropped.
+    pub fn add_v6(
+        &mut self,
+        now: Instant,
+        header: &Ipv6Repr,
+        frag: &Ipv6FragRepr,
+        payload: &[u8],
+    ) -> Result<Option<Reassembled6>, DropReason> {
+        let key = Key {
+            src: IpAddr::V6(header.src_addr),
+            dst: IpAddr::V6(header.dst_addr),
+            protocol: IpProtocol::Ipv6Frag,
+            ident: frag.ident,
+        };
+        let mut first = *header;
+        first.next_header = frag.next_header;
+        let start = usize::from(frag.offset);
+        let done = self.add_raw(now, key, start, frag.more_frags, First::V6(first), payload)?;
+        Ok(done.map(|(kept, total, mut payload)| {
+            let mut header = match kept {
+                Some(First::V6(h)) => h,
+                _ => first,
+            };
+            payload.truncate(total);
+            header.payload_len = total;
+            Reassembled6 { header, payload }
+        }))
+    }
+
+    /// The shared part: bounds, the datagram's slot, insertion, completion.
+    fn add_raw(
+        &mut self,
+        now: Instant,
+        key: Key,
+        start: usize,
+        more: bool,
+        first: First,
+        payload: &[u8],
+    ) -> Result<Option<Done>, DropReason> {
         let end = start + payload.len();
-        // RFC 791 §3.2: every fragment but the last carries a multiple of 8 bytes; no
-        // datagram exceeds 65535 bytes (the "ping of death" check).
-        if end > MAX_PAYLOAD
-            || (header.more_frags && (payload.is_empty() || !payload.len().is_multiple_of(8)))
-        {
+        // RFC 791 §3.2 / RFC 8200 §4.5: every fragment but the last carries a multiple
+        // of 8 bytes; no datagram exceeds 65535 bytes (the "ping of death" check).
+        if end > MAX_PAYLOAD || (more && (payload.is_empty() || !payload.len().is_multiple_of(8))) {
             return Err(DropReason::FragMalformed);
         }
-        let key = Key {
-            src: header.src_addr,
-            dst: header.dst_addr,
-            protocol: header.protocol,
-            ident: header.ident,
-        };
         let i = match self.datagrams.iter().position(|d| d.key == key) {
             Some(i) => i,
             None => {
@@ -171,7 +260,7 @@ impl Reassembler {
                 self.datagrams.len() - 1
             }
         };
-        match self.insert(i, start, end, header, payload) {
+        match self.insert(i, start, end, more, first, payload) {
             Ok(()) => {}
             Err(DropReason::FragDuplicate) => return Err(DropReason::FragDuplicate),
             Err(e) => {
@@ -192,15 +281,7 @@ impl Reassembler {
             return Ok(None);
         }
         let d = self.remove(i);
-        let mut header = d.first.unwrap_or(*header);
-        let total = d.total_len.unwrap_or(0);
-        let mut payload = d.buf;
-        payload.truncate(total);
-        header.payload_len = total;
-        header.more_frags = false;
-        header.frag_offset = 0;
-        header.dont_frag = false;
-        Ok(Some(Reassembled { header, payload }))
+        Ok(Some((d.first, d.total_len.unwrap_or(0), d.buf)))
     }
 
     fn insert(
@@ -208,14 +289,15 @@ impl Reassembler {
         i: usize,
         start: usize,
         end: usize,
-        header: &Ipv4Repr,
+        more: bool,
+        first: First,
         payload: &[u8],
     ) -> Result<(), DropReason> {
         let held = self.held;
         let limit = self.buffer_limit;
         let per_datagram = self.per_datagram;
         let d = &mut self.datagrams[i];
-        if !header.more_frags {
+        if !more {
             match d.total_len {
                 Some(t) if t != end => return Err(DropReason::FragOverlap),
                 _ => d.total_len = Some(end),
@@ -248,7 +330,7 @@ impl Reassembler {
         d.buf[start..end].copy_from_slice(payload);
         d.ranges.insert(pos, (s16, e16));
         if start == 0 {
-            d.first = Some(*header);
+            d.first = Some(first);
         }
         Ok(())
     }
@@ -269,6 +351,63 @@ pub fn fragment_payload_len(mtu: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::net::Ipv4Addr;
+
+    fn v6() -> Ipv6Repr {
+        Ipv6Repr {
+            src_addr: "2001:2::2".parse().unwrap(),
+            dst_addr: "2001:2::1".parse().unwrap(),
+            next_header: IpProtocol::Ipv6Frag,
+            payload_len: 0,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+        }
+    }
+
+    fn f6(offset: u16, more: bool) -> Ipv6FragRepr {
+        Ipv6FragRepr {
+            next_header: IpProtocol::Udp,
+            offset,
+            more_frags: more,
+            ident: 0x1234_5678,
+        }
+    }
+
+    /// RFC 8200 §4.5 reassembly, and RFC 5722 §4: an overlap drops the whole packet
+    /// (its fragments already held are freed, later ones start a new one).
+    #[test]
+    fn ipv6_reassembly_and_overlap() {
+        let mut r = r();
+        let t = Instant::from_secs(1);
+        assert!(r
+            .add_v6(t, &v6(), &f6(16, false), &data(8))
+            .unwrap()
+            .is_none());
+        let whole = r
+            .add_v6(t, &v6(), &f6(0, true), &data(16))
+            .unwrap()
+            .unwrap();
+        assert_eq!(whole.header.next_header, IpProtocol::Udp);
+        assert_eq!(whole.header.payload_len, 24);
+        assert_eq!(whole.payload.len(), 24);
+        assert_eq!(r.buffered_len(), 0);
+        // Overlap: 0..16 then 8..24.
+        assert!(r
+            .add_v6(t, &v6(), &f6(0, true), &data(16))
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            r.add_v6(t, &v6(), &f6(8, false), &data(16)).unwrap_err(),
+            DropReason::FragOverlap
+        );
+        assert_eq!((r.datagram_count(), r.buffered_len()), (0, 0));
+        // A non-last fragment not a multiple of 8.
+        assert_eq!(
+            r.add_v6(t, &v6(), &f6(0, true), &data(12)).unwrap_err(),
+            DropReason::FragMalformed
+        );
+    }
 
     fn hdr(ident: u16, offset: u16, more: bool, len: usize) -> Ipv4Repr {
         Ipv4Repr {

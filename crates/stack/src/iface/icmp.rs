@@ -203,9 +203,38 @@ impl Interface {
             }
             let had_room = s.has_room_for_any();
             while let Some((dst, seq_no, len)) = s.peek_tx() {
-                let IpAddr::V4(dst) = dst else {
-                    s.consume_tx(None);
-                    continue;
+                let dst = match dst {
+                    IpAddr::V4(d) => d,
+                    IpAddr::V6(dst) => {
+                        let Some(src) = self.core.v6.source_for(dst) else {
+                            self.core.stats.drop(DropReason::NoSourceAddress);
+                            s.consume_tx(None);
+                            continue;
+                        };
+                        let ident = s.ident();
+                        let h = self.core.ip6_header(src, dst, IpProtocol::Icmpv6);
+                        let sock = &*s;
+                        let sent = self.core.send_ipv6(
+                            now,
+                            tx,
+                            h,
+                            ulnet_wire::icmpv6::HEADER_LEN + len,
+                            &mut |buf| {
+                                super::icmpv6::emit_echo_request6(
+                                    buf,
+                                    &src,
+                                    &dst,
+                                    ident,
+                                    seq_no,
+                                    &mut |p| {
+                                        sock.read_tx(p);
+                                    },
+                                )
+                            },
+                        );
+                        s.consume_tx(sent.is_ok().then_some(now));
+                        continue;
+                    }
                 };
                 let Some(src) = self.core.source_for(dst) else {
                     self.core.stats.drop(DropReason::NoSourceAddress);

@@ -173,10 +173,14 @@ impl Core {
                 }
             };
             let mut park = |core: &mut Core| {
-                core.pending
-                    .push(IpAddr::V4(hop), h, payload_len, &mut *fill)
+                core.pending.push(
+                    IpAddr::V4(hop),
+                    super::pending::AnyHeader::V4(h),
+                    payload_len,
+                    &mut *fill,
+                )
             };
-            match self.resolve(now, tx, hop, &mut park) {
+            match self.resolve(now, tx, IpAddr::V4(hop), &mut park) {
                 Some(mac) => mac,
                 // Parked (or dropped and counted): nothing more to do now.
                 None => return Ok(()),

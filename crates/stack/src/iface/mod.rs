@@ -24,8 +24,11 @@ mod config;
 mod ethernet;
 mod frag;
 mod icmp;
+mod icmpv6;
 mod ident;
 mod ipv4;
+mod ipv6;
+mod nd;
 mod neighbor;
 mod pending;
 mod route;
@@ -42,7 +45,11 @@ use core::net::{IpAddr, Ipv4Addr};
 use ulnet_wire::{ChecksumMode, EthernetAddress};
 
 pub use config::{ChecksumCaps, ConfigError, InterfaceConfig, Limits};
-pub use frag::{fragment_payload_len, Reassembled, Reassembler};
+pub use frag::{fragment_payload_len, Reassembled, Reassembled6, Reassembler};
+pub use ipv6::{
+    link_local_from_mac, multicast_mac, solicited_node, with_interface_id, AddrOrigin, AddrState,
+    Ipv6AddrInfo, ALL_NODES,
+};
 pub use neighbor::{Lookup, NeighborCache, NeighborError, NeighborState};
 pub use route::{IpCidr, Route, RouteError, RouteTable};
 pub use stats::{DropReason, Stats};
@@ -104,6 +111,8 @@ pub(crate) struct Core {
     /// IPv4 identification counters per destination (RFC 6864, RFC 7739).
     idents: ident::IpIdents,
     announce: Announce,
+    /// IPv6: addresses and their DAD states, the default router, the link MTU.
+    v6: ipv6::V6,
     /// A whole datagram being cut into fragments (allocated on first use).
     scratch: Vec<u8>,
     /// Parked packets may have become sendable without an ARP answer (a static entry
@@ -158,13 +167,55 @@ impl Interface {
                 .set_default_gateway(gw)
                 .map_err(|_| ConfigError::TooManyRoutes)?;
         }
+        let v6_on = config.ipv6_enabled();
+        let mut v6 = ipv6::V6::new(v6_on, config.mtu);
+        if v6_on {
+            // RFC 4291 §2.5.6: fe80::/64 is on-link.
+            let ll = ipv6::link_local_from_mac(config.mac);
+            routes
+                .add(Route {
+                    dst: IpCidr::new(IpAddr::V6(ll), 64).expect("64 is a valid IPv6 prefix"),
+                    via: None,
+                })
+                .map_err(|_| ConfigError::TooManyRoutes)?;
+            let infos = core::iter::once((ll, 64, AddrOrigin::LinkLocal)).chain(
+                config.addresses.iter().filter_map(|c| match c.address() {
+                    IpAddr::V6(a) => Some((a, c.prefix_len(), AddrOrigin::Configured)),
+                    IpAddr::V4(_) => None,
+                }),
+            );
+            let dad = l.dad_transmits > 0;
+            for (addr, prefix_len, origin) in infos {
+                if v6.addrs.iter().any(|a| a.info.addr == addr) {
+                    continue;
+                }
+                v6.addrs.push(ipv6::Addr6 {
+                    info: Ipv6AddrInfo {
+                        addr,
+                        prefix_len,
+                        state: if dad {
+                            AddrState::Tentative
+                        } else {
+                            AddrState::Preferred
+                        },
+                        origin,
+                    },
+                    probes: 0,
+                    next_at: dad.then_some(Instant::ZERO),
+                    valid_until: None,
+                });
+            }
+        }
+        let mut neighbors = NeighborCache::new(
+            l.neighbor_count,
+            l.neighbor_ttl,
+            l.arp_retry_interval,
+            l.arp_max_requests,
+        );
+        neighbors.set_delay_first_probe(l.delay_first_probe);
         let core = Core {
-            neighbors: NeighborCache::new(
-                l.neighbor_count,
-                l.neighbor_ttl,
-                l.arp_retry_interval,
-                l.arp_max_requests,
-            ),
+            v6,
+            neighbors,
             pending: PendingQueue::new(l.pending_per_neighbor, l.pending_count, l.pending_len),
             frag: Reassembler::new(
                 l.frag_datagram_count,
@@ -250,6 +301,9 @@ impl Interface {
     /// `secret`: 16 random bytes the caller draws (the engine reads no OS randomness).
     pub fn set_secret(&mut self, secret: [u8; 16]) {
         self.sockets.set_secret(secret);
+        // RFC 7739 §5: fragment identifications not predictable from outside.
+        self.core.v6.frag_ident =
+            u32::from_le_bytes([secret[4], secret[5], secret[6], secret[7]]) | 1;
         self.core.idents = ident::IpIdents::new(&secret);
     }
 
@@ -284,6 +338,7 @@ impl Interface {
     /// and sends what the sockets queued.
     pub fn egress(&mut self, now: Instant, tx: &mut dyn TxSink) {
         self.core.announce(now, tx);
+        self.core.poll_v6(now, tx);
         self.core.poll_neighbors(now, tx);
         let expired = self.core.frag.expire(now);
         self.core.stats.drop_n(DropReason::FragTimeout, expired);
@@ -303,6 +358,7 @@ impl Interface {
                 None
             },
             c.neighbors.poll_at(),
+            c.v6_poll_at(),
             c.frag.poll_at(),
             (self.sockets.has_tx() || c.pending_recheck).then_some(Instant::ZERO),
             self.tcp.as_ref().and_then(Tcp::poll_at),

@@ -1,5 +1,14 @@
-//! The neighbour cache: IP address → MAC address, learned from ARP (and, later, IPv6
-//! neighbour discovery) or set statically.
+//! The neighbour cache: IP address → MAC address, learned from ARP and IPv6 Neighbor
+//! Discovery, or set statically. IPv4 and IPv6 entries share the cache and its bound.
+//!
+//! IPv6 entries follow RFC 4861 §7.3's Neighbor Unreachability Detection: a reachable
+//! entry whose reachable time ran out becomes STALE (still used); the first packet sent
+//! to a stale entry moves it to DELAY; if nothing confirms reachability within
+//! `delay_first_probe` (DELAY_FIRST_PROBE_TIME, 5 s) it goes to PROBE and unicast
+//! solicitations are sent every retry interval, `max_requests` times
+//! (MAX_UNICAST_SOLICIT), before the entry is removed. Confirmation (a solicited NA, or
+//! upper-layer forward progress, §7.3.1) makes it REACHABLE again. IPv4 entries keep
+//! RFC 1122's simpler rule: expire, then ask again.
 //!
 //! In: answers from the network ([`NeighborCache::fill`]), lookups from the output path
 //! and `now`; out: the MAC to send to, and which addresses need an ARP request now or
@@ -27,8 +36,31 @@ pub enum NeighborState {
         /// When the entry must be resolved again.
         expires_at: Instant,
     },
-    /// Being resolved: `requests` ARP requests sent so far, the next one due at
-    /// `next_request_at`.
+    /// IPv6 only (RFC 4861 §7.3.2 STALE): the MAC is used, but reachability is not
+    /// known; the next packet sent moves the entry to [`Delay`](Self::Delay).
+    Stale {
+        /// The neighbour's MAC.
+        mac: EthernetAddress,
+    },
+    /// IPv6 only (DELAY): a packet was sent to a stale entry; unless reachability is
+    /// confirmed by `probe_at`, probing starts.
+    Delay {
+        /// The neighbour's MAC.
+        mac: EthernetAddress,
+        /// When to start probing.
+        probe_at: Instant,
+    },
+    /// IPv6 only (PROBE): unicast solicitations are being sent to `mac`.
+    Probe {
+        /// The neighbour's MAC (still used while probing).
+        mac: EthernetAddress,
+        /// Solicitations sent.
+        probes: u8,
+        /// When the next is due (or the entry is dropped).
+        next_probe_at: Instant,
+    },
+    /// Being resolved: `requests` ARP requests (or multicast solicitations) sent so far,
+    /// the next one due at `next_request_at`.
     Incomplete {
         /// Requests sent.
         requests: u8,
@@ -84,6 +116,9 @@ pub(crate) enum Timer {
     Request(IpAddr),
     /// Resolution failed: drop what waits for this address.
     Failed(IpAddr),
+    /// Send a unicast Neighbor Solicitation to this IPv6 neighbour at its cached MAC
+    /// (RFC 4861 §7.3.3, PROBE).
+    Probe(IpAddr, EthernetAddress),
 }
 
 /// A bounded neighbour cache. Lookups scan linearly: the cache holds tens of entries
@@ -95,6 +130,8 @@ pub struct NeighborCache {
     ttl: Duration,
     retry_interval: Duration,
     max_requests: u8,
+    /// DELAY_FIRST_PROBE_TIME (RFC 4861 §10).
+    delay_first_probe: Duration,
 }
 
 impl NeighborCache {
@@ -107,7 +144,13 @@ impl NeighborCache {
             ttl,
             retry_interval,
             max_requests: max_requests.max(1),
+            delay_first_probe: Duration::from_secs(5),
         }
+    }
+
+    /// Sets DELAY_FIRST_PROBE_TIME (RFC 4861 §10: 5 s).
+    pub fn set_delay_first_probe(&mut self, d: Duration) {
+        self.delay_first_probe = d;
     }
 
     /// Entries held (of every state).
@@ -139,16 +182,134 @@ impl NeighborCache {
         self.entries.iter().position(|e| e.ip == ip)
     }
 
-    /// Where to send a packet for `ip` at `now`. An expired entry reads as missing.
+    /// Where to send a packet for `ip` at `now`. An expired IPv4 entry reads as
+    /// missing; an IPv6 entry in any state with a MAC is used (RFC 4861 §7.3.3).
     pub fn lookup(&self, ip: IpAddr, now: Instant) -> Lookup {
         match self.find(ip).map(|i| self.entries[i].state) {
             Some(NeighborState::Static(mac)) => Lookup::Found(mac),
-            Some(NeighborState::Reachable { mac, expires_at }) if now < expires_at => {
+            Some(NeighborState::Reachable { mac, expires_at })
+                if now < expires_at || ip.is_ipv6() =>
+            {
                 Lookup::Found(mac)
             }
+            Some(
+                NeighborState::Stale { mac }
+                | NeighborState::Delay { mac, .. }
+                | NeighborState::Probe { mac, .. },
+            ) => Lookup::Found(mac),
             Some(NeighborState::Incomplete { .. }) => Lookup::Pending,
             _ => Lookup::Missing,
         }
+    }
+
+    /// As [`lookup`](Self::lookup), for a packet about to be sent: a STALE IPv6 entry
+    /// (or a reachable one whose time ran out) moves to DELAY (RFC 4861 §7.3.3).
+    pub(crate) fn lookup_for_send(&mut self, ip: IpAddr, now: Instant) -> Lookup {
+        if let (true, Some(i)) = (ip.is_ipv6(), self.find(ip)) {
+            let delay = self.delay_first_probe;
+            let e = &mut self.entries[i];
+            match e.state {
+                NeighborState::Stale { mac } => {
+                    e.state = NeighborState::Delay {
+                        mac,
+                        probe_at: now + delay,
+                    };
+                }
+                NeighborState::Reachable { mac, expires_at } if expires_at <= now => {
+                    e.state = NeighborState::Delay {
+                        mac,
+                        probe_at: now + delay,
+                    };
+                }
+                _ => {}
+            }
+        }
+        self.lookup(ip, now)
+    }
+
+    /// RFC 4861 §7.2.5 / §7.3.1: reachability of an IPv6 neighbour was confirmed (a
+    /// solicited advertisement, or forward progress of a connection through it). An
+    /// entry with a MAC becomes REACHABLE for the reachable time; `mac`, when given,
+    /// replaces the cached one. Returns whether an incomplete entry became resolved.
+    pub(crate) fn confirm(
+        &mut self,
+        ip: IpAddr,
+        mac: Option<EthernetAddress>,
+        now: Instant,
+    ) -> bool {
+        let Some(i) = self.find(ip) else {
+            return false;
+        };
+        let ttl = self.ttl;
+        let e = &mut self.entries[i];
+        let old = match e.state {
+            NeighborState::Static(_) => return false,
+            NeighborState::Incomplete { .. } => None,
+            NeighborState::Reachable { mac, .. }
+            | NeighborState::Stale { mac }
+            | NeighborState::Delay { mac, .. }
+            | NeighborState::Probe { mac, .. } => Some(mac),
+        };
+        let Some(mac) = mac.or(old) else {
+            return false;
+        };
+        e.state = NeighborState::Reachable {
+            mac,
+            expires_at: now + ttl,
+        };
+        e.touched = now;
+        old.is_none()
+    }
+
+    /// RFC 4861 §7.2.5: a REACHABLE IPv6 entry becomes STALE (its MAC kept).
+    pub(crate) fn demote(&mut self, ip: IpAddr) {
+        if let Some(i) = self.find(ip) {
+            if let NeighborState::Reachable { mac, .. } = self.entries[i].state {
+                self.entries[i].state = NeighborState::Stale { mac };
+            }
+        }
+    }
+
+    /// RFC 4861 §7.2.3 / §7.2.5: the neighbour announced `mac` without confirming
+    /// reachability (a solicitation's source link-layer address, an unsolicited or
+    /// overriding advertisement, a router advertisement). A new entry is created STALE
+    /// when `create`; an existing one becomes STALE if the MAC changed (or it was
+    /// incomplete), else is left as is. Returns whether an incomplete entry became
+    /// resolved.
+    pub(crate) fn stale(
+        &mut self,
+        ip: IpAddr,
+        mac: EthernetAddress,
+        now: Instant,
+        create: bool,
+    ) -> bool {
+        let i = match self.find(ip) {
+            Some(i) => i,
+            None if create => match self.slot(now) {
+                Some(i) => i,
+                None => return false,
+            },
+            None => return false,
+        };
+        let e = &mut self.entries[i];
+        let fresh = e.ip != ip;
+        let (was_incomplete, same) = match e.state {
+            NeighborState::Static(_) if !fresh => return false,
+            NeighborState::Incomplete { .. } => (!fresh, false),
+            NeighborState::Reachable { mac: m, .. }
+            | NeighborState::Stale { mac: m }
+            | NeighborState::Delay { mac: m, .. }
+            | NeighborState::Probe { mac: m, .. } => (false, !fresh && m == mac),
+            NeighborState::Static(_) => (false, false),
+        };
+        if !same {
+            *e = Entry {
+                ip,
+                state: NeighborState::Stale { mac },
+                touched: now,
+            };
+        }
+        was_incomplete
     }
 
     /// Adds or replaces a static entry.
@@ -220,8 +381,8 @@ impl NeighborCache {
     pub(crate) fn start(&mut self, ip: IpAddr, now: Instant) -> bool {
         let i = match self.find(ip) {
             Some(i) => match self.entries[i].state {
-                NeighborState::Incomplete { .. } | NeighborState::Static(_) => return true,
                 NeighborState::Reachable { .. } => i,
+                _ => return true,
             },
             None => match self.slot(now) {
                 Some(i) => i,
@@ -257,7 +418,12 @@ impl NeighborCache {
         self.entries
             .iter()
             .enumerate()
-            .filter(|(_, e)| matches!(e.state, NeighborState::Reachable { .. }))
+            .filter(|(_, e)| {
+                matches!(
+                    e.state,
+                    NeighborState::Reachable { .. } | NeighborState::Stale { .. }
+                )
+            })
             .min_by_key(|(_, e)| match e.state {
                 NeighborState::Reachable { expires_at, .. } if expires_at <= now => Instant::ZERO,
                 _ => e.touched,
@@ -303,9 +469,43 @@ impl NeighborCache {
                         return;
                     }
                 }
-                NeighborState::Reachable { expires_at, .. } if expires_at <= now => {
-                    self.entries.swap_remove(i);
-                    continue;
+                NeighborState::Reachable { mac, expires_at } if expires_at <= now => {
+                    if e.ip.is_ipv6() {
+                        // RFC 4861 §7.3.3: REACHABLE → STALE when ReachableTime passes.
+                        e.state = NeighborState::Stale { mac };
+                    } else {
+                        self.entries.swap_remove(i);
+                        continue;
+                    }
+                }
+                NeighborState::Delay { mac, probe_at } if probe_at <= now => {
+                    e.state = NeighborState::Probe {
+                        mac,
+                        probes: 1,
+                        next_probe_at: now + self.retry_interval,
+                    };
+                    if !f(Timer::Probe(e.ip, mac)) {
+                        return;
+                    }
+                }
+                NeighborState::Probe {
+                    mac,
+                    probes,
+                    next_probe_at,
+                } if next_probe_at <= now => {
+                    if probes >= self.max_requests {
+                        // §7.3.3: no answer to MAX_UNICAST_SOLICIT probes: delete.
+                        self.entries.swap_remove(i);
+                        continue;
+                    }
+                    e.state = NeighborState::Probe {
+                        mac,
+                        probes: probes + 1,
+                        next_probe_at: now + self.retry_interval,
+                    };
+                    if !f(Timer::Probe(e.ip, mac)) {
+                        return;
+                    }
                 }
                 _ => {}
             }
@@ -323,7 +523,9 @@ impl NeighborCache {
                     next_request_at, ..
                 } => Some(next_request_at),
                 NeighborState::Reachable { expires_at, .. } => Some(expires_at),
-                NeighborState::Static(_) => None,
+                NeighborState::Delay { probe_at, .. } => Some(probe_at),
+                NeighborState::Probe { next_probe_at, .. } => Some(next_probe_at),
+                NeighborState::Static(_) | NeighborState::Stale { .. } => None,
             })
             .min()
     }
@@ -420,6 +622,61 @@ mod tests {
             c.add_static(ip(5), EthernetAddress::BROADCAST),
             Err(NeighborError::BadMac)
         );
+    }
+
+    fn ip6(d: u8) -> IpAddr {
+        IpAddr::V6(core::net::Ipv6Addr::new(
+            0xfe80,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            u16::from(d),
+        ))
+    }
+
+    /// RFC 4861 §7.3.3: REACHABLE → STALE → (send) DELAY → PROBE ×3 → deleted, and a
+    /// confirmation in DELAY or PROBE returns to REACHABLE.
+    #[test]
+    fn nud_state_machine() {
+        let mut c = cache(4);
+        let t0 = Instant::from_secs(1);
+        assert!(c.start(ip6(2), t0));
+        assert!(c.confirm(ip6(2), Some(MAC), t0));
+        assert!(matches!(
+            c.state(ip6(2)),
+            Some(NeighborState::Reachable { .. })
+        ));
+        let t1 = t0 + Duration::from_secs(30);
+        c.poll(t1, |_| {});
+        assert_eq!(c.state(ip6(2)), Some(NeighborState::Stale { mac: MAC }));
+        assert_eq!(c.lookup_for_send(ip6(2), t1), Lookup::Found(MAC));
+        assert!(matches!(c.state(ip6(2)), Some(NeighborState::Delay { .. })));
+        let mut probes = Vec::new();
+        let t2 = t1 + Duration::from_secs(5);
+        for s in 0..5 {
+            c.poll(t2 + Duration::from_secs(s), |t| probes.push(t));
+        }
+        assert_eq!(probes, [Timer::Probe(ip6(2), MAC); 3]);
+        assert_eq!(c.state(ip6(2)), None);
+        // Confirmation while probing.
+        assert!(c.start(ip6(3), t0));
+        c.confirm(ip6(3), Some(MAC), t0);
+        c.poll(t1, |_| {});
+        c.lookup_for_send(ip6(3), t1);
+        c.poll(t2, |_| {});
+        assert!(matches!(c.state(ip6(3)), Some(NeighborState::Probe { .. })));
+        assert!(!c.confirm(ip6(3), None, t2));
+        assert!(matches!(
+            c.state(ip6(3)),
+            Some(NeighborState::Reachable { .. })
+        ));
+        // A changed MAC announced without confirmation: STALE with the new MAC.
+        let other = EthernetAddress([2, 0, 0, 0, 0, 7]);
+        c.stale(ip6(3), other, t2, false);
+        assert_eq!(c.state(ip6(3)), Some(NeighborState::Stale { mac: other }));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! unresolved packets does not allocate per packet once the pool is warm.
 
 use alloc::vec::Vec;
-use core::net::{IpAddr, Ipv4Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ulnet_wire::IpProtocol;
 
@@ -22,10 +22,27 @@ pub(crate) struct IpHeader {
     pub ttl: u8,
 }
 
+/// The IPv6 header fields of a parked packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ip6Header {
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    pub next_header: IpProtocol,
+    pub hop_limit: u8,
+}
+
+/// The header of a parked packet, of either family (ARP and Neighbor Discovery share
+/// the queue and its bounds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AnyHeader {
+    V4(IpHeader),
+    V6(Ip6Header),
+}
+
 #[derive(Debug)]
 pub(crate) struct Parked {
     pub next_hop: IpAddr,
-    pub header: IpHeader,
+    pub header: AnyHeader,
     pub payload: Vec<u8>,
 }
 
@@ -69,7 +86,7 @@ impl PendingQueue {
     pub fn push(
         &mut self,
         next_hop: IpAddr,
-        header: IpHeader,
+        header: AnyHeader,
         payload_len: usize,
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), DropReason> {
@@ -147,19 +164,19 @@ mod tests {
         let b = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3));
         let mut q = PendingQueue::new(2, 3, 100);
         let mut fill = |buf: &mut [u8]| buf.fill(7);
-        assert!(q.push(a, hdr(), 10, &mut fill).is_ok());
-        assert!(q.push(a, hdr(), 10, &mut fill).is_ok());
+        assert!(q.push(a, AnyHeader::V4(hdr()), 10, &mut fill).is_ok());
+        assert!(q.push(a, AnyHeader::V4(hdr()), 10, &mut fill).is_ok());
         assert_eq!(
-            q.push(a, hdr(), 10, &mut fill),
+            q.push(a, AnyHeader::V4(hdr()), 10, &mut fill),
             Err(DropReason::NeighborQueueFull)
         );
         assert_eq!(
-            q.push(b, hdr(), 81, &mut fill),
+            q.push(b, AnyHeader::V4(hdr()), 81, &mut fill),
             Err(DropReason::NeighborQueueFull)
         );
-        assert!(q.push(b, hdr(), 80, &mut fill).is_ok());
+        assert!(q.push(b, AnyHeader::V4(hdr()), 80, &mut fill).is_ok());
         assert_eq!(
-            q.push(b, hdr(), 0, &mut fill),
+            q.push(b, AnyHeader::V4(hdr()), 0, &mut fill),
             Err(DropReason::NeighborQueueFull)
         );
         let p = q.pop_for(a).unwrap();

@@ -65,6 +65,29 @@ drop_reasons! {
     Ipv4TtlZero => "ipv4_ttl_zero",
     /// The protocol is not one the interface handles.
     Ipv4UnknownProtocol => "ipv4_unknown_protocol",
+    /// An IPv6 packet reached an interface without IPv6.
+    Ipv6Disabled => "ipv6_disabled",
+    /// The IPv6 header, payload or an extension header is cut short.
+    Ipv6Truncated => "ipv6_truncated",
+    /// The IP version field of an IPv6 frame is not 6.
+    Ipv6BadVersion => "ipv6_bad_version",
+    /// The IPv6 source is multicast (RFC 4291 §2.7), or `::` outside ND.
+    Ipv6BadSource => "ipv6_bad_source",
+    /// The IPv6 destination is not one of our usable addresses or groups.
+    Ipv6NotForUs => "ipv6_not_for_us",
+    /// An extension-header chain breaks RFC 8200 §4.1 (order, repetition, an option
+    /// past its header).
+    Ipv6BadExtHeader => "ipv6_bad_ext_header",
+    /// An extension-header chain longer than the walk's bounds (headers or bytes).
+    Ipv6ExtChainTooLong => "ipv6_ext_chain_too_long",
+    /// An unrecognised option whose action is to discard (RFC 8200 §4.2).
+    Ipv6UnknownOption => "ipv6_unknown_option",
+    /// A routing header with segments left (a host forwards nothing, RFC 8200 §4.4).
+    Ipv6RoutingHeader => "ipv6_routing_header",
+    /// "No next header" (RFC 8200 §4.7): nothing to deliver.
+    Ipv6NoNextHeader => "ipv6_no_next_header",
+    /// The upper-layer protocol is not one the interface handles.
+    Ipv6UnknownProtocol => "ipv6_unknown_protocol",
     /// A fragment's offset and length are impossible (past 65535, or a non-final
     /// fragment not a multiple of 8 bytes, RFC 791).
     FragMalformed => "frag_malformed",
@@ -113,6 +136,22 @@ drop_reasons! {
     NeighborUnreachable => "neighbor_unreachable",
     /// The neighbour cache is full of entries that cannot be evicted.
     NeighborCacheFull => "neighbor_cache_full",
+    /// A Neighbor Discovery message arrived with a hop limit below 255: it was
+    /// forwarded, so it is not from the link (RFC 4861 §6.1, §7.1).
+    NdBadHopLimit => "nd_bad_hop_limit",
+    /// A Neighbor Discovery message failed RFC 4861's validity checks (a zero-length
+    /// or overrunning option, a nonzero code, a multicast target, a solicitation from
+    /// `::` with a link-layer address, a solicited advertisement to a group).
+    NdMalformed => "nd_malformed",
+    /// A Neighbor Discovery message about no address of ours or neighbour we track, or
+    /// one a host ignores (Router Solicitation).
+    NdNotForUs => "nd_not_for_us",
+    /// Another node advertised one of our usable IPv6 addresses.
+    NdAddressConflict => "nd_address_conflict",
+    /// A Router Advertisement from a source that is not link-local (RFC 4861 §6.1.2).
+    NdBadRaSource => "nd_bad_ra_source",
+    /// A Redirect: validated and ignored.
+    NdRedirectIgnored => "nd_redirect_ignored",
     /// The datagram is larger than the MTU and may not be fragmented.
     TooLarge => "too_large",
     /// The channel refused the frame (transmit ring full).
@@ -167,6 +206,34 @@ pub struct Stats {
     pub tcp_delivered: u64,
     /// TCP segments sent.
     pub tcp_sent: u64,
+    /// IPv6 packets delivered to a protocol handler (after reassembly).
+    pub ipv6_delivered: u64,
+    /// Extension headers walked in received IPv6 packets.
+    pub ipv6_ext_headers: u64,
+    /// Atomic fragments processed as whole packets (RFC 8021 §2).
+    pub ipv6_atomic_fragments: u64,
+    /// Neighbor Solicitations received.
+    pub nd_solicits_received: u64,
+    /// Neighbor Advertisements received.
+    pub nd_adverts_received: u64,
+    /// Router Advertisements accepted.
+    pub nd_router_adverts_received: u64,
+    /// Neighbor Solicitations sent (resolution and NUD probes; DAD apart).
+    pub nd_solicits_sent: u64,
+    /// Neighbor Advertisements sent.
+    pub nd_adverts_sent: u64,
+    /// MTU options ignored: below 1280 or above the link MTU (RFC 4861 §6.3.4).
+    pub nd_bad_mtu_options: u64,
+    /// Prefixes not taken: route table or SLAAC address limit full.
+    pub nd_prefixes_refused: u64,
+    /// DAD solicitations sent (RFC 4862 §5.4.2).
+    pub dad_solicits_sent: u64,
+    /// Addresses that passed DAD.
+    pub dad_completed: u64,
+    /// Addresses found duplicated by DAD (RFC 4862 §5.4.5): never used.
+    pub dad_duplicates: u64,
+    /// ICMPv6 Parameter Problems sent.
+    pub icmp_param_problems_sent: u64,
     drops: [u64; DropReason::ALL.len()],
 }
 
@@ -194,6 +261,20 @@ impl Default for Stats {
             udp_sent: 0,
             tcp_delivered: 0,
             tcp_sent: 0,
+            ipv6_delivered: 0,
+            ipv6_ext_headers: 0,
+            ipv6_atomic_fragments: 0,
+            nd_solicits_received: 0,
+            nd_adverts_received: 0,
+            nd_router_adverts_received: 0,
+            nd_solicits_sent: 0,
+            nd_adverts_sent: 0,
+            nd_bad_mtu_options: 0,
+            nd_prefixes_refused: 0,
+            dad_solicits_sent: 0,
+            dad_completed: 0,
+            dad_duplicates: 0,
+            icmp_param_problems_sent: 0,
             drops: [0; DropReason::ALL.len()],
         }
     }
@@ -251,6 +332,28 @@ impl fmt::Display for Stats {
         writeln!(f, "udp_sent {}", self.udp_sent)?;
         writeln!(f, "tcp_delivered {}", self.tcp_delivered)?;
         writeln!(f, "tcp_sent {}", self.tcp_sent)?;
+        writeln!(f, "ipv6_delivered {}", self.ipv6_delivered)?;
+        writeln!(f, "ipv6_ext_headers {}", self.ipv6_ext_headers)?;
+        writeln!(f, "ipv6_atomic_fragments {}", self.ipv6_atomic_fragments)?;
+        writeln!(f, "nd_solicits_received {}", self.nd_solicits_received)?;
+        writeln!(f, "nd_adverts_received {}", self.nd_adverts_received)?;
+        writeln!(
+            f,
+            "nd_router_adverts_received {}",
+            self.nd_router_adverts_received
+        )?;
+        writeln!(f, "nd_solicits_sent {}", self.nd_solicits_sent)?;
+        writeln!(f, "nd_adverts_sent {}", self.nd_adverts_sent)?;
+        writeln!(f, "nd_bad_mtu_options {}", self.nd_bad_mtu_options)?;
+        writeln!(f, "nd_prefixes_refused {}", self.nd_prefixes_refused)?;
+        writeln!(f, "dad_solicits_sent {}", self.dad_solicits_sent)?;
+        writeln!(f, "dad_completed {}", self.dad_completed)?;
+        writeln!(f, "dad_duplicates {}", self.dad_duplicates)?;
+        writeln!(
+            f,
+            "icmp_param_problems_sent {}",
+            self.icmp_param_problems_sent
+        )?;
         for (reason, n) in self.nonzero_drops() {
             writeln!(f, "drop_{} {}", reason.name(), n)?;
         }

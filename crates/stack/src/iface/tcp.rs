@@ -12,6 +12,7 @@ use core::net::{IpAddr, SocketAddr};
 use ulnet_wire::{ChecksumMode, IpProtocol, TcpPacket, TcpRepr};
 
 use super::ipv4::{Delivery, HEADER_LEN as IPV4_HEADER_LEN};
+use super::ipv6::Delivery6;
 use super::{Core, DropReason, Interface, TxSink};
 use crate::tcp::{ListenError, ListenerHandle, Tcp};
 use crate::time::Instant;
@@ -100,29 +101,66 @@ impl Interface {
     }
 
     pub(super) fn process_tcp(&mut self, now: Instant, d: Delivery<'_>, tx: &mut dyn TxSink) {
-        let stats = &mut self.core.stats;
-        let Some(tcp) = self.tcp.as_mut() else {
-            return stats.drop(DropReason::TcpNoLayer);
-        };
         // RFC 1122 §4.2.3.10: segments to broadcast addresses are discarded.
         if d.broadcast {
-            return stats.drop(DropReason::Ipv4NotForUs);
+            return self.core.stats.drop(DropReason::Ipv4NotForUs);
         }
-        let Ok(packet) = TcpPacket::new_checked(d.payload) else {
-            return stats.drop(DropReason::TcpMalformed);
-        };
         let (src, dst) = (IpAddr::V4(d.header.src_addr), IpAddr::V4(d.header.dst_addr));
-        if d.verify && !packet.verify_checksum(&src, &dst) {
-            return stats.drop(DropReason::TcpBadChecksum);
+        self.tcp_input(now, src, dst, d.payload, d.verify, tx);
+    }
+
+    pub(super) fn process_tcp6(&mut self, now: Instant, d: Delivery6<'_>, tx: &mut dyn TxSink) {
+        // RFC 9293 §3.9.1: TCP is unicast only.
+        if d.multicast {
+            return self.core.stats.drop(DropReason::Ipv6NotForUs);
+        }
+        let (src, dst) = (IpAddr::V6(d.header.src_addr), IpAddr::V6(d.header.dst_addr));
+        let progressed = self.tcp_input(now, src, dst, d.payload, d.verify, tx);
+        // RFC 4861 §7.3.1: an ACK of new data is a hint of forward progress that
+        // confirms the neighbour's reachability (the sender, when on-link).
+        if progressed
+            && (d.header.src_addr.is_unicast_link_local()
+                || self.core.routes.next_hop(src) == Some(src))
+        {
+            self.core.neighbors.confirm(src, None, now);
+        }
+    }
+
+    /// Hands a segment to the TCP layer; true when it acknowledged new data (forward
+    /// progress).
+    fn tcp_input(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        payload: &[u8],
+        verify: bool,
+        tx: &mut dyn TxSink,
+    ) -> bool {
+        let stats = &mut self.core.stats;
+        let Some(tcp) = self.tcp.as_mut() else {
+            stats.drop(DropReason::TcpNoLayer);
+            return false;
+        };
+        let Ok(packet) = TcpPacket::new_checked(payload) else {
+            stats.drop(DropReason::TcpMalformed);
+            return false;
+        };
+        if verify && !packet.verify_checksum(&src, &dst) {
+            stats.drop(DropReason::TcpBadChecksum);
+            return false;
         }
         let Ok(seg) = TcpRepr::parse(&packet, &src, &dst, ChecksumMode::Offload) else {
-            return stats.drop(DropReason::TcpMalformed);
+            stats.drop(DropReason::TcpMalformed);
+            return false;
         };
         stats.tcp_delivered += 1;
         let core = &mut self.core;
+        let acked = tcp.bytes_acked();
         tcp.process(now, src, dst, &seg, &mut |s, d, seg| {
             core.send_tcp(now, tx, s, d, seg);
         });
+        tcp.bytes_acked() != acked
     }
 
     pub(super) fn egress_tcp(&mut self, now: Instant, tx: &mut dyn TxSink) {
@@ -146,20 +184,34 @@ impl Core {
         dst: IpAddr,
         seg: &TcpRepr<'_>,
     ) -> bool {
-        let (IpAddr::V4(src4), IpAddr::V4(dst4)) = (src, dst) else {
-            self.stats.drop(DropReason::NoRoute);
-            return true;
-        };
         let len = seg.buffer_len();
-        let mode = if IPV4_HEADER_LEN + len > self.config.mtu {
+        let (ip_len, mtu) = match dst {
+            IpAddr::V4(_) => (IPV4_HEADER_LEN, self.config.mtu),
+            IpAddr::V6(_) => (super::ipv6::HEADER_LEN, self.v6.mtu),
+        };
+        let mode = if ip_len + len > mtu {
             ChecksumMode::Full
         } else {
             self.config.checksum.tx
         };
-        let h = self.ip_header(src4, dst4, IpProtocol::Tcp);
-        match self.send_ipv4(now, tx, h, len, &mut |buf| {
+        let mut fill = |buf: &mut [u8]| {
             seg.emit(&mut TcpPacket::new_unchecked(buf), &src, &dst, mode);
-        }) {
+        };
+        let sent = match (src, dst) {
+            (IpAddr::V4(s4), IpAddr::V4(d4)) => {
+                let h = self.ip_header(s4, d4, IpProtocol::Tcp);
+                self.send_ipv4(now, tx, h, len, &mut fill)
+            }
+            (IpAddr::V6(s6), IpAddr::V6(d6)) => {
+                let h = self.ip6_header(s6, d6, IpProtocol::Tcp);
+                self.send_ipv6(now, tx, h, len, &mut fill)
+            }
+            _ => {
+                self.stats.drop(DropReason::NoRoute);
+                return true;
+            }
+        };
+        match sent {
             Ok(()) => {
                 self.stats.tcp_sent += 1;
                 true

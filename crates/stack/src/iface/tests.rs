@@ -307,7 +307,16 @@ fn config_is_validated() {
     assert_eq!(
         Interface::new(base().address(IpCidr::new("::1".parse().unwrap(), 128).unwrap()))
             .unwrap_err(),
-        ConfigError::Ipv6Unsupported
+        ConfigError::BadAddress
+    );
+    assert_eq!(
+        Interface::new(
+            base()
+                .address(IpCidr::new("2001:2::1".parse().unwrap(), 64).unwrap())
+                .mtu(1279)
+        )
+        .unwrap_err(),
+        ConfigError::MtuTooSmall
     );
     assert_eq!(
         Interface::new(base().address(IpCidr::new(IpAddr::V4(Ipv4Addr::BROADCAST), 32).unwrap()))

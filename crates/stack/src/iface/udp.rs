@@ -4,9 +4,12 @@
 
 use core::net::{IpAddr, SocketAddr};
 
-use ulnet_wire::{ChecksumMode, Icmpv4DstUnreachable, IpProtocol, UdpPacket, UdpRepr};
+use ulnet_wire::{
+    ChecksumMode, Icmpv4DstUnreachable, Icmpv6DstUnreachable, IpProtocol, UdpPacket, UdpRepr,
+};
 
 use super::ipv4::{Delivery, HEADER_LEN as IPV4_HEADER_LEN};
+use super::ipv6::Delivery6;
 use super::{DropReason, Interface, TxSink};
 use crate::socket::UdpMetadata;
 use crate::time::Instant;
@@ -15,14 +18,41 @@ const UDP_HEADER_LEN: usize = ulnet_wire::udp::HEADER_LEN;
 
 impl Interface {
     pub(super) fn process_udp(&mut self, now: Instant, d: Delivery<'_>, tx: &mut dyn TxSink) {
-        let stats = &mut self.core.stats;
-        let packet = match UdpPacket::new_checked(d.payload) {
-            Ok(p) => p,
-            Err(_) => return stats.drop(DropReason::UdpMalformed),
-        };
         let (src, dst) = (IpAddr::V4(d.header.src_addr), IpAddr::V4(d.header.dst_addr));
-        if d.verify && !packet.verify_checksum(&src, &dst) {
-            return stats.drop(DropReason::UdpBadChecksum);
+        if self.udp_input(src, dst, d.payload, d.verify) {
+            self.core
+                .send_unreachable(now, tx, Icmpv4DstUnreachable::PortUnreachable, &d);
+        }
+    }
+
+    pub(super) fn process_udp6(&mut self, now: Instant, d: Delivery6<'_>, tx: &mut dyn TxSink) {
+        let (src, dst) = (IpAddr::V6(d.header.src_addr), IpAddr::V6(d.header.dst_addr));
+        // RFC 8200 §8.1: a zero UDP checksum is invalid over IPv6 (RFC 6935's tunnel
+        // exception aside); the wire parser accepts zero for IPv4's sake.
+        if d.payload.len() >= UDP_HEADER_LEN && d.payload[6..8] == [0, 0] {
+            return self.core.stats.drop(DropReason::UdpBadChecksum);
+        }
+        if self.udp_input(src, dst, d.payload, d.verify) {
+            self.core
+                .send_unreachable6(now, tx, Icmpv6DstUnreachable::PortUnreachable, &d);
+        }
+    }
+
+    /// Delivers a datagram to its socket. True when no socket has the port (the
+    /// caller answers with its family's port unreachable, RFC 1122 §4.1.3.1,
+    /// RFC 4443 §3.1).
+    fn udp_input(&mut self, src: IpAddr, dst: IpAddr, payload: &[u8], verify: bool) -> bool {
+        let stats = &mut self.core.stats;
+        let packet = match UdpPacket::new_checked(payload) {
+            Ok(p) => p,
+            Err(_) => {
+                stats.drop(DropReason::UdpMalformed);
+                return false;
+            }
+        };
+        if verify && !packet.verify_checksum(&src, &dst) {
+            stats.drop(DropReason::UdpBadChecksum);
+            return false;
         }
         let local = SocketAddr::new(dst, packet.dst_port());
         let meta = UdpMetadata {
@@ -34,10 +64,10 @@ impl Interface {
             Some(false) => stats.drop(DropReason::UdpSocketFull),
             None => {
                 stats.drop(DropReason::UdpNoSocket);
-                self.core
-                    .send_unreachable(now, tx, Icmpv4DstUnreachable::PortUnreachable, &d);
+                return true;
             }
         }
+        false
     }
 
     /// Sends what the UDP sockets queued. A datagram that cannot go now (no route,
@@ -59,15 +89,13 @@ impl Interface {
             }
             let had_room = s.has_room_for_any();
             while let Some((dst, len)) = s.peek_tx() {
-                let IpAddr::V4(dst_ip) = dst.ip() else {
-                    s.consume_tx();
-                    continue;
+                let src_ip = match (local.ip(), dst.ip()) {
+                    (IpAddr::V4(a), IpAddr::V4(_)) if !a.is_unspecified() => Some(IpAddr::V4(a)),
+                    (IpAddr::V6(a), IpAddr::V6(_)) if !a.is_unspecified() => Some(IpAddr::V6(a)),
+                    (_, IpAddr::V4(d)) => self.core.source_for(d).map(IpAddr::V4),
+                    (_, IpAddr::V6(d)) => self.core.v6.source_for(d).map(IpAddr::V6),
                 };
-                let src_ip = match local.ip() {
-                    IpAddr::V4(a) if !a.is_unspecified() => Some(a),
-                    _ => self.core.source_for(dst_ip),
-                };
-                let Some(src_ip) = src_ip else {
+                let Some(src) = src_ip else {
                     self.core.stats.drop(DropReason::NoSourceAddress);
                     s.consume_tx();
                     continue;
@@ -77,16 +105,19 @@ impl Interface {
                     dst_port: dst.port(),
                 };
                 let datagram_len = UDP_HEADER_LEN + len;
+                let dst_addr = dst.ip();
+                let (ip_len, link_mtu) = match dst_addr {
+                    IpAddr::V4(_) => (IPV4_HEADER_LEN, mtu),
+                    IpAddr::V6(_) => (super::ipv6::HEADER_LEN, self.core.v6.mtu),
+                };
                 // A device cannot checksum a datagram spread over fragments.
-                let mode = if IPV4_HEADER_LEN + datagram_len > mtu {
+                let mode = if ip_len + datagram_len > link_mtu {
                     ChecksumMode::Full
                 } else {
                     tx_mode
                 };
-                let (src, dst_addr) = (IpAddr::V4(src_ip), IpAddr::V4(dst_ip));
-                let h = self.core.ip_header(src_ip, dst_ip, IpProtocol::Udp);
                 let sock = &*s;
-                let sent = self.core.send_ipv4(now, tx, h, datagram_len, &mut |buf| {
+                let mut fill = |buf: &mut [u8]| {
                     repr.emit(
                         &mut UdpPacket::new_unchecked(buf),
                         &src,
@@ -97,7 +128,18 @@ impl Interface {
                         },
                         mode,
                     );
-                });
+                };
+                let sent = match (src, dst_addr) {
+                    (IpAddr::V4(s4), IpAddr::V4(d4)) => {
+                        let h = self.core.ip_header(s4, d4, IpProtocol::Udp);
+                        self.core.send_ipv4(now, tx, h, datagram_len, &mut fill)
+                    }
+                    (IpAddr::V6(s6), IpAddr::V6(d6)) => {
+                        let h = self.core.ip6_header(s6, d6, IpProtocol::Udp);
+                        self.core.send_ipv6(now, tx, h, datagram_len, &mut fill)
+                    }
+                    _ => Err(DropReason::NoSourceAddress),
+                };
                 s.consume_tx();
                 if sent.is_ok() {
                     self.core.stats.udp_sent += 1;

@@ -326,8 +326,15 @@ impl SocketSet {
         if let Some(&i) = self.udp_bound.get(&dst) {
             return Some(i);
         }
-        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), dst.port());
-        self.udp_bound.get(&any).copied()
+        // A wildcard binding of either family takes datagrams of both, the family's
+        // own first (dual stack, as Linux's `[::]` with IPV6_V6ONLY off).
+        let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), dst.port());
+        let v6 = SocketAddr::new(IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED), dst.port());
+        let (first, second) = if dst.is_ipv6() { (v6, v4) } else { (v4, v6) };
+        self.udp_bound
+            .get(&first)
+            .or_else(|| self.udp_bound.get(&second))
+            .copied()
     }
 
     /// The UDP socket a datagram to `dst` is for.

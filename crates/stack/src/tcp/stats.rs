@@ -110,6 +110,10 @@ pub(crate) struct ConnCounters {
 pub struct TcpStats {
     /// Segments handed to `process`.
     pub segs_in: u64,
+    /// Bytes of our data the peers acknowledged, over all connections: forward
+    /// progress, which the interface takes as confirmation of an IPv6 neighbour's
+    /// reachability (RFC 4861 §7.3.1).
+    pub bytes_acked: u64,
     /// Segments handed out by `process` and `dispatch`.
     pub segs_out: u64,
     /// RSTs sent (to segments for no connection, or by aborts).

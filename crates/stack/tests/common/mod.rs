@@ -1,11 +1,12 @@
 //! A small harness that drives interfaces over `ulnet_channel::sim` in virtual time,
 //! each through the runtime's plain driver (`ulnet::runtime::Driver`, a dev-dependency:
-//! the stack itself knows no channel), with helpers to build nodes on 198.18.0.0/24.
+//! the stack itself knows no channel), with helpers to build nodes on 198.18.0.0/24 or,
+//! for IPv6, 2001:2::/64 (RFC 5180's benchmarking block, 2001:2::/48).
 //! The tests read the engine's events themselves, so the harness runs only the driver's
 //! I/O phases (receive, transmit, flush), never its event-draining serve phase.
 #![allow(dead_code)]
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use ulnet::runtime::Driver;
 use ulnet_channel::sim::{Endpoint, LinkConfig, Wire};
@@ -35,6 +36,55 @@ pub fn sa(i: u8, port: u16) -> SocketAddr {
 /// Node `i`: MAC 02:00:00:00:00:i, address 198.18.0.i/24.
 pub fn config(i: u8) -> InterfaceConfig {
     InterfaceConfig::new(mac(i)).address(IpCidr::new(ipa(i), 24).unwrap())
+}
+
+pub fn ip6(i: u8) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, u16::from(i))
+}
+
+pub fn ip6a(i: u8) -> IpAddr {
+    IpAddr::V6(ip6(i))
+}
+
+/// Node `i` over IPv6 only: MAC 02:00:00:00:00:i, address 2001:2::i/64 (and its
+/// link-local fe80::ff:fe00:i), DAD on with the default limits.
+pub fn config6(i: u8) -> InterfaceConfig {
+    InterfaceConfig::new(mac(i)).address(IpCidr::new(ip6a(i), 64).unwrap())
+}
+
+/// The address family a test runs over: the same scenario, parametrised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    /// Node `i`'s address in this family.
+    pub fn ip(self, i: u8) -> IpAddr {
+        match self {
+            Family::V4 => ipa(i),
+            Family::V6 => ip6a(i),
+        }
+    }
+
+    pub fn sa(self, i: u8, port: u16) -> SocketAddr {
+        SocketAddr::new(self.ip(i), port)
+    }
+
+    /// Node `i`'s configuration. Over IPv6 DAD is off, so that both families start
+    /// sending at the same instant and the scenario compares like with like (DAD has
+    /// its own tests).
+    pub fn config(self, i: u8) -> InterfaceConfig {
+        match self {
+            Family::V4 => config(i),
+            Family::V6 => {
+                let mut c = config6(i);
+                c.limits.dad_transmits = 0;
+                c
+            }
+        }
+    }
 }
 
 /// A channel on the simulated wire that can tell when its next frame arrives.
@@ -79,6 +129,8 @@ impl Node {
 pub struct Sim {
     pub wire: Wire,
     pub nodes: Vec<Node>,
+    /// The family the scenario helpers (`common::tcp`) address nodes in.
+    pub family: Family,
 }
 
 impl Sim {
@@ -86,15 +138,23 @@ impl Sim {
         Sim {
             wire,
             nodes: Vec::new(),
+            family: Family::V4,
         }
     }
 
     /// Two nodes (198.18.0.1 and .2) on a cable with `link` both ways.
     pub fn pair(seed: u64, link: LinkConfig) -> Sim {
+        Sim::pair_in(Family::V4, seed, link)
+    }
+
+    /// Two nodes (.1 and .2 of `family`, configured by [`Family::config`]) on a cable
+    /// with `link` both ways.
+    pub fn pair_in(family: Family, seed: u64, link: LinkConfig) -> Sim {
         let (wire, a, b) = Wire::pair(seed, link.clone(), link);
         let mut sim = Sim::new(wire);
-        sim.add(config(1), Box::new(a));
-        sim.add(config(2), Box::new(b));
+        sim.family = family;
+        sim.add(family.config(1), Box::new(a));
+        sim.add(family.config(2), Box::new(b));
         sim
     }
 

@@ -1,11 +1,11 @@
-//! One TCP connection across the simulated wire: node 0 connects from 198.18.0.1 to a
-//! listener at 198.18.0.2:80 on node 1, sends a stream and closes; node 1 reads to the
+//! One TCP connection across the simulated wire: node 0 connects from its address (.1
+//! in the sim's family) to a listener at .2 port 80 on node 1, sends a stream and closes; node 1 reads to the
 //! end and closes too. Both nodes need TCP set up (`Interface::set_tcp`).
 
 use ulnet_stack::tcp::{RecvError, SocketHandle, State};
 use ulnet_stack::time::Duration;
 
-use super::{sa, Sim};
+use super::Sim;
 
 /// What [`transfer`] saw by the time it returned.
 pub struct Transfer {
@@ -21,18 +21,20 @@ pub struct Transfer {
 /// The client closes once the handshake is done and everything is queued (RFC 9293
 /// §3.10.4: CLOSE in SYN-SENT deletes the connection); the server closes at EOF.
 pub fn transfer(sim: &mut Sim, data: &[u8], limit: Duration) -> Transfer {
+    let family = sim.family;
     let listener = sim
         .iface(1)
         .tcp_mut()
         .unwrap()
-        .listen(sa(2, 80), 4)
+        .listen(family.sa(2, 80), 4)
         .unwrap();
     let now = sim.now();
+    let (from, to) = (family.sa(1, 0), family.sa(2, 80));
     let client = sim
         .iface(0)
         .tcp_mut()
         .unwrap()
-        .connect(now, sa(1, 0), sa(2, 80))
+        .connect(now, from, to)
         .unwrap();
     let mut sent = 0;
     let mut server = None;

@@ -49,7 +49,16 @@ pub enum IcmpError {
     },
     /// Time exceeded (type 11): always soft (RFC 1122 §4.2.3.9).
     TimeExceeded,
+    /// ICMPv6 Packet Too Big (RFC 4443 §3.2) with the next-hop MTU. RFC 8201 §4: the
+    /// path MTU is never lowered below IPv6's minimum link MTU, 1280.
+    PacketTooBig {
+        /// The MTU the router reported.
+        mtu: u32,
+    },
 }
+
+/// IPv6's minimum link MTU (RFC 8200 §5).
+const IPV6_MIN_MTU: usize = 1280;
 
 impl IcmpError {
     /// RFC 1122 §4.2.3.9 / RFC 5461 §2: protocol and port unreachable are hard errors
@@ -139,6 +148,16 @@ impl Tcp {
                     m => m,
                 }
                 .max(MIN_PATH_MTU);
+                if mtu >= self.mtu_for(remote.ip()) {
+                    self.stats.icmp_mtu_not_lower += 1;
+                    return IcmpVerdict::MtuNotLower;
+                }
+                self.stats.icmp_mtu_lowered += 1;
+                self.set_path_mtu(remote.ip(), mtu);
+                IcmpVerdict::MtuLowered
+            }
+            IcmpError::PacketTooBig { mtu } => {
+                let mtu = usize::try_from(mtu).unwrap_or(usize::MAX).max(IPV6_MIN_MTU);
                 if mtu >= self.mtu_for(remote.ip()) {
                     self.stats.icmp_mtu_not_lower += 1;
                     return IcmpVerdict::MtuNotLower;

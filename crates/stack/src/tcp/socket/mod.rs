@@ -154,7 +154,7 @@ pub(crate) struct Socket {
     /// The latest ICMP soft error (RFC 1122 §4.2.3.9): reported through SO_ERROR, and
     /// what a timeout reports instead of "timed out" (Linux's `sk_err_soft`).
     soft_error: Option<ConnError>,
-    counters: ConnCounters,
+    pub(crate) counters: ConnCounters,
 }
 
 /// How the application wants to shut a connection down.
