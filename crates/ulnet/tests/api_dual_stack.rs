@@ -144,7 +144,9 @@ fn tokio_connect_over_ipv6() {
             s.local_addr().unwrap().ip(),
             "2001:2::1".parse::<IpAddr>().unwrap()
         );
-        AsyncWriteExt::write_all(&mut s, b"async six").await.unwrap();
+        AsyncWriteExt::write_all(&mut s, b"async six")
+            .await
+            .unwrap();
         AsyncWriteExt::shutdown(&mut s).await.unwrap();
         let mut got = Vec::new();
         AsyncReadExt::read_to_end(&mut s, &mut got).await.unwrap();

@@ -87,10 +87,16 @@ impl NetArgs {
     }
 
     /// Opens the runtime these options describe (for apps inside the loop).
+    /// Its IPv6 addresses have passed duplicate address detection when this returns.
     pub fn open_runtime(&self) -> anyhow::Result<Runtime<AnyChannel>> {
-        self.builder()?
+        let mut rt = self
+            .builder()?
             .build_runtime()
-            .with_context(|| format!("opening the {} channel on {}", self.backend, self.iface))
+            .with_context(|| format!("opening the {} channel on {}", self.backend, self.iface))?;
+        let timeout = rt.settle_timeout();
+        rt.settle_addresses(timeout)
+            .context("duplicate address detection")?;
+        Ok(rt)
     }
 
     /// ulnet's addresses with their prefixes, in the order given.

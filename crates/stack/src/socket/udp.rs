@@ -101,13 +101,10 @@ impl UdpSocket {
     /// added.
     ///
     /// # Errors
-    /// [`BindError::AlreadyBound`] if bound; [`BindError::Unaddressable`] for IPv6.
+    /// [`BindError::AlreadyBound`] if bound.
     pub fn bind(&mut self, local: SocketAddr) -> Result<(), BindError> {
         if self.local.is_some() {
             return Err(BindError::AlreadyBound);
-        }
-        if local.is_ipv6() {
-            return Err(BindError::Unaddressable);
         }
         self.local = Some(local);
         Ok(())
@@ -160,7 +157,7 @@ impl UdpSocket {
     /// Queues `data` for `dst`; the interface sends it on its next egress.
     ///
     /// # Errors
-    /// [`SendError::Unaddressable`] for an unspecified or IPv6 destination or port 0;
+    /// [`SendError::Unaddressable`] for an unspecified destination or port 0;
     /// [`SendError::TooLarge`] above 65507 bytes or the buffer's capacity;
     /// [`SendError::BufferFull`] when the buffer has no room now;
     /// [`SendError::ConnectionRefused`] once after an ICMP port unreachable on a connected
@@ -169,7 +166,7 @@ impl UdpSocket {
         if let Some(UdpError::ConnectionRefused) = self.error.take() {
             return Err(SendError::ConnectionRefused);
         }
-        if dst.port() == 0 || dst.ip().is_unspecified() || dst.is_ipv6() {
+        if dst.port() == 0 || dst.ip().is_unspecified() {
             return Err(SendError::Unaddressable);
         }
         if data.len() > MAX_PAYLOAD_LEN || data.len() > self.tx.capacity() {

@@ -507,15 +507,22 @@ impl StackBuilder {
         self
     }
 
-    /// Opens the channel, builds the interface and starts the loop's thread.
+    /// Opens the channel, builds the interface, waits for its IPv6 addresses to pass
+    /// duplicate address detection (about a second with IPv6, nothing without) and
+    /// starts the loop's thread.
     ///
     /// # Errors
     /// As [`build_runtime`](Self::build_runtime); [`BuildError::Io`] when the loop's
-    /// thread could not start.
+    /// thread could not start, with kind `AddrInUse` when another node on the link holds
+    /// one of the IPv6 addresses ([`Runtime::settle_addresses`]).
     pub fn build(mut self) -> Result<Stack, BuildError> {
         let apps = std::mem::take(&mut self.apps);
         let close_linger = self.close_linger;
-        let rt = self.build_runtime()?;
+        let mut rt = self.build_runtime()?;
+        // Sockets may be used as soon as this returns: IPv6 addresses must have passed
+        // duplicate address detection (RFC 4862 §5.4) by then.
+        let timeout = rt.settle_timeout();
+        rt.settle_addresses(timeout)?;
         Ok(Stack::start(rt, apps, close_linger)?)
     }
 

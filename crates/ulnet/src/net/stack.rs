@@ -123,7 +123,7 @@ impl Stack {
         let link_local = addresses
             .iter()
             .any(|a| a.address().is_ipv6())
-            .then(|| crate::runtime::link_local(mac));
+            .then(|| ulnet_stack::iface::link_local_from_mac(mac));
         let handle = rt.handle();
         let registry = Arc::new(Registry::default());
         let reactor = Reactor {

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter};
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,7 +21,9 @@ use ulnet_channel::pcap::{system_clock, Pcap, PcapWriter, Precision};
 use ulnet_channel::tap::{TapChannel, TapOptions};
 use ulnet_channel::xdp::{XdpChannel, XdpOptions};
 use ulnet_channel::{Capabilities, Channel, Stats, Tx};
-use ulnet_stack::iface::{ChecksumCaps, Interface, InterfaceConfig, IpCidr, Limits};
+use ulnet_stack::iface::{
+    link_local_from_mac, ChecksumCaps, Interface, InterfaceConfig, IpCidr, Limits,
+};
 use ulnet_stack::tcp::{Tcp, TcpConfig};
 use ulnet_wire::{ChecksumMode, EthernetAddress};
 
@@ -264,38 +266,12 @@ fn first(addresses: &[IpCidr]) -> io::Result<IpAddr> {
 fn steered_addresses(addresses: &[IpCidr], mac: EthernetAddress) -> Vec<IpAddr> {
     let mut out: Vec<IpAddr> = addresses.iter().map(IpCidr::address).collect();
     if out.iter().any(IpAddr::is_ipv6) {
-        let ll = IpAddr::V6(link_local(mac));
+        let ll = IpAddr::V6(link_local_from_mac(mac));
         if !out.contains(&ll) {
             out.push(ll);
         }
     }
     out
-}
-
-/// The link-local address of an interface with `mac`: `fe80::/64` and the modified
-/// EUI-64 interface identifier (RFC 4291 §2.5.1 and Appendix A: `ff:fe` in the middle,
-/// the universal/local bit inverted), as RFC 4862 §5.3 and Linux's default
-/// (`addrgenmode eui64`) form it.
-pub fn link_local(mac: EthernetAddress) -> Ipv6Addr {
-    let m = mac.0;
-    Ipv6Addr::from([
-        0xfe,
-        0x80,
-        0,
-        0,
-        0,
-        0,
-        0,
-        0,
-        m[0] ^ 0x02,
-        m[1],
-        m[2],
-        0xff,
-        0xfe,
-        m[3],
-        m[4],
-        m[5],
-    ])
 }
 
 /// The interface with `addresses` on a channel with `caps`.
@@ -414,20 +390,26 @@ mod tests {
     }
 
     #[test]
-    fn link_local_is_fe80_and_the_modified_eui64_of_the_mac() {
+    fn ipv6_steers_the_link_local_of_the_mac_too() {
         // RFC 4291 Appendix A's example form: 02:75:6c:00:01:0a -> fe80::75:6cff:fe00:10a
         // (the U/L bit of 0x02 inverted to 0x00).
         let mac = EthernetAddress([0x02, 0x75, 0x6c, 0x00, 0x01, 0x0a]);
         assert_eq!(
-            link_local(mac),
-            "fe80::75:6cff:fe00:10a".parse::<Ipv6Addr>().unwrap()
+            link_local_from_mac(mac),
+            "fe80::75:6cff:fe00:10a"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
         );
         let v4: IpCidr = IpCidr::new("198.18.1.16".parse().unwrap(), 24).unwrap();
         let v6: IpCidr = IpCidr::new("2001:2:0:1::10".parse().unwrap(), 64).unwrap();
         assert_eq!(steered_addresses(&[v4], mac), vec![v4.address()]);
         assert_eq!(
             steered_addresses(&[v4, v6], mac),
-            vec![v4.address(), v6.address(), IpAddr::V6(link_local(mac))]
+            vec![
+                v4.address(),
+                v6.address(),
+                IpAddr::V6(link_local_from_mac(mac))
+            ]
         );
     }
 }

@@ -29,6 +29,7 @@
 mod backend;
 mod clock;
 mod driver;
+mod settle;
 mod trim;
 mod turn;
 mod wait;
@@ -44,9 +45,7 @@ use ulnet_channel::Channel;
 use ulnet_stack::iface::Interface;
 use ulnet_stack::time::Instant;
 
-pub use backend::{
-    interface_mac, link_local, local_mac, parse_mac, AnyChannel, Backend, PcapChannel,
-};
+pub use backend::{interface_mac, local_mac, parse_mac, AnyChannel, Backend, PcapChannel};
 pub(crate) use backend::{open, Link, NetConfig};
 pub use clock::Clock;
 pub use driver::{App, Driver, Flushed, Iteration};

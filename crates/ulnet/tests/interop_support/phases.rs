@@ -47,9 +47,13 @@ impl Session {
     /// the kernel peer is in namespace `ns`.
     pub fn open(builder: StackBuilder, ns: &str) -> Session {
         let what = format!("{builder:?}");
-        let rt = builder
+        let mut rt = builder
             .build_runtime()
             .unwrap_or_else(|e| panic!("open the runtime {what}: {e}"));
+        // IPv6 addresses pass duplicate address detection before any phase uses them.
+        let settle = rt.settle_timeout();
+        rt.settle_addresses(settle)
+            .unwrap_or_else(|e| panic!("settle the addresses of {what}: {e}"));
         let ip = rt.iface().config().addresses[0].address();
         let s = Services::start(&rt, ip);
         Session {
