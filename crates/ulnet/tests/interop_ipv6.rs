@@ -85,8 +85,9 @@ fn ipv6_packet_ping_nd_curl_100mb_bulk_and_clean_capture() {
     let mut t = Session::open(cfg, &b.ns);
     ipv6_phases(&mut t, &a.mac.to_string(), b.ip6(), &scratch);
     drop(t);
-    // tshark checks the ICMPv6, UDP and TCP checksums (pseudo-header, RFC 8200 §8.1).
-    tshark_clean(&pcap, 5_000);
+    // tshark checks the ICMPv6, UDP and TCP checksums (pseudo-header, RFC 8200 §8.1)
+    // and flags nothing malformed; retransmitted bytes equal the first ones.
+    tshark_clean_transport(&pcap, 5_000, &[80, 5001]);
 }
 
 #[test]
@@ -285,4 +286,52 @@ fn ipv6_dual_stack_listener_takes_both_families_unless_v6only() {
     assert_eq!(kernel.join().unwrap().0, 5);
     drop(c);
     stack.stop().unwrap();
+}
+
+#[test]
+fn ipv6_dad_detects_an_address_the_kernel_holds() {
+    // RFC 4862 §5.4: the kernel in B holds the address ulnet is configured with; ulnet's
+    // solicitation from :: draws the kernel's advertisement, so the address is a
+    // duplicate, never used, and building the stack says so. A free address passes.
+    let tb = testbed6("i6dad", 1500);
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    let taken = a.spare_ip6(7);
+    let o = output_in(
+        &b.ns,
+        "ip",
+        &[
+            "addr",
+            "add",
+            &format!("{taken}/64"),
+            "dev",
+            &b.ifname,
+            "nodad",
+        ],
+    );
+    assert!(o.status.success(), "ip addr add: {}", text(&o));
+    let builder = |ip: IpAddr| {
+        Stack::builder()
+            .backend(Backend::Xdp)
+            .interface(&a.ifname)
+            .netns(&a.ns)
+            .address_cidr(IpCidr::new(ip, 64).unwrap())
+    };
+    preflight();
+    let e = builder(taken).build().unwrap_err();
+    let e = std::io::Error::from(e);
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
+    assert!(e.to_string().contains(&taken.to_string()), "{e}");
+    // The kernel releases the failed stack's AF_XDP socket a moment after it closed
+    // (EBUSY until then).
+    let mut tries = 0;
+    let free = loop {
+        match builder(a.spare_ip6(8)).build() {
+            Err(e) if e.kind() == std::io::ErrorKind::ResourceBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            r => break r.expect("a free address passes DAD"),
+        }
+    };
+    free.stop().unwrap();
 }

@@ -68,11 +68,11 @@ impl IcmpSocket {
     /// Queues an echo request to `dst` with `seq_no` and payload `data`.
     ///
     /// # Errors
-    /// [`SendError::Unaddressable`] for an unspecified or IPv6 destination;
+    /// [`SendError::Unaddressable`] for an unspecified destination;
     /// [`SendError::TooLarge`] above the protocol or buffer maximum;
     /// [`SendError::BufferFull`] when the buffer has no room now.
     pub fn send_echo(&mut self, dst: IpAddr, seq_no: u16, data: &[u8]) -> Result<(), SendError> {
-        if dst.is_unspecified() || dst.is_ipv6() {
+        if dst.is_unspecified() {
             return Err(SendError::Unaddressable);
         }
         if data.len() > MAX_PAYLOAD_LEN || data.len() > self.tx.capacity() {

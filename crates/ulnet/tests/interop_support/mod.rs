@@ -472,8 +472,30 @@ pub fn kernel_neighbor(ns: &str, ip: IpAddr) -> Option<String> {
 /// that message would have caught, a retransmission with other bytes, is checked here
 /// directly instead.
 pub fn tshark_clean(pcap: &Path, min_frames: u64) {
+    tshark_clean_with(pcap, min_frames, &[]);
+}
+
+/// [`tshark_clean`] up to the transport layer: TCP payload on `ports` is read as plain
+/// data. With TCP reassembly off, the HTTP dissector (and heuristic ones such as
+/// Thrift's) read a body segment that happens to look like their protocol, e.g. one
+/// starting with CR LF, as a malformed message; a 100 MB download of the test pattern
+/// has such segments somewhere.
+pub fn tshark_clean_transport(pcap: &Path, min_frames: u64, ports: &[u16]) {
+    let decode: Vec<String> = ports
+        .iter()
+        .map(|p| format!("tcp.port=={p},data"))
+        .collect();
+    let mut extra = Vec::new();
+    for d in &decode {
+        extra.extend(["-d", d.as_str()]);
+    }
+    tshark_clean_with(pcap, min_frames, &extra);
+}
+
+fn tshark_clean_with(pcap: &Path, min_frames: u64, extra: &[&str]) {
     let p = pcap.to_str().unwrap();
     let o = std::process::Command::new("tshark")
+        .args(extra)
         .args([
             "-r",
             p,
@@ -504,8 +526,8 @@ pub fn tshark_clean(pcap: &Path, min_frames: u64) {
     retransmissions_match(pcap);
 }
 
-/// Every TCP payload byte in `pcap` that was already seen in an earlier segment of the
-/// same direction of the same connection equals it (a retransmission resends the same
+/// Every TCP payload byte (over IPv4 or IPv6) in `pcap` that was already seen in an
+/// earlier segment of the same direction of the same connection equals it (a retransmission resends the same
 /// bytes, RFC 9293 §3.10.7); panics naming the first difference. Returns the number of
 /// bytes seen again.
 pub fn retransmissions_match(pcap: &Path) -> u64 {
@@ -531,24 +553,42 @@ pub fn retransmissions_match(pcap: &Path) -> u64 {
         let Ok(eth) = EthernetFrame::new_checked(rec) else {
             continue;
         };
-        if eth.ethertype() != EtherType::Ipv4 {
-            continue;
-        }
-        let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
+        let (src, dst, segment) = match eth.ethertype() {
+            EtherType::Ipv4 => {
+                let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
+                    continue;
+                };
+                if ip.protocol() != IpProtocol::Tcp || ip.is_fragment() {
+                    continue;
+                }
+                (
+                    IpAddr::V4(ip.src_addr()),
+                    IpAddr::V4(ip.dst_addr()),
+                    ip.payload(),
+                )
+            }
+            // IPv6 with TCP right after the fixed header (what ulnet and the kernel send
+            // here: no extension headers, no fragments).
+            EtherType::Ipv6 => {
+                let p = eth.payload();
+                if p.len() < 40 || p[6] != 6 {
+                    continue;
+                }
+                let len = 40 + usize::from(u16::from_be_bytes([p[4], p[5]]));
+                let src: [u8; 16] = p[8..24].try_into().unwrap();
+                let dst: [u8; 16] = p[24..40].try_into().unwrap();
+                (
+                    IpAddr::from(src),
+                    IpAddr::from(dst),
+                    &p[40..len.min(p.len())],
+                )
+            }
+            _ => continue,
+        };
+        let Ok(tcp) = TcpPacket::new_checked(segment) else {
             continue;
         };
-        if ip.protocol() != IpProtocol::Tcp || ip.is_fragment() {
-            continue;
-        }
-        let Ok(tcp) = TcpPacket::new_checked(ip.payload()) else {
-            continue;
-        };
-        let key = (
-            IpAddr::V4(ip.src_addr()),
-            tcp.src_port(),
-            IpAddr::V4(ip.dst_addr()),
-            tcp.dst_port(),
-        );
+        let key = (src, tcp.src_port(), dst, tcp.dst_port());
         let f = flows.entry(key).or_default();
         // Payload starts one past a SYN's sequence number.
         let seq = tcp.seq_number().0.wrapping_add(u32::from(tcp.syn()));
