@@ -97,6 +97,8 @@ impl Stack {
 
     /// Wraps a runtime (e.g. from [`StackBuilder::build_runtime`], to read its channel's
     /// capabilities first) and starts its loop on a new thread, with `apps` inside it.
+    /// IPv6 addresses still in duplicate address detection are not usable yet: call
+    /// [`Runtime::settle_addresses`] first (as [`StackBuilder::build`] does).
     ///
     /// # Errors
     /// `InvalidInput` when the interface has no address; the thread could not start.
