@@ -1,4 +1,4 @@
-//! libFuzzer target: a whole interface (ARP, IPv4, reassembly, ICMP, UDP and TCP
+//! libFuzzer target: a whole interface (ARP, IPv4, IPv6 with ND, reassembly, ICMP, UDP and TCP
 //! attached) fed a sequence of frames and clock ticks decoded from the input, driven by
 //! the runtime's plain driver (`ulnet::runtime::Driver`, one iteration per frame or
 //! tick, over an in-memory channel that checks what is sent). It must
@@ -11,8 +11,9 @@
 //! otherwise `c & 0x0f` selects a clock jump of `2^(c & 0x0f)` ms followed by an
 //! iteration with no frame (egress only).
 //! So that the fuzzer spends its time past the MAC filter, a frame whose first byte is
-//! below 0xc0 gets our MAC as destination, one below 0xe0 the broadcast address; the
-//! rest go in unchanged. The first input byte's low bit says whether the channel
+//! below 0xc0 gets our MAC as destination, one below 0xd0 the broadcast address, one
+//! below 0xe0 the IPv6 all-nodes MAC (33:33:00:00:00:01); the rest go in unchanged.
+//! The interface is dual-stack (198.18.0.1 and 2001:2::1, SLAAC on). The first input byte's low bit says whether the channel
 //! "verified checksums" (so IPv4/UDP/TCP checksums are not checked and the fuzzer gets
 //! past them without computing any).
 #![no_main]
@@ -40,6 +41,9 @@ fn limits() -> Limits {
         frag_buffer_len: 20_000,
         frag_per_datagram: 8,
         frag_timeout: Duration::from_secs(5),
+        // IPv6 addresses usable at once, so unicast frames get past the address check.
+        dad_transmits: 0,
+        slaac_address_count: 2,
         ..Limits::default()
     }
 }
@@ -112,6 +116,8 @@ fn interface(rx_verified: bool) -> Interface {
     let addr = "198.18.0.1".parse().unwrap();
     let config = InterfaceConfig::new(MAC)
         .address(IpCidr::new(addr, 24).unwrap())
+        .address(IpCidr::new("2001:2::1".parse().unwrap(), 64).unwrap())
+        .slaac(true)
         .gateway("198.18.0.254".parse().unwrap())
         .checksum(ChecksumCaps {
             rx_verified,
@@ -133,6 +139,7 @@ fn interface(rx_verified: bool) -> Interface {
         .unwrap();
     let mut tcp = Tcp::new(TcpConfig::default(), [7; 16]);
     tcp.listen(SocketAddr::new(addr, 80), 4).unwrap();
+    tcp.listen("[2001:2::1]:80".parse().unwrap(), 4).unwrap();
     iface.set_tcp(tcp);
     iface
 }
@@ -144,6 +151,9 @@ fn check(iface: &Interface) {
     let (count, len) = iface.pending();
     assert!(count <= l.pending_count && len <= l.pending_len);
     assert!(iface.neighbors().len() <= l.neighbor_count);
+    // Link-local, the configured address, and SLAAC's.
+    assert!(iface.ipv6_addresses().count() <= 2 + l.slaac_address_count);
+    assert!((1280..=1500).contains(&iface.ipv6_mtu()));
 }
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
@@ -160,8 +170,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             if frame.len() >= 6 && frame[0] < 0xe0 {
                 let dst = if frame[0] < 0xc0 {
                     MAC
-                } else {
+                } else if frame[0] < 0xd0 {
                     EthernetAddress::BROADCAST
+                } else {
+                    // The all-nodes group's MAC (RFC 2464 §7): IPv6 multicast.
+                    EthernetAddress([0x33, 0x33, 0, 0, 0, 1])
                 };
                 frame[..6].copy_from_slice(&dst.0);
             }

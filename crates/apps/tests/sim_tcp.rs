@@ -56,11 +56,15 @@ fn impaired(seed: u64, cc: Congestion, sack: bool, bytes: u64) -> TcpSimOptions 
 /// Bytes per matrix run in CI (the script runs 100 MB).
 const BYTES: u64 = 1 << 20;
 
-fn matrix(cc: Congestion, sack: bool) {
+/// The matrix: every congestion control, with and without SACK, over IPv4 and over
+/// IPv6 (the same runs, the nodes addressed in the other family).
+fn matrix(cc: Congestion, sack: bool, ipv6: bool) {
     let mut failed = Vec::new();
     let mut impairments_seen = [0u64; 4];
     for seed in 1..=20 {
-        let r = run(&impaired(seed, cc, sack, BYTES));
+        let mut o = impaired(seed, cc, sack, BYTES);
+        o.ipv6 = ipv6;
+        let r = run(&o);
         let w = &r.wire.a_to_b;
         impairments_seen[0] += w.dropped_loss;
         impairments_seen[1] += w.reordered;
@@ -72,7 +76,7 @@ fn matrix(cc: Congestion, sack: bool) {
     }
     assert!(
         failed.is_empty(),
-        "{} of 20 runs failed:\n{}",
+        "{} of 20 runs failed (ipv6 {ipv6}):\n{}",
         failed.len(),
         failed.join("\n")
     );
@@ -85,22 +89,42 @@ fn matrix(cc: Congestion, sack: bool) {
 
 #[test]
 fn impaired_matrix_newreno_sack() {
-    matrix(Congestion::NewReno, true);
+    matrix(Congestion::NewReno, true, false);
+}
+
+#[test]
+fn impaired_matrix_newreno_sack_ipv6() {
+    matrix(Congestion::NewReno, true, true);
 }
 
 #[test]
 fn impaired_matrix_newreno_nosack() {
-    matrix(Congestion::NewReno, false);
+    matrix(Congestion::NewReno, false, false);
+}
+
+#[test]
+fn impaired_matrix_newreno_nosack_ipv6() {
+    matrix(Congestion::NewReno, false, true);
 }
 
 #[test]
 fn impaired_matrix_cubic_sack() {
-    matrix(Congestion::Cubic, true);
+    matrix(Congestion::Cubic, true, false);
+}
+
+#[test]
+fn impaired_matrix_cubic_sack_ipv6() {
+    matrix(Congestion::Cubic, true, true);
 }
 
 #[test]
 fn impaired_matrix_cubic_nosack() {
-    matrix(Congestion::Cubic, false);
+    matrix(Congestion::Cubic, false, false);
+}
+
+#[test]
+fn impaired_matrix_cubic_nosack_ipv6() {
+    matrix(Congestion::Cubic, false, true);
 }
 
 fn many(connections: usize, bytes: u64) -> TcpSimReport {

@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use ulnet_apps::sim::{run_tcp, TcpSimOptions, TcpSimReport};
 
-fn run(seed: u64) -> TcpSimReport {
+fn run(seed: u64, ipv6: bool) -> TcpSimReport {
     let mut o = TcpSimOptions {
         bytes: 4 << 20,
         seed,
+        ipv6,
         static_arp: true,
         time_limit: Duration::from_secs(600),
         wall_limit: Duration::from_secs(120),
@@ -27,14 +28,24 @@ fn run(seed: u64) -> TcpSimReport {
     run_tcp(&o).expect("simulation set-up")
 }
 
+/// The same scenario over IPv4 and over IPv6.
 #[test]
 fn random_loss_is_repaired_without_timeouts() {
+    loss_repaired(false);
+}
+
+#[test]
+fn random_loss_is_repaired_without_timeouts_over_ipv6() {
+    loss_repaired(true);
+}
+
+fn loss_repaired(ipv6: bool) {
     let (mut rtos, mut fast) = (0, 0);
     for seed in 1..=4 {
-        let r = run(seed);
+        let r = run(seed, ipv6);
         let retx = &r.retransmissions;
         let what = format!(
-            "seed {seed}: {:?}; retx {retx:?}; wire {:?}",
+            "ipv6 {ipv6} seed {seed}: {:?}; retx {retx:?}; wire {:?}",
             r.failures, r.wire
         );
         assert!(r.ok && r.hashes_equal && r.all_closed_cleanly, "{what}");

@@ -1,5 +1,5 @@
-//! The steady receive and transmit path allocates nothing per packet: once ARP has
-//! resolved and the buffers exist, a UDP echo exchange (egress → frame → ingress →
+//! The steady receive and transmit path allocates nothing per packet: once ARP (or
+//! Neighbor Discovery, over IPv6) has resolved and the buffers exist, a UDP echo exchange (egress → frame → ingress →
 //! socket → application → socket → egress → frame → ingress → socket) runs with zero
 //! heap allocations, counted by a global allocator.
 
@@ -10,22 +10,29 @@
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use common::sa;
+use common::Family;
 use ulnet_stack::iface::{Interface, TxSink};
 use ulnet_stack::socket::{UdpConfig, UdpSocket};
 use ulnet_stack::time::{Duration, Instant};
 
 struct Counting;
 
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
+/// Kept per thread: the tests of this file run in parallel, each counting its own.
+fn allocs() -> u64 {
+    THREAD_ALLOCS.with(std::cell::Cell::get)
+}
 
 thread_local! {
     /// Only the test's own thread counts: the counter is process-wide, and the test
     /// harness's other threads allocate when they please (under load this made the test
     /// fail now and then with a few allocations none of which was the data path's).
     static ON_TEST_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static THREAD_ALLOCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count() {
+    let _ = THREAD_ALLOCS.try_with(|c| c.set(c.get() + 1));
 }
 
 fn counted() -> bool {
@@ -38,7 +45,7 @@ fn counted() -> bool {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if counted() {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            count();
         }
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
@@ -51,7 +58,7 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if counted() {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            count();
         }
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
@@ -98,17 +105,26 @@ fn deliver(now: Instant, link: &mut Link, to: &mut Interface, back: &mut Link) {
 
 #[test]
 fn steady_udp_echo_allocates_nothing() {
+    echo_allocates_nothing(Family::V4);
+}
+
+#[test]
+fn steady_udp_echo_over_ipv6_allocates_nothing() {
+    echo_allocates_nothing(Family::V6);
+}
+
+fn echo_allocates_nothing(family: Family) {
     ON_TEST_THREAD.with(|c| c.set(true));
     // The counter counts.
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     drop(std::hint::black_box(vec![1u8; 10]));
-    assert!(ALLOCS.load(Ordering::Relaxed) > before);
+    assert!(allocs() > before);
 
-    let mut a = Interface::new(common::config(1)).unwrap();
-    let mut b = Interface::new(common::config(2)).unwrap();
+    let mut a = Interface::new(family.config(1)).unwrap();
+    let mut b = Interface::new(family.config(2)).unwrap();
     let sock = |iface: &mut Interface, node: u8| {
         let mut s = UdpSocket::new(UdpConfig::default());
-        s.bind(sa(node, 7)).unwrap();
+        s.bind(family.sa(node, 7)).unwrap();
         iface.sockets_mut().add_udp(s).unwrap()
     };
     let (ha, hb) = (sock(&mut a, 1), sock(&mut b, 2));
@@ -121,7 +137,7 @@ fn steady_udp_echo_allocates_nothing() {
             a.sockets_mut()
                 .udp_mut(ha)
                 .unwrap()
-                .send_to(&msg, sa(2, 7))
+                .send_to(&msg, family.sa(2, 7))
                 .unwrap();
             a.egress(now, ab);
             // Enough passes for ARP both ways during warm-up.
@@ -155,14 +171,18 @@ fn steady_udp_echo_allocates_nothing() {
     // Past the announcements (RFC 5227: 2 s apart) so only the data path runs.
     now += Duration::from_secs(3);
     round(now, &mut a, &mut b, &mut ab, &mut ba);
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     let mut echoed = 0;
     for _ in 0..1000 {
         now += Duration::from_millis(1);
         echoed += round(now, &mut a, &mut b, &mut ab, &mut ba);
     }
-    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    let allocs = allocs() - before;
     assert_eq!(echoed, 1000);
     assert_eq!(allocs, 0, "{allocs} allocations in 1000 echo round trips");
     assert_eq!(a.stats().udp_delivered, 1006);
+    match family {
+        Family::V4 => assert_eq!(a.stats().ipv6_delivered, 0),
+        Family::V6 => assert_eq!(a.stats().ipv4_delivered, 0),
+    }
 }

@@ -1,18 +1,27 @@
 //! Hostile input: random and mutated frames fed to `Interface::ingress` (with egress
 //! runs and time passing in between) never panic, every frame sent in answer is a
 //! well-formed Ethernet frame, and every bounded structure stays within its limit.
+//! The interface is dual-stack: the corpus holds IPv4 and IPv6 frames (ND, RA with
+//! SLAAC, extension headers, fragments), so the IPv6 ingress path is fuzzed too.
 
 mod common;
 
-use common::{eth_frame, ip, ipa, mac, sa, udp_datagram, udp_fragments};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+
+use common::{eth_frame, ip, ip6, ip6a, ipa, mac, sa, udp_datagram, udp_fragments};
 use proptest::prelude::*;
-use ulnet_stack::iface::{Interface, Limits, TxSink};
+use ulnet_stack::iface::{
+    link_local_from_mac, multicast_mac, solicited_node, AddrOrigin, Interface, IpCidr, Limits,
+    TxSink, ALL_NODES,
+};
 use ulnet_stack::socket::{IcmpSocket, UdpConfig, UdpSocket};
 use ulnet_stack::tcp::{Tcp, TcpConfig};
 use ulnet_stack::time::{Duration, Instant};
 use ulnet_wire::{
     ArpOperation, ArpPacket, ArpRepr, ChecksumMode, EtherType, EthernetAddress, Icmpv4Packet,
-    Icmpv4Repr, IpProtocol, Ipv4Repr, SeqNumber, TcpFlags, TcpOptions, TcpPacket, TcpRepr,
+    Icmpv4Repr, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv4Repr, Ipv6FragRepr, Ipv6Packet, Ipv6Repr,
+    NaFlags, NdiscOption, NdiscOptions, NdiscRepr, PrefixInfo, SeqNumber, TcpFlags, TcpOptions,
+    TcpPacket, TcpRepr,
 };
 
 const LIMITS: Limits = Limits {
@@ -38,6 +47,7 @@ const LIMITS: Limits = Limits {
     dad_retrans_interval: Duration::from_secs(1),
     delay_first_probe: Duration::from_secs(5),
     slaac_address_count: 2,
+    ra_prefix_count: 1,
 };
 
 /// Accepts every frame and checks it parses as Ethernet.
@@ -58,7 +68,12 @@ impl TxSink for CheckingSink {
 }
 
 fn iface() -> Interface {
-    let mut i = Interface::new(common::config(1).gateway(ipa(254)).limits(LIMITS)).unwrap();
+    let config = common::config(1)
+        .address(IpCidr::new(ip6a(1), 64).unwrap())
+        .gateway(ipa(254))
+        .slaac(true)
+        .limits(LIMITS);
+    let mut i = Interface::new(config).unwrap();
     let mut u = UdpSocket::new(UdpConfig {
         rx_datagram_count: 4,
         rx_len: 4096,
@@ -67,11 +82,20 @@ fn iface() -> Interface {
     });
     u.bind(sa(1, 7)).unwrap();
     i.sockets_mut().add_udp(u).unwrap();
+    let mut u6 = UdpSocket::new(UdpConfig {
+        rx_datagram_count: 4,
+        rx_len: 4096,
+        tx_datagram_count: 4,
+        tx_len: 4096,
+    });
+    u6.bind(SocketAddr::new(ip6a(1), 7)).unwrap();
+    i.sockets_mut().add_udp(u6).unwrap();
     i.sockets_mut()
         .add_icmp(IcmpSocket::new(1, 4, 4096))
         .unwrap();
     let mut tcp = Tcp::new(TcpConfig::default(), [7; 16]);
     tcp.listen(sa(1, 80), 4).unwrap();
+    tcp.listen(SocketAddr::new(ip6a(1), 80), 4).unwrap();
     i.set_tcp(tcp);
     i
 }
@@ -148,6 +172,148 @@ fn corpus() -> Vec<Vec<u8>> {
     v.push(ipv4(IpProtocol::Tcp, &tcp));
     let big = udp_datagram(sa(2, 5), sa(1, 7), &[3u8; 2000]);
     v.extend(udp_fragments(2, 1, 9, &big, 512));
+    v.extend(corpus6());
+    v
+}
+
+/// IPv6 frames from node 2 (link-local and 2001:2::2) to node 1.
+fn corpus6() -> Vec<Vec<u8>> {
+    let ll2 = link_local_from_mac(mac(2));
+    let v6 = |src: Ipv6Addr, dst: Ipv6Addr, next, hop_limit, payload: &[u8]| {
+        let h = Ipv6Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: next,
+            payload_len: payload.len(),
+            hop_limit,
+            traffic_class: 0,
+            flow_label: 0,
+        };
+        let mut p = vec![0u8; 40 + payload.len()];
+        h.emit(&mut Ipv6Packet::new_unchecked(&mut p[..]));
+        p[40..].copy_from_slice(payload);
+        let dst_mac = if dst.is_multicast() {
+            multicast_mac(dst)
+        } else {
+            mac(1)
+        };
+        eth_frame(mac(2), dst_mac, EtherType::Ipv6, &p)
+    };
+    let icmp = |src: Ipv6Addr, dst: Ipv6Addr, r: Icmpv6Repr<'_>| {
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(
+            &mut Icmpv6Packet::new_unchecked(&mut b[..]),
+            &src,
+            &dst,
+            ChecksumMode::Full,
+        );
+        v6(src, dst, IpProtocol::Icmpv6, 255, &b)
+    };
+    let mut ob = vec![0u8; 8 + 8 + 32];
+    NdiscOption::SourceLinkLayer(mac(2)).emit(&mut ob[..8]);
+    NdiscOption::Mtu(1400).emit(&mut ob[8..16]);
+    NdiscOption::PrefixInfo(PrefixInfo {
+        prefix_len: 64,
+        on_link: true,
+        autonomous: true,
+        valid_lifetime: 600,
+        preferred_lifetime: 300,
+        prefix: "2001:2:0:7::".parse().unwrap(),
+    })
+    .emit(&mut ob[16..]);
+    let slla = NdiscOptions::parse(&ob[..8]).unwrap();
+    let mut tb = [0u8; 8];
+    NdiscOption::TargetLinkLayer(mac(2)).emit(&mut tb);
+    let tlla = NdiscOptions::parse(&tb).unwrap();
+    let mut v = vec![
+        icmp(
+            ll2,
+            solicited_node(ip6(1)),
+            Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+                target: ip6(1),
+                options: slla,
+            }),
+        ),
+        icmp(
+            ll2,
+            ALL_NODES,
+            Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+                flags: NaFlags {
+                    router: true,
+                    solicited: false,
+                    override_: true,
+                },
+                target: ll2,
+                options: tlla,
+            }),
+        ),
+        icmp(
+            ll2,
+            ALL_NODES,
+            Icmpv6Repr::Ndisc(NdiscRepr::RouterAdvert {
+                hop_limit: 64,
+                flags: 0,
+                router_lifetime: 1800,
+                reachable_time: 0,
+                retrans_time: 0,
+                options: NdiscOptions::parse(&ob).unwrap(),
+            }),
+        ),
+        icmp(
+            ll2,
+            link_local_from_mac(mac(1)),
+            Icmpv6Repr::EchoRequest {
+                ident: 3,
+                seq_no: 4,
+                data: b"ping6",
+            },
+        ),
+    ];
+    let (a2, a1) = (ip6a(2), ip6a(1));
+    let udp = udp_datagram(SocketAddr::new(a2, 5), SocketAddr::new(a1, 7), b"hello6");
+    // Behind a hop-by-hop header.
+    let mut hbh = vec![0u8; 8];
+    ulnet_wire::ipv6ext::emit_padding_header(&mut hbh, IpProtocol::Udp, 8);
+    hbh.extend(&udp);
+    v.push(v6(ip6(2), ip6(1), IpProtocol::HopByHop, 64, &hbh));
+    let syn = TcpRepr {
+        src_port: 40001,
+        dst_port: 80,
+        seq: SeqNumber(7),
+        ack: SeqNumber(0),
+        flags: TcpFlags::SYN,
+        window: 65535,
+        urgent: 0,
+        options: TcpOptions {
+            mss: Some(1440),
+            ..TcpOptions::default()
+        },
+        payload: &[],
+    };
+    let mut tcp = vec![0u8; syn.buffer_len()];
+    syn.emit(
+        &mut TcpPacket::new_unchecked(&mut tcp[..]),
+        &a2,
+        &a1,
+        ChecksumMode::Full,
+    );
+    v.push(v6(ip6(2), ip6(1), IpProtocol::Tcp, 64, &tcp));
+    // A UDP datagram in two fragments.
+    let big = udp_datagram(SocketAddr::new(a2, 5), SocketAddr::new(a1, 7), &[6u8; 1500]);
+    for (off, more) in [(0usize, true), (1024, false)] {
+        let end = if more { 1024 } else { big.len() };
+        let mut b = vec![0u8; 8];
+        Ipv6FragRepr {
+            next_header: IpProtocol::Udp,
+            offset: off as u16,
+            more_frags: more,
+            ident: 0x66,
+        }
+        .emit(&mut b);
+        b.extend(&big[off..end]);
+        v.push(v6(ip6(2), ip6(1), IpProtocol::Ipv6Frag, 64, &b));
+    }
+    let _ = IpAddr::V6(ll2);
     v
 }
 
@@ -182,6 +348,12 @@ fn check_bounds(i: &Interface) {
     let (count, len) = i.pending();
     assert!(count <= LIMITS.pending_count && len <= LIMITS.pending_len);
     assert!(i.neighbors().len() <= LIMITS.neighbor_count);
+    let slaac = i
+        .ipv6_addresses()
+        .filter(|a| a.origin == AddrOrigin::Slaac)
+        .count();
+    assert!(slaac <= LIMITS.slaac_address_count);
+    assert!(i.ipv6_mtu() >= 1280 && i.ipv6_mtu() <= 1500);
 }
 
 proptest! {
@@ -236,6 +408,12 @@ fn corpus_frames_are_accepted() {
     // The mutation base must be valid, or the property above tests only parsers.
     let mut i = iface();
     let mut sink = CheckingSink { frames: 0 };
+    // Past DAD for the IPv6 addresses.
+    i.egress(Instant::ZERO, &mut sink);
+    i.egress(Instant::from_secs(1), &mut sink);
+    assert!(i
+        .ipv6_addresses()
+        .all(|a| a.state == ulnet_stack::iface::AddrState::Preferred));
     for f in corpus() {
         i.ingress(Instant::from_secs(1), &f, &mut sink);
     }
@@ -245,8 +423,17 @@ fn corpus_frames_are_accepted() {
     // aside).
     let refused = s.total_drops() - s.drops(DropReason::TxFull);
     assert_eq!((refused, s.drops(DropReason::UdpNoSocket)), (1, 1), "{s}");
-    assert_eq!(s.udp_delivered, 2);
-    assert_eq!(s.frag_reassembled, 1);
-    assert_eq!(s.tcp_delivered, 1);
+    assert_eq!(s.udp_delivered, 4);
+    assert_eq!(s.frag_reassembled, 2);
+    assert_eq!(s.tcp_delivered, 2);
+    assert_eq!(
+        (
+            s.nd_solicits_received,
+            s.nd_adverts_received,
+            s.nd_router_adverts_received
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(i.ipv6_router(), Some(link_local_from_mac(mac(2))));
     assert!(s.icmp_unreachables_sent + s.icmp_echo_replies_sent >= 1);
 }

@@ -91,10 +91,45 @@ fn fmt_ipv6(f: &mut fmt::Formatter<'_>, buf: &[u8]) -> fmt::Result {
     };
     let (src, dst) = (IpAddr::V6(packet.src_addr()), IpAddr::V6(packet.dst_addr()));
     let payload = packet.payload();
-    match packet.next_header() {
-        IpProtocol::Tcp => fmt_tcp(f, &src, &dst, payload, true),
-        IpProtocol::Udp => fmt_udp(f, &src, &dst, payload, true),
-        other => write!(f, "{src} > {dst}: {other}, length {}", payload.len()),
+    // The extension headers, walked within the same bounds the stack uses.
+    let chain = match crate::ipv6ext::walk(packet.next_header(), payload) {
+        Ok(c) => c,
+        Err(e) => return write!(f, "{src} > {dst}: {e}, length {}", payload.len()),
+    };
+    let upper = &payload[chain.header_len..];
+    if let Some(frag) = chain.fragment.filter(|fr| !fr.is_atomic()) {
+        if frag.offset != 0 {
+            return write!(
+                f,
+                "{src} > {dst}: {} {frag}, length {}",
+                frag.next_header,
+                upper.len()
+            );
+        }
+    }
+    let whole = chain.fragment.is_none_or(|fr| fr.is_atomic());
+    match chain.upper {
+        IpProtocol::Tcp => fmt_tcp(f, &src, &dst, upper, whole),
+        IpProtocol::Udp => fmt_udp(f, &src, &dst, upper, whole),
+        IpProtocol::Icmpv6 => {
+            let (IpAddr::V6(s6), IpAddr::V6(d6)) = (src, dst) else {
+                return Ok(());
+            };
+            let parsed = crate::icmpv6::Icmpv6Packet::new_checked(upper).and_then(|p| {
+                crate::icmpv6::Icmpv6Repr::parse(&p, &s6, &d6, crate::ChecksumMode::Offload)
+            });
+            match parsed {
+                Ok(r) => write!(f, "{src} > {dst}: {r}")?,
+                Err(e) => write!(f, "{src} > {dst}: ICMP6 {e}, length {}", upper.len())?,
+            }
+            let ok = crate::icmpv6::Icmpv6Packet::new_checked(upper)
+                .is_ok_and(|p| p.verify_checksum(&s6, &d6));
+            if whole && !ok {
+                f.write_str(", bad cksum")?;
+            }
+            Ok(())
+        }
+        other => write!(f, "{src} > {dst}: {other}, length {}", upper.len()),
     }
 }
 
@@ -406,6 +441,43 @@ mod tests {
             pretty_print(&eth(EtherType::Unknown(0x88cc), &[0; 10])).to_string(),
             "ethertype 0x88cc, length 10"
         );
+    }
+
+    #[test]
+    fn icmpv6_and_extension_headers() {
+        use crate::icmpv6::{Icmpv6Packet, Icmpv6Repr};
+        use crate::ipv6::{Ipv6Packet, Ipv6Repr};
+        let (s, d): (core::net::Ipv6Addr, core::net::Ipv6Addr) =
+            ("fe80::1".parse().unwrap(), "fe80::2".parse().unwrap());
+        let echo = Icmpv6Repr::EchoRequest {
+            ident: 1,
+            seq_no: 2,
+            data: b"abcd",
+        };
+        let mut b = [0u8; 40 + 8 + 12];
+        Ipv6Repr {
+            src_addr: s,
+            dst_addr: d,
+            next_header: IpProtocol::HopByHop,
+            payload_len: 20,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+        }
+        .emit(&mut Ipv6Packet::new_unchecked(&mut b[..]));
+        crate::ipv6ext::emit_padding_header(&mut b[40..48], IpProtocol::Icmpv6, 8);
+        echo.emit(
+            &mut Icmpv6Packet::new_unchecked(&mut b[48..]),
+            &s,
+            &d,
+            crate::ChecksumMode::Full,
+        );
+        assert_eq!(
+            pretty_print_ip(&b).to_string(),
+            "fe80::1 > fe80::2: ICMP6, echo request, id 1, seq 2, length 12"
+        );
+        b[59] ^= 1;
+        assert!(pretty_print_ip(&b).to_string().ends_with(", bad cksum"));
     }
 
     #[test]

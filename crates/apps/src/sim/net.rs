@@ -5,13 +5,14 @@
 //! frame the tap drops is still recorded as sent (it was lost on the wire, not unsent).
 //!
 //! Node A is 198.18.0.1/24 (MAC 02:00:00:00:00:01), node B 198.18.0.2/24
-//! (02:00:00:00:00:02); endpoint 0 of the wire is A, endpoint 1 is B.
+//! (02:00:00:00:00:02); over IPv6 2001:2::1/64 and 2001:2::2/64; endpoint 0 of the wire
+//! is A, endpoint 1 is B.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::time::Duration;
@@ -24,7 +25,9 @@ use ulnet_stack::iface::{Interface, InterfaceConfig, IpCidr};
 use ulnet_stack::tcp::Tcp;
 use ulnet_stack::time::Instant;
 use ulnet_wire::TcpPacket;
-use ulnet_wire::{EtherType, EthernetAddress, EthernetFrame, IpProtocol, Ipv4Packet, SeqNumber};
+use ulnet_wire::{
+    EtherType, EthernetAddress, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, SeqNumber,
+};
 
 /// Node A's index in [`Net::nodes`].
 pub const A: usize = 0;
@@ -34,6 +37,20 @@ pub const B: usize = 1;
 /// Node `i`'s (0 or 1) IPv4 address: 198.18.0.1 and 198.18.0.2.
 pub fn node_ip(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(198, 18, 0, i as u8 + 1)
+}
+
+/// Node `i`'s (0 or 1) IPv6 address: 2001:2::1 and 2001:2::2.
+pub fn node_ip6(i: usize) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, i as u16 + 1)
+}
+
+/// Node `i`'s address in the family asked for.
+pub fn node_addr(i: usize, ipv6: bool) -> IpAddr {
+    if ipv6 {
+        IpAddr::V6(node_ip6(i))
+    } else {
+        IpAddr::V4(node_ip(i))
+    }
 }
 
 fn node_mac(i: usize) -> EthernetAddress {
@@ -114,17 +131,27 @@ impl Tap {
     }
 }
 
-/// The TCP header of an Ethernet/IPv4/TCP frame, if it is one (unfragmented).
+/// The TCP header of an Ethernet/IPv4/TCP or Ethernet/IPv6/TCP frame, if it is one
+/// (unfragmented; our stacks put no extension header in front of TCP).
 fn tcp_of(frame: &[u8]) -> Option<TcpPacket<&[u8]>> {
     let eth = EthernetFrame::new_checked(frame).ok()?;
-    if eth.ethertype() != EtherType::Ipv4 {
-        return None;
+    match eth.ethertype() {
+        EtherType::Ipv4 => {
+            let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+            if ip.protocol() != IpProtocol::Tcp || ip.is_fragment() {
+                return None;
+            }
+            TcpPacket::new_checked(ip.payload()).ok()
+        }
+        EtherType::Ipv6 => {
+            let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+            if ip.next_header() != IpProtocol::Tcp {
+                return None;
+            }
+            TcpPacket::new_checked(ip.payload()).ok()
+        }
+        _ => None,
     }
-    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
-    if ip.protocol() != IpProtocol::Tcp || ip.is_fragment() {
-        return None;
-    }
-    TcpPacket::new_checked(ip.payload()).ok()
 }
 
 /// A node's end of the cable seen through its tap: every transmitted frame is
@@ -338,6 +365,8 @@ pub struct NetConfig<'a> {
     pub pcap: [Option<&'a Path>; 2],
     /// A's data segments to drop (numbered from 1).
     pub drop_segments: Vec<u64>,
+    /// Address the nodes over IPv6 (DAD off) instead of IPv4.
+    pub ipv6: bool,
 }
 
 impl Net {
@@ -354,15 +383,17 @@ impl Net {
         drop.retain(|&n| n > 0);
         let mut nodes = Vec::with_capacity(2);
         for (i, (ep, tcp)) in [(ea, ta), (eb, tb)].into_iter().enumerate() {
-            let config = InterfaceConfig::new(node_mac(i))
-                .address(IpCidr::new(IpAddr::V4(node_ip(i)), 24).expect("/24 is valid"))
+            let prefix = if cfg.ipv6 { 64 } else { 24 };
+            let mut config = InterfaceConfig::new(node_mac(i))
+                .address(IpCidr::new(node_addr(i, cfg.ipv6), prefix).expect("valid prefix"))
                 .mtu(cfg.mtu);
+            config.limits.dad_transmits = 0;
             let mut iface = Interface::new(config)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
             if cfg.static_arp {
                 let peer = 1 - i;
                 iface
-                    .add_static_neighbor(IpAddr::V4(node_ip(peer)), node_mac(peer))
+                    .add_static_neighbor(node_addr(peer, cfg.ipv6), node_mac(peer))
                     .map_err(|e| io::Error::other(format!("{e:?}")))?;
             }
             iface.set_tcp(tcp);

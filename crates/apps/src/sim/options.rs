@@ -85,8 +85,8 @@ pub fn parse_congestion(s: &str) -> Result<Congestion, String> {
         .map_err(|_| format!("unknown congestion control {s:?} (newreno or cubic)"))
 }
 
-/// A whole simulated run: `connections` TCP connections from node A (198.18.0.1) to a
-/// listener on node B (198.18.0.2:5001), each moving `bytes` of seeded pseudo-random
+/// A whole simulated run: `connections` TCP connections from node A (198.18.0.1, or
+/// 2001:2::1 with `ipv6`) to a listener on node B (198.18.0.2:5001 or [2001:2::2]:5001), each moving `bytes` of seeded pseudo-random
 /// data, over a cable with `a_to_b` and `b_to_a` impairments.
 #[derive(Debug, Clone, Serialize)]
 pub struct TcpSimOptions {
@@ -114,7 +114,8 @@ pub struct TcpSimOptions {
     pub recv_buffer: Option<usize>,
     /// Link MTU of both interfaces and the wire (IP header included).
     pub mtu: usize,
-    /// Caps the MSS below what the MTU allows (TCP derives its MSS from `mss + 40`).
+    /// Caps the MSS below what the MTU allows (TCP derives its MSS from `mss + 40`, or
+    /// `mss + 60` over IPv6).
     pub mss: Option<u16>,
     /// Delayed ACK timeout (`None`: the TCP layer's default); zero acknowledges at once.
     #[serde(serialize_with = "ser_opt_duration")]
@@ -136,6 +137,10 @@ pub struct TcpSimOptions {
     pub pcap_b: Option<PathBuf>,
     /// Record connection 0's cwnd, ssthresh and srtt whenever they change.
     pub cwnd_trace: bool,
+    /// Run over IPv6: A is 2001:2::1/64, B 2001:2::2/64 (RFC 5180's benchmarking
+    /// block), resolved by Neighbor Discovery (DAD off, so both families start at the
+    /// same instant).
+    pub ipv6: bool,
 }
 
 impl Default for TcpSimOptions {
@@ -162,6 +167,7 @@ impl Default for TcpSimOptions {
             pcap: None,
             pcap_b: None,
             cwnd_trace: false,
+            ipv6: false,
         }
     }
 }

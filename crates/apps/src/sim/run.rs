@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Instant as WallInstant;
 
 use sha2::{Digest, Sha256};
@@ -23,7 +23,7 @@ use ulnet_stack::tcp::{
 };
 use ulnet_stack::time::{Duration as StackDuration, Instant};
 
-use super::net::{node_ip, Net, NetConfig, A, B};
+use super::net::{node_addr, Net, NetConfig, A, B};
 use super::options::TcpSimOptions;
 use super::payload::{hex, Stream};
 use super::report::{
@@ -126,7 +126,8 @@ fn tcp_config(o: &TcpSimOptions) -> TcpConfig {
         c.recv_buffer_len = n;
     }
     c.mtu = match o.mss {
-        Some(mss) => o.mtu.min(usize::from(mss) + 40),
+        // The MSS excludes the IP and TCP headers: 40 bytes over IPv4, 60 over IPv6.
+        Some(mss) => o.mtu.min(usize::from(mss) + if o.ipv6 { 60 } else { 40 }),
         None => o.mtu,
     };
     if let Some(d) = o.delayed_ack {
@@ -519,9 +520,10 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
             ],
             pcap: [opts.pcap.as_deref(), opts.pcap_b.as_deref()],
             drop_segments: opts.drop_segments.clone(),
+            ipv6: opts.ipv6,
         },
     )?;
-    let listen_at = SocketAddr::new(IpAddr::V4(node_ip(B)), PORT);
+    let listen_at = SocketAddr::new(node_addr(B, opts.ipv6), PORT);
     let listener = net.nodes[B]
         .tcp_mut()
         .listen(listen_at, opts.connections.max(1))
@@ -548,7 +550,7 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
         buf: vec![0u8; 64 * 1024],
     };
     let now = net.now();
-    let local = SocketAddr::new(IpAddr::V4(node_ip(A)), 0);
+    let local = SocketAddr::new(node_addr(A, opts.ipv6), 0);
     for i in 0..opts.connections {
         let tcp = net.nodes[A].tcp_mut();
         let h = tcp

@@ -66,6 +66,9 @@ pub struct Limits {
     pub delay_first_probe: Duration,
     /// Addresses SLAAC (RFC 4862 §5.5.3) may add from Router Advertisements.
     pub slaac_address_count: usize,
+    /// On-link prefixes Router Advertisements may add as routes (RFC 4861 §6.3.4); each
+    /// is removed when its valid lifetime ends.
+    pub ra_prefix_count: usize,
 }
 
 impl Default for Limits {
@@ -93,6 +96,7 @@ impl Default for Limits {
             dad_retrans_interval: Duration::from_secs(1),
             delay_first_probe: Duration::from_secs(5),
             slaac_address_count: 4,
+            ra_prefix_count: 4,
         }
     }
 }

@@ -37,6 +37,13 @@ impl Interface {
             stats.drop(DropReason::EthBadSource);
             return;
         }
+        // Our own IPv6 frame looped back (a multicast echoed by a switch or a TAP): a
+        // DAD solicitation of ours must not read as another node's (RFC 4862 §5.4.3
+        // notes the case; RFC 7527 §4 would use a nonce).
+        if src == self.core.config.mac && eth.ethertype() == EtherType::Ipv6 {
+            stats.drop(DropReason::EthNotForUs);
+            return;
+        }
         match eth.ethertype() {
             EtherType::Arp => self.core.process_arp(now, eth.payload(), tx),
             EtherType::Ipv4 if v6_multicast => stats.drop(DropReason::EthNotForUs),

@@ -128,6 +128,9 @@ pub(super) struct V6 {
     pub addrs: Vec<Addr6>,
     /// The default router from Router Advertisements and when its lifetime ends.
     pub router: Option<(Ipv6Addr, Instant)>,
+    /// On-link prefixes learned from Router Advertisements (routes in the table) and
+    /// when their valid lifetimes end (`None`: infinite).
+    pub prefixes: Vec<(super::route::IpCidr, Option<Instant>)>,
     /// The link MTU for IPv6: the interface's, lowered by an RA's MTU option.
     pub mtu: usize,
     /// The next fragment identification (RFC 7739: started from the secret).
@@ -140,6 +143,7 @@ impl V6 {
             enabled,
             addrs: Vec::new(),
             router: None,
+            prefixes: Vec::new(),
             mtu,
             frag_ident: 1,
         }

@@ -1,12 +1,13 @@
-//! The interface layer: one Ethernet interface with its IPv4 addresses, routes,
-//! neighbour cache, fragment reassembly, ICMP and the sockets it serves.
+//! The interface layer: one Ethernet interface with its IPv4 and IPv6 addresses, routes,
+//! neighbour cache (ARP and Neighbor Discovery), fragment reassembly, ICMP and ICMPv6, and
+//! the sockets it serves (docs/ipv6.md for the IPv6 side).
 //!
 //! In: received frames and `now` ([`Interface::ingress`]), and `now` alone for timers
 //! and application sends ([`Interface::egress`]). Out: frames, written in place into the
 //! buffers a [`TxSink`] hands out, and the next deadline ([`Interface::poll_at`]).
 //!
 //! Run to completion (docs/ARCHITECTURE.md, docs/STYLE.md §4.2): `ingress` carries a frame through
-//! Ethernet → ARP or IPv4 → reassembly → ICMP/UDP/TCP in one call, and answers it
+//! Ethernet → ARP, IPv4 or IPv6 → reassembly → ICMP/ICMPv6(ND)/UDP/TCP in one call, and answers it
 //! (ARP reply, echo reply, TCP ACK) straight into the sink it was given; nothing is
 //! queued in between except datagrams in reassembly, packets waiting for ARP, and
 //! payloads in socket buffers, all bounded.
@@ -15,9 +16,10 @@
 //! [`Stats`] under a [`DropReason`]; memory is bounded by [`Limits`] and the socket
 //! configurations, allocated up front where the steady data path is concerned.
 //!
-//! Files: `ethernet` (frame in/out), `arp` and `neighbor` (resolution), `pending`
-//! (packets waiting for it), `ipv4` (validation, delivery, output), `route`, `frag`,
-//! `icmp`, `udp`, `tcp` (glue to the TCP layer), `stats`, `config`.
+//! Files: `ethernet` (frame in/out), `arp`, `nd` and `neighbor` (resolution, NUD, DAD,
+//! router advertisements), `pending` (packets waiting for it), `ipv4` and `ipv6`
+//! (validation, delivery, output), `route`, `frag`, `icmp`, `icmpv6`, `udp`, `tcp` (glue
+//! to the TCP layer), `stats`, `config`.
 
 mod arp;
 mod config;

@@ -218,23 +218,8 @@ impl Core {
         if p.prefix.is_unicast_link_local() || p.prefix_len > 128 {
             return;
         }
-        if p.on_link && p.valid_lifetime != 0 {
-            if let Some(cidr) = IpCidr::new(IpAddr::V6(p.prefix), p.prefix_len) {
-                let known = self.routes.iter().any(|r| {
-                    r.dst.network() == cidr.network() && r.dst.prefix_len() == p.prefix_len
-                });
-                if !known
-                    && self
-                        .routes
-                        .add(Route {
-                            dst: cidr,
-                            via: None,
-                        })
-                        .is_err()
-                {
-                    self.stats.nd_prefixes_refused += 1;
-                }
-            }
+        if p.on_link {
+            self.on_link_prefix(now, &p);
         }
         // RFC 4862 §5.5.3: SLAAC needs the A flag, a 64-bit prefix (the interface
         // identifier is 64 bits, RFC 4291 §2.5.1) and preferred ≤ valid lifetime.
@@ -286,6 +271,45 @@ impl Core {
         );
     }
 
+    /// RFC 4861 §6.3.4: an on-link prefix becomes a route for its valid lifetime; a
+    /// known one is refreshed (a zero lifetime removes it). At most `ra_prefix_count`
+    /// are kept, so Router Advertisements cannot fill the route table.
+    fn on_link_prefix(&mut self, now: Instant, p: &PrefixInfo) {
+        let Some(cidr) = IpCidr::new(IpAddr::V6(p.prefix), p.prefix_len) else {
+            return;
+        };
+        let until = (p.valid_lifetime != u32::MAX)
+            .then(|| now + Duration::from_secs(u64::from(p.valid_lifetime)));
+        let same =
+            |c: &IpCidr| c.network() == cidr.network() && c.prefix_len() == cidr.prefix_len();
+        if let Some(i) = self.v6.prefixes.iter().position(|(c, _)| same(c)) {
+            if p.valid_lifetime == 0 {
+                let (c, _) = self.v6.prefixes.swap_remove(i);
+                self.routes.remove(c);
+            } else {
+                self.v6.prefixes[i].1 = until;
+            }
+            return;
+        }
+        // A prefix the configuration already routes stays the configuration's.
+        if p.valid_lifetime == 0 || self.routes.iter().any(|r| same(&r.dst)) {
+            return;
+        }
+        if self.v6.prefixes.len() >= self.config.limits.ra_prefix_count
+            || self
+                .routes
+                .add(Route {
+                    dst: cidr,
+                    via: None,
+                })
+                .is_err()
+        {
+            self.stats.nd_prefixes_refused += 1;
+            return;
+        }
+        self.v6.prefixes.push((cidr, until));
+    }
+
     /// Adds an address, tentative until DAD passes (or at once with DAD off).
     pub(super) fn add_v6_address(
         &mut self,
@@ -329,6 +353,15 @@ impl Core {
         self.v6
             .addrs
             .retain(|a| a.valid_until.is_none_or(|t| t > now));
+        let mut i = 0;
+        while i < self.v6.prefixes.len() {
+            if self.v6.prefixes[i].1.is_some_and(|t| t <= now) {
+                let (c, _) = self.v6.prefixes.swap_remove(i);
+                self.routes.remove(c);
+            } else {
+                i += 1;
+            }
+        }
         let transmits = self.config.limits.dad_transmits;
         let retrans = self.config.limits.dad_retrans_interval;
         for i in 0..self.v6.addrs.len() {
@@ -371,6 +404,7 @@ impl Core {
             .addrs
             .iter()
             .flat_map(|a| [a.next_at, a.valid_until])
+            .chain(self.v6.prefixes.iter().map(|(_, t)| *t))
             .chain([self.v6.router.map(|(_, t)| t)])
             .flatten()
             .min()

@@ -101,7 +101,8 @@ impl UdpSocket {
     /// added.
     ///
     /// # Errors
-    /// [`BindError::AlreadyBound`] if bound.
+    /// [`BindError::AlreadyBound`] if bound. An IPv4 or IPv6 address, or either
+    /// family's wildcard (which takes datagrams of both, `SocketSet` explains).
     pub fn bind(&mut self, local: SocketAddr) -> Result<(), BindError> {
         if self.local.is_some() {
             return Err(BindError::AlreadyBound);
