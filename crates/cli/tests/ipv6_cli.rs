@@ -185,3 +185,44 @@ fn serve_iperf3_dual_stack_against_unmodified_iperf3_clients() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("iperf3 server on [::]:5201"), "{err}");
 }
+
+#[test]
+fn sim_tcp_runs_over_ipv6() {
+    // `ulnet sim tcp --ipv6`: the transfer crosses the simulated wire as IPv6 frames only
+    // (neighbour discovery, then TCP with MSS 1440), every byte intact under loss.
+    let pcap = std::env::temp_dir().join(format!("ulnet-sim6-{}.pcap", std::process::id()));
+    let o = Command::new(ULNET)
+        .args([
+            "sim",
+            "tcp",
+            "--ipv6",
+            "--bytes",
+            "1M",
+            "--loss",
+            "0.01",
+            "--compact",
+        ])
+        .arg("--pcap")
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let raw = std::fs::read(&pcap);
+    let _ = std::fs::remove_file(&pcap);
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["hashes_equal"], true, "{report}");
+    let raw = raw.expect("the capture");
+    let (mut v6, mut other, mut off) = (0, 0, 24usize);
+    while off + 16 <= raw.len() {
+        let incl = u32::from_le_bytes(raw[off + 8..off + 12].try_into().unwrap()) as usize;
+        let frame = &raw[off + 16..(off + 16 + incl).min(raw.len())];
+        off += 16 + incl;
+        if frame.len() >= 14 && frame[12..14] == [0x86, 0xdd] {
+            v6 += 1;
+        } else {
+            other += 1;
+        }
+    }
+    assert!(v6 > 500 && other == 0, "{v6} IPv6 frames, {other} others");
+}
