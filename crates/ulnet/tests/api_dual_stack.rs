@@ -155,3 +155,24 @@ fn tokio_connect_over_ipv6() {
     assert_eq!(got, b"async six");
     server.join().unwrap();
 }
+
+#[test]
+fn link_local_peers_get_the_link_local_source() {
+    // RFC 6724 §5 rule 2 (matching scope): to a link-local peer the source is the stack's
+    // own link-local address (fe80:: + the modified EUI-64 of its MAC, RFC 4862 §5.3).
+    let (a, b) = pair(&A, &B);
+    let mac_of = |s: &Stack| s.with(|i| i.mac());
+    let (ll_a, ll_b) = (
+        ulnet::stack::iface::link_local_from_mac(mac_of(&a)),
+        ulnet::stack::iface::link_local_from_mac(mac_of(&b)),
+    );
+    assert_eq!(a.source_for(ll_b.into()), Some(ll_a.into()));
+    let l = TcpListener::bind(&b, "[::]:90").unwrap();
+    let server = echo(l, 1);
+    let (local, got) = round_trip(&a, SocketAddr::new(ll_b.into(), 90), b"link-local").unwrap();
+    assert_eq!(
+        (local.ip(), got.as_slice()),
+        (IpAddr::from(ll_a), &b"link-local"[..])
+    );
+    assert_eq!(server.join().unwrap()[0].ip(), IpAddr::from(ll_a));
+}
