@@ -16,14 +16,14 @@
 //! (FINs sent and acknowledged), then it stops and its thread is joined.
 
 use std::io;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ulnet_channel::Channel;
-use ulnet_stack::iface::{Interface, IpCidr};
+use ulnet_stack::iface::{AddrOrigin, AddrState, Interface, IpCidr};
 
 use super::builder::StackBuilder;
 use super::error::{err, stopped};
@@ -36,8 +36,6 @@ pub(crate) struct StackInner {
     local_ip: IpAddr,
     /// Every configured address (the interface's, as built), for source selection.
     addresses: Vec<IpCidr>,
-    /// The IPv6 link-local address (of the MAC, RFC 4862 §5.3) when any address is IPv6.
-    link_local: Option<Ipv6Addr>,
     close_linger: Duration,
     /// The loop, turned by its own thread and by application threads that wait.
     engine: Arc<Engine>,
@@ -114,18 +112,11 @@ impl Stack {
         apps: Vec<Box<dyn App + Send>>,
         close_linger: Duration,
     ) -> io::Result<Stack> {
-        let (addresses, mac) = {
-            let iface = rt.iface();
-            (iface.config().addresses.clone(), iface.config().mac)
-        };
+        let addresses = rt.iface().config().addresses.clone();
         let local_ip = addresses
             .first()
             .map(IpCidr::address)
             .ok_or_else(|| err(io::ErrorKind::InvalidInput, "the interface has no address"))?;
-        let link_local = addresses
-            .iter()
-            .any(|a| a.address().is_ipv6())
-            .then(|| ulnet_stack::iface::link_local_from_mac(mac));
         let handle = rt.handle();
         let registry = Arc::new(Registry::default());
         let reactor = Reactor {
@@ -149,7 +140,6 @@ impl Stack {
                 registry,
                 local_ip,
                 addresses,
-                link_local,
                 close_linger,
                 engine,
                 thread: Mutex::new(Some(thread)),
@@ -184,26 +174,13 @@ impl Stack {
 
     /// The source address for talking to `remote` (a simplified RFC 6724 §5): one of
     /// the same family; for a link-local destination the link-local address (rule 2,
-    /// matching scope); else one whose prefix holds `remote` (on-link, the longest
-    /// match, rule 8); else the first of that family. `None` when the stack has no
+    /// matching scope); for IPv4 one whose prefix holds `remote` (on-link, the longest
+    /// match, rule 8), else the first; for IPv6 the usable address (DAD passed,
+    /// configured or formed from a router's prefix) sharing the longest prefix with
+    /// `remote` (rule 8), else the link-local one. `None` when the stack has no usable
     /// address of `remote`'s family.
     pub fn source_for(&self, remote: IpAddr) -> Option<IpAddr> {
-        if let IpAddr::V6(r) = remote {
-            if r.is_unicast_link_local() {
-                return self.inner.link_local.map(IpAddr::V6);
-            }
-        }
-        let same = || {
-            self.inner
-                .addresses
-                .iter()
-                .filter(move |a| a.address().is_ipv6() == remote.is_ipv6())
-        };
-        same()
-            .filter(|a| a.contains(remote))
-            .max_by_key(|a| a.prefix_len())
-            .or_else(|| same().next())
-            .map(IpCidr::address)
+        self.with(|iface| source_for(iface, remote))
     }
 
     /// Runs `f` on the locked interface with the loop's `now`, then wakes the loop.
@@ -304,6 +281,47 @@ impl Stack {
             {
                 return Err(err(timeout_kind, "operation timed out"));
             }
+        }
+    }
+}
+
+/// [`Stack::source_for`] on a locked interface (connect calls it with the lock held).
+pub(crate) fn source_for(iface: &Interface, remote: IpAddr) -> Option<IpAddr> {
+    match remote {
+        IpAddr::V4(_) => {
+            let v4 = || {
+                iface
+                    .config()
+                    .addresses
+                    .iter()
+                    .filter(|a| a.address().is_ipv4())
+            };
+            v4().filter(|a| a.contains(remote))
+                .max_by_key(|a| a.prefix_len())
+                .or_else(|| v4().next())
+                .map(IpCidr::address)
+        }
+        IpAddr::V6(r) => {
+            let usable = || {
+                iface
+                    .ipv6_addresses()
+                    .filter(|a| a.state == AddrState::Preferred)
+            };
+            let link_local = || {
+                usable()
+                    .find(|a| a.origin == AddrOrigin::LinkLocal)
+                    .map(|a| a.addr)
+            };
+            let addr = if r.is_unicast_link_local() {
+                link_local()
+            } else {
+                usable()
+                    .filter(|a| a.origin != AddrOrigin::LinkLocal)
+                    .max_by_key(|a| (u128::from(a.addr) ^ u128::from(r)).leading_zeros())
+                    .map(|a| a.addr)
+                    .or_else(link_local)
+            };
+            addr.map(IpAddr::V6)
         }
     }
 }

@@ -33,13 +33,14 @@ fn one_addr(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
         .ok_or_else(|| err(io::ErrorKind::InvalidInput, "no address given"))
 }
 
-/// The source address for a connection to `remote` ([`Stack::source_for`]).
-fn source_for(stack: &Stack, remote: IpAddr) -> io::Result<IpAddr> {
-    stack.source_for(remote).ok_or_else(|| {
+/// The source address for a connection to `remote` ([`Stack::source_for`]), with the
+/// interface locked.
+fn source_for(iface: &Interface, remote: IpAddr) -> io::Result<IpAddr> {
+    super::stack::source_for(iface, remote).ok_or_else(|| {
         err(
             io::ErrorKind::AddrNotAvailable,
             if remote.is_ipv6() {
-                "the stack has no IPv6 address (StackBuilder::address)"
+                "the stack has no usable IPv6 address (StackBuilder::address; duplicate address detection must pass)"
             } else {
                 "the stack has no IPv4 address (StackBuilder::address)"
             },
@@ -188,7 +189,7 @@ impl TcpStream {
     ) -> io::Result<TcpStream> {
         let remote_ip = remote.ip();
         let stream = stack.handle().with(|iface, now| {
-            let local = SocketAddr::new(source_for(stack, remote_ip)?, 0);
+            let local = SocketAddr::new(source_for(iface, remote_ip)?, 0);
             let h = tcp(iface)?
                 .connect(now, local, remote)
                 .map_err(error::connect)?;
@@ -207,7 +208,7 @@ impl TcpStream {
     pub fn connect_nonblocking(stack: &Stack, addr: SocketAddr) -> io::Result<TcpStream> {
         let remote_ip = addr.ip();
         let s = stack.handle().with(|iface, now| {
-            let local = SocketAddr::new(source_for(stack, remote_ip)?, 0);
+            let local = SocketAddr::new(source_for(iface, remote_ip)?, 0);
             let h = tcp(iface)?
                 .connect(now, local, addr)
                 .map_err(error::connect)?;
