@@ -162,16 +162,6 @@ impl Stack {
         &self.inner.addresses
     }
 
-    /// The stack's first address of `family`'s kind (`true`: IPv6), if any: what a
-    /// wildcard listener of that family answers on, and what tools print.
-    pub fn local_ip_of(&self, ipv6: bool) -> Option<IpAddr> {
-        self.inner
-            .addresses
-            .iter()
-            .map(IpCidr::address)
-            .find(|a| a.is_ipv6() == ipv6)
-    }
-
     /// The source address for talking to `remote` (a simplified RFC 6724 §5): one of
     /// the same family; for a link-local destination the link-local address (rule 2,
     /// matching scope); for IPv4 one whose prefix holds `remote` (on-link, the longest
