@@ -666,6 +666,26 @@ impl fmt::Display for Icmpv6Repr<'_> {
             Icmpv6Repr::EchoReply { ident, seq_no, .. } => {
                 write!(f, "ICMP6, echo reply, id {ident}, seq {seq_no}")?
             }
+            Icmpv6Repr::DstUnreachable {
+                reason: Icmpv6DstUnreachable::PortUnreachable,
+                header,
+                data,
+            } => {
+                // tcpdump's wording, with the quoted transport's port when there is one.
+                write!(
+                    f,
+                    "ICMP6, destination unreachable, unreachable port, {}",
+                    header.dst_addr
+                )?;
+                if let Ok(q) = Icmpv6Quote::parse(header, data) {
+                    let proto = if q.protocol == IpProtocol::Tcp {
+                        "tcp"
+                    } else {
+                        "udp"
+                    };
+                    write!(f, " {proto} port {}", q.dst_port)?;
+                }
+            }
             Icmpv6Repr::DstUnreachable { reason, header, .. } => write!(
                 f,
                 "ICMP6, destination unreachable, code {}, {}",

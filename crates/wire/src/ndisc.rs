@@ -469,12 +469,8 @@ impl fmt::Display for NdiscRepr<'_> {
             NdiscRepr::NeighborSolicit { target, .. } => {
                 write!(f, "neighbor solicitation, who has {target}")
             }
-            NdiscRepr::NeighborAdvert { target, flags, .. } => {
-                write!(f, "neighbor advertisement, tgt is {target}")?;
-                if flags.solicited {
-                    f.write_str(", Flags [solicited]")?;
-                }
-                Ok(())
+            NdiscRepr::NeighborAdvert { target, .. } => {
+                write!(f, "neighbor advertisement, tgt is {target}")
             }
             NdiscRepr::Redirect { target, dst, .. } => {
                 write!(f, "redirect, {dst} to {target}")

@@ -68,8 +68,7 @@ impl IcmpSocket {
     /// Queues an echo request to `dst` with `seq_no` and payload `data`.
     ///
     /// # Errors
-    /// [`SendError::Unaddressable`] for an unspecified destination (IPv4 sends ICMP
-    /// echo, IPv6 ICMPv6 echo, RFC 4443 §4.1);
+    /// [`SendError::Unaddressable`] for an unspecified destination;
     /// [`SendError::TooLarge`] above the protocol or buffer maximum;
     /// [`SendError::BufferFull`] when the buffer has no room now.
     pub fn send_echo(&mut self, dst: IpAddr, seq_no: u16, data: &[u8]) -> Result<(), SendError> {

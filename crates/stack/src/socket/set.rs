@@ -326,15 +326,21 @@ impl SocketSet {
         if let Some(&i) = self.udp_bound.get(&dst) {
             return Some(i);
         }
-        // A wildcard binding of either family takes datagrams of both, the family's
-        // own first (dual stack, as Linux's `[::]` with IPV6_V6ONLY off).
-        let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), dst.port());
-        let v6 = SocketAddr::new(IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED), dst.port());
-        let (first, second) = if dst.is_ipv6() { (v6, v4) } else { (v4, v6) };
-        self.udp_bound
-            .get(&first)
-            .or_else(|| self.udp_bound.get(&second))
-            .copied()
+        let any = match dst {
+            SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            SocketAddr::V6(_) => IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED),
+        };
+        if let Some(&i) = self.udp_bound.get(&SocketAddr::new(any, dst.port())) {
+            return Some(i);
+        }
+        // Dual stack as for TCP listeners (RFC 3493 §3.7, Linux bindv6only=0): an IPv4
+        // datagram no IPv4 socket claims goes to a `[::]` socket on its port; a
+        // `0.0.0.0` socket never takes IPv6.
+        if dst.is_ipv4() {
+            let any6 = SocketAddr::new(IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED), dst.port());
+            return self.udp_bound.get(&any6).copied();
+        }
+        None
     }
 
     /// The UDP socket a datagram to `dst` is for.

@@ -101,8 +101,7 @@ impl UdpSocket {
     /// added.
     ///
     /// # Errors
-    /// [`BindError::AlreadyBound`] if bound. An IPv4 or IPv6 address, or either
-    /// family's wildcard (which takes datagrams of both, `SocketSet` explains).
+    /// [`BindError::AlreadyBound`] if bound.
     pub fn bind(&mut self, local: SocketAddr) -> Result<(), BindError> {
         if self.local.is_some() {
             return Err(BindError::AlreadyBound);
