@@ -35,6 +35,7 @@ PACKAGES=(
     "linux-perf:perf"
     "sockperf:sockperf"
     "fio:fio"
+    "bpftrace:bpftrace"
     "util-linux:taskset"
     "fonts-dejavu-core:"
     "ca-certificates:"

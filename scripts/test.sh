@@ -104,6 +104,8 @@ part=$(mktemp -t ulnet-test-part.XXXXXX)
 trap 'rm -f "$log" "$part"' EXIT
 step fmt cargo fmt --all --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
+# Broken or ambiguous intra-doc links fail the run like a clippy warning does.
+step doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 # The engine is no_std + alloc (embeddable). No other target's std can be fetched here,
 # so both checks run on the host: the stack alone without its `std` feature (a `std::`
 # path in it does not compile), then a `#![no_std]` crate with its own panic handler that

@@ -1,4 +1,4 @@
-//! A TCP bulk client: connects, sends N bytes of the [`pattern`](super::pattern)
+//! A TCP bulk client: connects, sends N bytes of the [`pattern`]
 //! and/or receives until the peer closes, checking every received byte against the
 //! pattern, then closes. What interop tests and `ulnet` use against kernel servers.
 

@@ -1,5 +1,5 @@
 //! Discard (RFC 863) and chargen (RFC 864 in spirit): a TCP/UDP sink that counts what it
-//! swallows and checks it against the [`pattern`](super::pattern), and a TCP/UDP source
+//! swallows and checks it against the [`pattern`], and a TCP/UDP source
 //! that sends the pattern until the peer closes.
 //!
 //! Chargen sends the pattern, not RFC 864's rotating ASCII lines, so that a receiver can

@@ -1,6 +1,6 @@
 //! A small HTTP/1.1 server (RFC 9110, RFC 9112) for benchmarks and demos.
 //!
-//! Routes: `GET|HEAD /bytes/N` answers N bytes of the [`pattern`](super::pattern),
+//! Routes: `GET|HEAD /bytes/N` answers N bytes of the [`pattern`],
 //! sent straight from the precomputed block; with a root directory, any other path is a
 //! static file under it (`index.html` for directories). Persistent connections (RFC 9112
 //! §9.3) with pipelined requests, `Content-Length` framing, `HEAD`, `400`, `404`, `405`,

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 /// The pattern's period, in bytes.
 pub const PERIOD: usize = 65_521;
-/// The longest slice [`slice`] hands out.
+/// The longest slice [`slice()`] hands out.
 pub const MAX_CHUNK: usize = 64 * 1024;
 
 fn block() -> &'static [u8] {

@@ -12,7 +12,7 @@ use ulnet_bench::results::{Results, View};
 const ULNET: &str = env!("CARGO_BIN_EXE_ulnet");
 
 /// Every experiment `ulnet bench list` must name, with its seed.
-const EXPERIMENTS: [(&str, &str); 10] = [
+const EXPERIMENTS: [(&str, &str); 11] = [
     ("hurd-tcp", "000"),
     ("hurd-udp", "000"),
     ("doorbell", "001"),
@@ -21,6 +21,7 @@ const EXPERIMENTS: [(&str, &str); 10] = [
     ("raw", "-"),
     ("loss", "-"),
     ("udp-echo", "003"),
+    ("dispatch", "002"),
     ("disk", "003"),
     ("attack", "-"),
 ];
@@ -181,6 +182,11 @@ fn smoke_loss() {
 #[test]
 fn smoke_udp_echo() {
     smoke("udp-echo");
+}
+
+#[test]
+fn smoke_dispatch() {
+    smoke("dispatch");
 }
 
 #[test]

@@ -7,14 +7,34 @@
 //! the engine's secret, see `tcp::table::KeyedState`). `scripts/test.sh` builds it so, and
 //! links it into the `#![no_std]` crate `crates/stack/nostd-check`.
 #![cfg_attr(not(feature = "std"), no_std)]
-#![forbid(unsafe_code)]
+// The `stage-cycles` feature's TSC read is the one `unsafe` (in `stage::tsc`).
+#![cfg_attr(not(feature = "stage-cycles"), forbid(unsafe_code))]
 #![deny(missing_docs)]
 
 extern crate alloc;
 
+/// Calls a [`stage`] hook when the `stage-cycles` feature is on, and nothing otherwise:
+/// `stage_hook!(rx_mark RxIpv4)` marks a boundary, `stage_hook!(f(args))` calls `f`.
+macro_rules! stage_hook {
+    ($f:ident $s:ident) => {
+        #[cfg(feature = "stage-cycles")]
+        {
+            $crate::stage::$f($crate::stage::Stage::$s);
+        }
+    };
+    ($f:ident($($a:expr),*)) => {
+        #[cfg(feature = "stage-cycles")]
+        {
+            $crate::stage::$f($($a),*);
+        }
+    };
+}
+
 pub mod iface;
 pub mod ports;
 pub mod socket;
+#[cfg(feature = "stage-cycles")]
+pub mod stage;
 pub mod storage;
 pub mod tcp;
 pub mod time;

@@ -10,3 +10,4 @@ pub use ulnet_wire as wire;
 
 pub mod net;
 pub mod runtime;
+pub mod stage;

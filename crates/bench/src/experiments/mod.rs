@@ -7,6 +7,7 @@
 
 mod attack;
 mod disk;
+mod dispatch;
 mod doorbell;
 mod hurd_tcp;
 mod hurd_udp;
@@ -60,6 +61,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &raw::Raw,
         &loss::Loss,
         &udp_echo::UdpEcho,
+        &dispatch::Dispatch,
         &disk::Disk,
         &attack::Attack,
     ]

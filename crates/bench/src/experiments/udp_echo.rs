@@ -43,8 +43,10 @@ use crate::testbed::{Side, Testbed};
 const KERNEL: &str = "kernel";
 /// ulnet's echo socket.
 const ULNET: &str = "ulnet-xdp";
-/// Both, in alternation order.
-const SYSTEMS: [&str; 2] = [KERNEL, ULNET];
+/// The kernel's echo socket with the veth offloads on, as users run it.
+const KERNEL_DEFAULT: &str = "kernel-default";
+/// Every system, in alternation order.
+const SYSTEMS: [&str; 3] = [KERNEL, ULNET, KERNEL_DEFAULT];
 /// The echo port.
 const PORT: u16 = 7;
 /// The two datagram sizes (UDP payload bytes).
@@ -179,6 +181,14 @@ impl Experiment for UdpEcho {
                 fmt(kk),
                 fmt(ku)
             );
+            if s.median(cases[0].0, KERNEL_DEFAULT, "echoed_mbps")
+                .is_some()
+            {
+                line += &format!(
+                    ", kernel with its default offloads {}",
+                    fmt(knee(KERNEL_DEFAULT))
+                );
+            }
             if let (Some(ratio), Some((off, ke, ue))) = (top_ratio, top_loads) {
                 line += &format!(
                     "; at the highest offered load ({off:.0} Mb/s) ulnet echoed {ue:.0} Mb/s, {ratio:.2}x the kernel's {ke:.0} Mb/s"
@@ -275,6 +285,24 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration) {
             "std::net::UdpSocket in namespace A, recv_from then send_to",
             "blocking recv_from",
         ),
+    );
+    let mut default = common(
+        "std::net::UdpSocket in namespace A, recv_from then send_to",
+        "blocking recv_from",
+    );
+    for (k, v) in &mut default {
+        if *k == "offloads" {
+            *v = "kernel defaults (ethtool -K tx/tso/gso/gro on at both veth ends for these rounds; \
+                  the generator's XDP program stays on B's veth: it must receive the echoes)"
+                .to_owned();
+        }
+    }
+    ctx.system(
+        KERNEL_DEFAULT,
+        "kernel UDP socket, default offloads",
+        SystemKind::Kernel,
+        false,
+        &default,
     );
     ctx.system(
         ULNET,
@@ -399,7 +427,7 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     ctx.note("Throughput figures are UDP payload. Offered = datagrams the generator's AF_XDP ring accepted over the window (measured, so where the generator cannot keep up, offered falls below the target); echoed = echoes it counted (over the window and the drain after it), both divided by the window.");
     ctx.note("The generator (one AF_XDP socket on B's veth, one thread on CPU 0) sends and reaps echoes on the same thread; its own ceiling shows as offered < target at the top of the sweep. On veth the receiving kernel's work runs on the sending core, i.e. CPU 0, which the generator shares.");
     ctx.note("CPU: SUT = this process minus the generator thread (echo thread, and for ulnet its runtime thread); machine = every task's precise run time, the generator included (the same generator at the same rate for both systems) and so is any other work on the machine: where it reads ~2 cores in every round the machine was busy with more than this experiment, and the knee moves with that load (the echo thread waits for its core while its socket buffer fills). Cores = CPU seconds / wall seconds of the window (including the drain).");
-    ctx.note("The kernel is measured with offloads off only (the testbed's default): with 1 KB UDP datagrams and no GSO, offloads only save checksums; the generator's XDP program on B's veth is there in both systems' rounds.");
+    ctx.note("The kernel is measured with offloads off (the testbed's default) and, as users run it, with its default offloads (kernel-default: ethtool -K tx/tso/gso/gro on at both veth ends for those rounds, off again before the next); with 1 KB UDP datagrams and no GSO, offloads mostly save checksums. The generator's XDP program on B's veth is there in every system's rounds (it receives the echoes), so kernel-default is not free of XDP on the link: a native program on B turns off TSO on A, which UDP without GSO does not use.");
 
     let mut big_ids = Vec::new();
     let mut small_ids = Vec::new();
@@ -431,7 +459,16 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
             ],
         );
         ctx.alternate(&id, &SYSTEMS, |sys, _| {
-            let (m, md) = measure(sys, a, b, gen_ip, ua, payload, pps, window)?;
+            let default = sys == KERNEL_DEFAULT;
+            if default {
+                set_offloads(a, b, true)?;
+            }
+            let r = measure(sys, a, b, gen_ip, ua, payload, pps, window);
+            // Off again whatever happened: ulnet's raw reader needs them off.
+            if default {
+                set_offloads(a, b, false)?;
+            }
+            let (m, md) = r?;
             if md.is_some() {
                 mode = md;
             }
@@ -440,6 +477,21 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     }
     if let Some(m) = mode {
         ctx.system_setup(ULNET, "channel", format!("xdp ({m})"));
+    }
+    Ok(())
+}
+
+/// Turns the offloads the testbed switched off on (the kernel's defaults) or off again,
+/// at both veth ends.
+fn set_offloads(a: &Side, b: &Side, on: bool) -> io::Result<()> {
+    let v = if on { "on" } else { "off" };
+    for side in [a, b] {
+        let dev = side.ifname.as_str();
+        side.run(
+            "ethtool",
+            ["-K", dev, "tx", v, "tso", v, "gso", v, "gro", v],
+        )
+        .map_err(io_err)?;
     }
     Ok(())
 }

@@ -176,11 +176,48 @@ impl Umem {
         // reference to the frame; frames do not overlap.
         unsafe { self.map.slice_mut(off, self.frame_size as usize) }
     }
+    /// The bytes of consecutive frames as one slice, writable while their tokens are
+    /// mutably borrowed: a frame larger than one UMEM frame can then be written in place
+    /// and sent as one descriptor per frame (multi-buffer transmit), without a copy
+    /// through a scratch buffer. `None` unless the tokens are in ascending order with
+    /// consecutive indices.
+    ///
+    /// # Panics
+    /// If a frame belongs to another UMEM.
+    #[allow(clippy::mut_from_ref)]
+    pub fn run_mut(&self, frames: &mut [Frame]) -> Option<&mut [u8]> {
+        let first = frames.first()?.index;
+        for (i, f) in frames.iter().enumerate() {
+            self.check(f);
+            if f.index != first.checked_add(i as u32)? {
+                return None;
+            }
+        }
+        let fs = self.frame_size as usize;
+        let off = first as usize * fs;
+        // SAFETY: every token of the run is mutably borrowed (see `bytes_mut`), the
+        // indices are consecutive, so the byte range is exactly those frames' bytes and
+        // no other reference to any of them exists; the last index is below
+        // `frame_count`, so the range is inside the map.
+        Some(unsafe { self.map.slice_mut(off, fs * frames.len()) })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_of_consecutive_frames_are_one_slice() {
+        let (u, mut frames) = Umem::new(8, 2048).unwrap();
+        let run = u.run_mut(&mut frames[2..5]).unwrap();
+        assert_eq!(run.len(), 3 * 2048);
+        run[2048] = 7;
+        assert_eq!(u.bytes(&frames[3])[0], 7);
+        frames.swap(2, 3);
+        assert!(u.run_mut(&mut frames[2..5]).is_none(), "out of order");
+        assert!(u.run_mut(&mut []).is_none());
+    }
 
     #[test]
     fn lend_and_reclaim() {

@@ -28,9 +28,10 @@ use crate::{Capabilities, Channel, Error, Result, Stats, Tx, TxError};
 
 /// Descriptors one copy-mode `sendto` processes (net/xdp/xsk.c `TX_BATCH_SIZE`).
 const KERNEL_TX_BATCH: u32 = 32;
-/// Largest multi-buffer frame we reassemble or split (a 9000-byte MTU plus Ethernet and
-/// VLAN headers, rounded up).
-const MAX_JUMBO_LEN: usize = 9216;
+/// Largest multi-buffer frame we reassemble or split: veth's largest MTU (65535) plus
+/// Ethernet and VLAN headers. A frags-aware program on veth takes an MTU up to one page
+/// plus `MAX_SKB_FRAGS` (17) pages, so the link, not this, is the limit.
+const MAX_JUMBO_LEN: usize = 65535 + 18;
 /// `XDP_PACKET_HEADROOM`: in copy mode the kernel writes received data this far into
 /// the frame.
 const XDP_PACKET_HEADROOM: u32 = 256;
@@ -80,6 +81,8 @@ pub struct XdpTx {
     dropped: u64,
     kicks: u64,
     bad_completions: u64,
+    /// Jumbo frames written through `scratch` because their frames were not consecutive.
+    scattered: u64,
 }
 
 impl XdpTx {
@@ -137,20 +140,31 @@ impl Tx for XdpTx {
                 options: 0,
             });
         } else {
-            // A jumbo frame: written contiguously, then split over frames with
-            // XDP_PKT_CONTD on all but the last descriptor (multi-buffer tx).
-            let buf = &mut self.scratch[..len];
-            fill(buf);
-            for (i, chunk) in buf.chunks(fs).enumerate() {
-                let Some(mut frame) = self.free.pop() else {
-                    return Err(TxError::Full);
-                };
-                self.umem.bytes_mut(&mut frame)[..chunk.len()].copy_from_slice(chunk);
+            // A jumbo frame goes out as one descriptor per UMEM frame, XDP_PKT_CONTD on
+            // all but the last (multi-buffer tx). When the frames at the top of the free
+            // list are consecutive (the usual case: completions come back in the order
+            // the frames were sent, and the list hands out its top), the frame is
+            // written across them in place; otherwise through the scratch buffer and
+            // copied, one extra copy of the frame.
+            let top = self.free.len() - parts;
+            let run = &mut self.free[top..];
+            if let Some(buf) = self.umem.run_mut(run) {
+                fill(&mut buf[..len]);
+            } else {
+                self.scattered += 1;
+                let buf = &mut self.scratch[..len];
+                fill(buf);
+                for (chunk, frame) in buf.chunks(fs).zip(run.iter_mut()) {
+                    self.umem.bytes_mut(frame)[..chunk.len()].copy_from_slice(chunk);
+                }
+            }
+            for (i, frame) in self.free.drain(top..).enumerate() {
                 let addr = self.umem.lend(frame);
+                let part = if i + 1 < parts { fs } else { len - i * fs };
                 let options = if i + 1 < parts { xsk::XDP_PKT_CONTD } else { 0 };
                 self.ring.push(XdpDesc {
                     addr,
-                    len: chunk.len() as u32,
+                    len: part as u32,
                     options,
                 });
             }
@@ -375,6 +389,7 @@ impl XdpChannel {
             dropped: 0,
             kicks: 0,
             bad_completions: 0,
+            scattered: 0,
         };
         Ok(XdpChannel {
             _link: link,
@@ -411,6 +426,12 @@ impl XdpChannel {
     /// `getsockopt(XDP_STATISTICS)`.
     pub fn xdp_statistics(&self) -> Result<XdpStatistics> {
         self.sock.statistics()
+    }
+
+    /// Multi-buffer frames sent through the scratch buffer (one extra copy) because the
+    /// free frames at hand were not consecutive.
+    pub fn tx_scattered(&self) -> u64 {
+        self.tx.scattered
     }
 
     /// Whether the socket runs zero-copy.

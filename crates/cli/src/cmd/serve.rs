@@ -3,6 +3,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -182,6 +184,11 @@ pub struct Args {
     /// connection. Default 5s.
     #[arg(long, value_parser = ulnet_apps::sim::parse_duration)]
     pub linger_time: Option<Duration>,
+    /// Per-stage cycle accounting of the UDP path (ring pop, Ethernet, IPv4, UDP, socket,
+    /// application, and back down to the doorbell): prints the breakdown every SECS
+    /// seconds (default 10; 0: only at exit) and when the server stops.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "10")]
+    pub stage_cycles: Option<f64>,
 }
 
 impl Args {
@@ -368,6 +375,40 @@ pub(crate) fn tcp_memory(s: &TcpStats) -> String {
     )
 }
 
+/// Switches the stage accounting on (after calibrating the TSC) and prints its breakdown
+/// every `every` seconds until told to stop; returns the TSC rate, the printer's stop
+/// switch and the printer (the runtime's own stop switch is reset when `run` returns, so
+/// the printer has one of its own).
+fn start_stage_cycles(every: f64) -> (f64, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let hz = ulnet::stage::calibrate(Duration::from_millis(200));
+    let invariant = ulnet::stage::tsc_flags().map_or("unknown".to_owned(), |(c, n)| {
+        format!("constant_tsc {c}, nonstop_tsc {n}")
+    });
+    eprintln!(
+        "ulnet: stage cycles on: TSC {:.3} GHz ({invariant})",
+        hz / 1e9
+    );
+    ulnet::stage::reset();
+    ulnet::stage::set_enabled(true);
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = Arc::clone(&stop);
+    let printer = std::thread::spawn(move || {
+        let tick = Duration::from_millis(100);
+        let mut last = std::time::Instant::now();
+        while !s.load(Ordering::Relaxed) {
+            std::thread::sleep(tick);
+            if every > 0.0 && last.elapsed().as_secs_f64() >= every {
+                last = std::time::Instant::now();
+                eprintln!(
+                    "ulnet: stage cycles:\n{}",
+                    ulnet::stage::format(&ulnet::stage::snapshot(), hz)
+                );
+            }
+        }
+    });
+    (hz, stop, printer)
+}
+
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.service == Service::Iperf3 {
@@ -396,7 +437,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ""
         }
     );
-    rt.run(&mut app)?;
+    let stages = args.stage_cycles.map(start_stage_cycles);
+    let r = rt.run(&mut app);
+    if let Some((hz, stop, printer)) = stages {
+        stop.store(true, Ordering::Relaxed);
+        let _ = printer.join();
+        ulnet::stage::set_enabled(false);
+        eprintln!(
+            "ulnet: stage cycles at exit:\n{}",
+            ulnet::stage::format(&ulnet::stage::snapshot(), hz)
+        );
+    }
+    r?;
     let stats = ulnet::channel::Channel::stats(rt.channel());
     for (ip, s) in args.net.ips()?.iter().zip(&app.0) {
         eprintln!("ulnet: stopped on {ip}: {}", s.summary());

@@ -47,7 +47,10 @@ impl Interface {
         match eth.ethertype() {
             EtherType::Arp => self.core.process_arp(now, eth.payload(), tx),
             EtherType::Ipv4 if v6_multicast => stats.drop(DropReason::EthNotForUs),
-            EtherType::Ipv4 => self.process_ipv4(now, eth.payload(), dst.is_broadcast(), tx),
+            EtherType::Ipv4 => {
+                stage_hook!(rx_mark RxEthernet);
+                self.process_ipv4(now, eth.payload(), dst.is_broadcast(), tx)
+            }
             EtherType::Ipv6 => self.process_ipv6(now, eth.payload(), !dst.is_unicast(), tx),
             _ => stats.drop(DropReason::EthUnknownType),
         }
@@ -74,6 +77,7 @@ impl Core {
         let sent = tx.send(len, &mut |buf| {
             let (head, payload) = buf.split_at_mut(HEADER_LEN);
             header.emit(&mut EthernetFrame::new_unchecked(head));
+            stage_hook!(tx_mark TxEthernet);
             fill(payload);
         });
         if sent {

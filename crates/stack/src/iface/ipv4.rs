@@ -202,6 +202,7 @@ impl Core {
         let mut repr = Ipv4Repr::new(h.src, h.dst, h.protocol, payload_len, h.ttl);
         repr.ident = self.next_ident(now, &h);
         if HEADER_LEN + payload_len <= self.config.mtu {
+            stage_hook!(tx_mark TxIpv4);
             let sent = self.send_frame(
                 tx,
                 mac,

@@ -18,6 +18,7 @@ const UDP_HEADER_LEN: usize = ulnet_wire::udp::HEADER_LEN;
 
 impl Interface {
     pub(super) fn process_udp(&mut self, now: Instant, d: Delivery<'_>, tx: &mut dyn TxSink) {
+        stage_hook!(rx_mark RxIpv4);
         let (src, dst) = (IpAddr::V4(d.header.src_addr), IpAddr::V4(d.header.dst_addr));
         if self.udp_input(src, dst, d.payload, d.verify) {
             self.core
@@ -92,6 +93,7 @@ impl Interface {
             }
             let had_room = s.has_room_for_any();
             while let Some((dst, len)) = s.peek_tx() {
+                stage_hook!(tx_pick(local.port()));
                 let src_ip = match (local.ip(), dst.ip()) {
                     (IpAddr::V4(a), IpAddr::V4(_)) if !a.is_unspecified() => Some(IpAddr::V4(a)),
                     (IpAddr::V6(a), IpAddr::V6(_)) if !a.is_unspecified() => Some(IpAddr::V6(a)),
@@ -120,7 +122,9 @@ impl Interface {
                     tx_mode
                 };
                 let sock = &*s;
+                stage_hook!(tx_mark TxUdp);
                 let mut fill = |buf: &mut [u8]| {
+                    stage_hook!(tx_mark TxIpv4);
                     repr.emit(
                         &mut UdpPacket::new_unchecked(buf),
                         &src,
@@ -131,6 +135,7 @@ impl Interface {
                         },
                         mode,
                     );
+                    stage_hook!(tx_mark TxUdp);
                 };
                 let sent = match (src, dst_addr) {
                     (IpAddr::V4(s4), IpAddr::V4(d4)) => {
@@ -143,6 +148,7 @@ impl Interface {
                     }
                     _ => Err(DropReason::NoSourceAddress),
                 };
+                stage_hook!(tx_emitted());
                 s.consume_tx();
                 if sent.is_ok() {
                     self.core.stats.udp_sent += 1;

@@ -361,8 +361,10 @@ impl SocketSet {
         let i = self.udp_slot_for(dst)?;
         let s = self.udp.at_mut(i)?;
         debug_assert!(s.accepts(dst));
+        stage_hook!(rx_mark RxUdp);
         let delivered = s.deliver(meta, payload);
         if delivered {
+            stage_hook!(rx_delivered(dst.port(), s.rx_queued() == 1));
             self.queue(Queued::Udp(i));
         }
         Some(delivered)

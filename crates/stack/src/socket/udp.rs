@@ -163,6 +163,8 @@ impl UdpSocket {
     /// [`SendError::ConnectionRefused`] once after an ICMP port unreachable on a connected
     /// socket (the datagram is not queued).
     pub fn send_to(&mut self, data: &[u8], dst: SocketAddr) -> Result<(), SendError> {
+        #[cfg(feature = "stage-cycles")]
+        let entry = crate::stage::tx_enter();
         if let Some(UdpError::ConnectionRefused) = self.error.take() {
             return Err(SendError::ConnectionRefused);
         }
@@ -174,6 +176,10 @@ impl UdpSocket {
         }
         if !self.tx.push(dst, data) {
             return Err(SendError::BufferFull);
+        }
+        #[cfg(feature = "stage-cycles")]
+        if let Some(l) = self.local {
+            crate::stage::tx_queued(l.port(), self.tx.datagram_count() == 1, entry);
         }
         Ok(())
     }
@@ -195,6 +201,10 @@ impl UdpSocket {
             return Err(RecvError::ConnectionRefused);
         }
         let (meta, _, copied) = self.rx.pop(buf).ok_or(RecvError::Exhausted)?;
+        #[cfg(feature = "stage-cycles")]
+        if let Some(l) = self.local {
+            crate::stage::rx_received(l.port());
+        }
         Ok((copied, meta))
     }
 

@@ -170,12 +170,13 @@ impl UdpSocket {
     /// # Errors
     /// As [`UdpSocket::send_to`].
     pub async fn send_to_async(&self, buf: &[u8], addr: SocketAddr) -> io::Result<usize> {
+        let start = crate::stage::send_start();
         poll_fn(|cx| {
             self.stack().poll_op(
                 self.key(),
                 Dir::Write,
                 cx,
-                |iface| self.try_send_to(iface, buf, addr),
+                |iface| self.try_send_to(iface, buf, addr, start),
                 &|| {},
             )
         })

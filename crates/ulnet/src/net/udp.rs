@@ -234,17 +234,28 @@ impl UdpSocket {
     }
 
     /// One try at sending, with the interface locked.
+    /// `start` is the TSC when the application's `send` began (stage accounting; 0:
+    /// none).
     pub(crate) fn try_send_to(
         &self,
         iface: &mut Interface,
         buf: &[u8],
         dst: SocketAddr,
+        start: u64,
     ) -> Poll<io::Result<usize>> {
         let s = match iface.sockets_mut().udp_mut(self.inner.h) {
             Ok(s) => s,
             Err(e) => return Poll::Ready(Err(error::udp_handle(e))),
         };
-        match s.send_to(buf, dst) {
+        // The trace starts at the application's call, before the lock.
+        #[cfg(feature = "stage-cycles")]
+        ulnet_stack::stage::tx_origin(start);
+        #[cfg(not(feature = "stage-cycles"))]
+        let _ = start;
+        let r = s.send_to(buf, dst);
+        #[cfg(feature = "stage-cycles")]
+        ulnet_stack::stage::tx_origin(0);
+        match r {
             Ok(()) => Poll::Ready(Ok(buf.len())),
             Err(SendError::BufferFull) => Poll::Pending,
             Err(e) => Poll::Ready(Err(error::udp_send(e))),
@@ -294,12 +305,13 @@ impl UdpSocket {
             .next()
             .ok_or_else(|| err(io::ErrorKind::InvalidInput, "no address given"))?;
         let i = &self.inner;
+        let start = crate::stage::send_start();
         i.stack.block(
             &i.notify,
             i.nonblocking.load(Ordering::Relaxed),
             get(&i.write_timeout),
             io::ErrorKind::WouldBlock,
-            |iface| self.try_send_to(iface, buf, dst),
+            |iface| self.try_send_to(iface, buf, dst, start),
             &|| {},
         )
     }

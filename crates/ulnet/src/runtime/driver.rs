@@ -117,6 +117,27 @@ struct Sink<'a> {
 
 impl TxSink for Sink<'_> {
     fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        #[cfg(feature = "stage-cycles")]
+        let ok = if ulnet_stack::stage::enabled() {
+            use ulnet_stack::stage::{tx_mark, tx_submitted, Stage};
+            // The channel's share: before the fill (a frame from the pool) and after it
+            // (the descriptor on the ring).
+            tx_mark(Stage::TxEthernet);
+            let ok = self
+                .tx
+                .send(len, &mut |buf| {
+                    tx_mark(Stage::TxChannel);
+                    fill(buf);
+                })
+                .is_ok();
+            if ok {
+                tx_submitted();
+            }
+            ok
+        } else {
+            self.tx.send(len, fill).is_ok()
+        };
+        #[cfg(not(feature = "stage-cycles"))]
         let ok = self.tx.send(len, fill).is_ok();
         *self.sent += u64::from(ok);
         ok
@@ -279,7 +300,9 @@ impl<C: Channel> Driver<C> {
     /// The channel's receive failed.
     pub fn receive(&mut self, now: Instant, iface: &mut Interface) -> io::Result<usize> {
         let sent = &mut self.queued;
+        crate::stage::rx_poll();
         let received = self.channel.rx_batch(self.batch_count, &mut |frame, tx| {
+            crate::stage::rx_frame();
             iface.ingress(
                 now,
                 frame,
@@ -288,6 +311,7 @@ impl<C: Channel> Driver<C> {
                     sent: &mut *sent,
                 },
             );
+            crate::stage::rx_frame_done();
         })?;
         Ok(received)
     }
@@ -351,7 +375,9 @@ impl<C: Channel> Driver<C> {
                 flushed: false,
             });
         }
+        let bell = crate::stage::tx_flush_start();
         self.channel.tx().flush()?;
+        crate::stage::tx_flushed(bell, sent);
         self.flush_debt = sent > 0;
         Ok(Flushed {
             sent,

@@ -17,7 +17,7 @@
 //! load the next batch is usually microseconds away, while a wake-up from `poll(2)`
 //! costs tens of microseconds in a VM (docs/LINUX-NOTES.md) and a context switch each way.
 //!
-//! Sharing: the interface lives in a mutex inside [`Shared`]; the loop holds it for one
+//! Sharing: the interface lives in a mutex inside `Shared`; the loop holds it for one
 //! iteration at a time. Other threads reach it through a [`Handle`]: lock, change
 //! something (connect, send), then [`Handle::wake`] the loop, and sleep on
 //! [`Handle::wait_change`] until the loop reports progress. That is enough to build

@@ -362,11 +362,15 @@ impl Recovery {
             self.fast_rtx = true;
             return;
         }
-        if let Some(first) = self.segs.first_mut() {
+        let mut marked = false;
+        self.segs.update_first(|first| {
             if first.start == seq.una() && first.flags & (segs::SACKED | segs::RTX_OUT) == 0 {
                 first.flags |= segs::LOST;
-                return;
+                marked = true;
             }
+        });
+        if marked {
+            return;
         }
         // No record of it (never expected): retransmit it anyway.
         if self.segs.first_lost().is_none() {
@@ -387,12 +391,13 @@ impl Recovery {
         let mss = u32::from(seq.data_mss());
         if self.table_on() {
             let mut any = false;
-            for r in self.segs.iter_mut() {
+            self.segs.update(|r| {
                 if !r.has(segs::SACKED) && r.len() > mss {
                     r.flags = (r.flags | segs::LOST) & !segs::RTX_OUT;
                     any = true;
                 }
-            }
+                true
+            });
             return any;
         }
         if self.rtx_nxt.is_none() {

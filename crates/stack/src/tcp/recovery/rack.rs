@@ -111,14 +111,14 @@ impl Recovery {
         let highest = self.sb.highest_sacked();
         let r = &mut self.rack;
         let prior_fack = r.fack;
-        for seg in self.segs.iter_mut() {
+        self.segs.update(|seg| {
             if seg.end.diff(una) > 0 && highest.is_none_or(|h| seg.start.diff(h) >= 0) {
                 // Records are in sequence order: nothing from here on is covered by the
                 // cumulative ACK or a SACK block (no need to walk the whole flight).
-                break;
+                return false;
             }
             if seg.has(SACKED) {
-                continue;
+                return true;
             }
             let delivered = if seg.end.diff(una) <= 0 {
                 true
@@ -131,7 +131,7 @@ impl Recovery {
                     .is_some_and(|&(s, e)| s.diff(seg.start) <= 0 && e.diff(seg.end) >= 0)
             };
             if !delivered {
-                continue;
+                return true;
             }
             seg.flags = (seg.flags | SACKED) & !RTX_OUT;
             let rtt = now.saturating_duration_since(seg.xmit);
@@ -139,7 +139,7 @@ impl Recovery {
             // Step 2: an ACK for a retransmitted segment faster than any RTT seen is
             // taken for the original's (the delivery is ambiguous): no update.
             if rtx && r.min_rtt.is_some_and(|m| rtt < m) {
-                continue;
+                return true;
             }
             // Step 3: a never-retransmitted segment delivered below one delivered before
             // arrived out of order.
@@ -158,7 +158,8 @@ impl Recovery {
                 r.xmit = Some(seg.xmit);
                 r.order = seg.order;
             }
-        }
+            true
+        });
         self.segs.advance(una);
     }
 
@@ -181,7 +182,7 @@ impl Recovery {
         }
         if !r.reord {
             let in_recovery = self.in_recovery || self.rtx_nxt.is_some();
-            let sacked = self.segs.iter().filter(|s| s.has(SACKED)).count();
+            let sacked = self.segs.sacked_count();
             if in_recovery || sacked >= usize::from(DUP_THRESH) {
                 return Duration::ZERO;
             }
@@ -214,14 +215,14 @@ impl Recovery {
         let (rack_order, rack_rtt) = (self.rack.order, self.rack.rtt);
         let mut lost = false;
         let mut timeout: Option<Instant> = None;
-        for seg in self.segs.iter_mut() {
+        self.segs.update(|seg| {
             // Only segments believed in flight: not delivered, not already lost with no
             // copy out.
             if seg.has(SACKED) || (seg.has(LOST) && !seg.has(RTX_OUT)) {
-                continue;
+                return true;
             }
             if !sent_after(rack_order, seg.order) {
-                continue;
+                return true;
             }
             let deadline = seg.xmit + rack_rtt + reo;
             if deadline <= now {
@@ -230,7 +231,8 @@ impl Recovery {
             } else {
                 timeout = Some(timeout.map_or(deadline, |t| t.max(deadline)));
             }
-        }
+            true
+        });
         match timeout {
             Some(t) => p.timers.arm_reo(t),
             None => p.timers.stop_reo(),

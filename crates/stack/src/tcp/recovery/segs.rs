@@ -85,6 +85,13 @@ impl SegRec {
 #[derive(Debug)]
 pub(crate) struct SentSegs {
     q: VecDeque<SegRec>,
+    /// Records with any flag set. While it is zero (a flight with no loss, SACK or
+    /// retransmission: the common case), the pipe is every recorded byte and nothing is
+    /// lost, so `pipe`, `first_lost` and `lost_bytes` answer without a walk of the flight
+    /// (thousands of records at a 4 MiB window, asked for on every output decision).
+    marked: u32,
+    /// The sum of the records' lengths.
+    bytes: u32,
     /// Most records (u32: the control block is kept small).
     cap: u32,
     /// The next transmission's `order`.
@@ -105,6 +112,8 @@ impl SentSegs {
         let cap = (send_buffer_len / 1024).clamp(32, 4096) + SPLIT_SLACK;
         SentSegs {
             q: VecDeque::new(),
+            marked: 0,
+            bytes: 0,
             cap: cap as u32,
             next_order: 0,
         }
@@ -124,6 +133,7 @@ impl SentSegs {
     pub(crate) fn release(&mut self) {
         if self.q.is_empty() {
             self.q = VecDeque::new();
+            debug_assert!(self.marked == 0 && self.bytes == 0);
         }
     }
 
@@ -131,21 +141,40 @@ impl SentSegs {
     pub(crate) fn with_capacity(cap: usize) -> Self {
         SentSegs {
             q: VecDeque::with_capacity(cap),
+            marked: 0,
+            bytes: 0,
             cap: cap as u32,
             next_order: 0,
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = &SegRec> + '_ {
         self.q.iter()
     }
 
-    pub(crate) fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut SegRec> + '_ {
-        self.q.iter_mut()
+    /// Calls `f` on each record in sequence order until it returns false; flag changes
+    /// are counted (`marked`). Lengths must not change.
+    pub(crate) fn update(&mut self, mut f: impl FnMut(&mut SegRec) -> bool) {
+        for r in self.q.iter_mut() {
+            let was = r.flags != 0;
+            let go_on = f(r);
+            self.marked = self.marked + u32::from(r.flags != 0) - u32::from(was);
+            if !go_on {
+                break;
+            }
+        }
     }
 
-    pub(crate) fn first_mut(&mut self) -> Option<&mut SegRec> {
-        self.q.front_mut()
+    /// Calls `f` on the lowest record, if any (see [`SentSegs::update`]).
+    pub(crate) fn update_first(&mut self, f: impl FnOnce(&mut SegRec)) {
+        let mut f = Some(f);
+        self.update(|r| {
+            if let Some(f) = f.take() {
+                f(r);
+            }
+            false
+        });
     }
 
     #[cfg(test)]
@@ -156,13 +185,21 @@ impl SentSegs {
     /// Drops what the cumulative ACK `una` covers.
     pub(crate) fn advance(&mut self, una: SeqNumber) {
         while self.q.front().is_some_and(|r| r.end.diff(una) <= 0) {
-            self.q.pop_front();
+            if let Some(r) = self.q.pop_front() {
+                self.forget(&r);
+            }
         }
         if let Some(f) = self.q.front_mut() {
             if f.start.diff(una) < 0 {
+                self.bytes -= una.distance_from(f.start);
                 f.start = una;
             }
         }
+    }
+
+    fn forget(&mut self, r: &SegRec) {
+        self.bytes -= r.len();
+        self.marked -= u32::from(r.flags != 0);
     }
 
     /// `[start, end)` went out at `now`: new data past the newest record, or a
@@ -190,10 +227,13 @@ impl SentSegs {
             if let Some(last) = self.q.back_mut() {
                 if last.end == new_from && !last.has(EVER_RTX) {
                     // Full: coarsen the newest record (see the module docs).
+                    let was = last.flags != 0;
+                    self.bytes += end.distance_from(last.end);
                     last.end = end;
                     last.xmit = now;
                     last.order = order;
                     last.flags &= !(SACKED | LOST);
+                    self.marked = self.marked + u32::from(last.flags != 0) - u32::from(was);
                     return;
                 }
             }
@@ -202,6 +242,7 @@ impl SentSegs {
             }
         }
         self.room_for_one();
+        self.bytes += end.distance_from(new_from);
         self.q.push_back(SegRec {
             start: new_from,
             end,
@@ -225,6 +266,7 @@ impl SentSegs {
             hi.start = at;
             self.q[i].end = at;
             self.room_for_one();
+            self.marked += u32::from(hi.flags != 0);
             self.q.insert(i + 1, hi);
         }
     }
@@ -242,6 +284,7 @@ impl SentSegs {
             r.order = order;
             // A lost segment stays "lost" (RFC 6675 counts it once, through its
             // retransmission); its copy is now in flight.
+            self.marked += u32::from(r.flags == 0);
             r.flags |= RTX_OUT | EVER_RTX;
             r.flags &= !SACKED;
         }
@@ -254,10 +297,14 @@ impl SentSegs {
         for r in self.q.iter_mut() {
             r.flags = (r.flags | LOST) & !(RTX_OUT | SACKED);
         }
+        self.marked = self.q.len() as u32;
     }
 
     /// The lowest record believed lost with no retransmission in flight.
     pub(crate) fn first_lost(&self) -> Option<&SegRec> {
+        if self.marked == 0 {
+            return None;
+        }
         self.q
             .iter()
             .find(|r| r.has(LOST) && !r.has(RTX_OUT) && !r.has(SACKED))
@@ -265,13 +312,32 @@ impl SentSegs {
 
     /// RFC 6675 §4 SetPipe over the records.
     pub(crate) fn pipe(&self) -> u32 {
+        debug_assert_eq!(
+            self.marked as usize,
+            self.q.iter().filter(|r| r.flags != 0).count()
+        );
+        debug_assert_eq!(self.bytes, self.q.iter().map(SegRec::len).sum::<u32>());
+        if self.marked == 0 {
+            return self.bytes;
+        }
         self.q
             .iter()
             .fold(0u32, |a, r| a.saturating_add(r.in_pipe()))
     }
 
+    /// Records the peer SACKed.
+    pub(crate) fn sacked_count(&self) -> usize {
+        if self.marked == 0 {
+            return 0;
+        }
+        self.q.iter().filter(|r| r.has(SACKED)).count()
+    }
+
     /// Bytes believed lost and not yet retransmitted.
     pub(crate) fn lost_bytes(&self) -> u32 {
+        if self.marked == 0 {
+            return 0;
+        }
         self.q
             .iter()
             .filter(|r| r.has(LOST) && !r.has(SACKED))
@@ -340,8 +406,16 @@ mod tests {
         for k in 0..4u32 {
             g.on_sent(s(k * 100), s(k * 100 + 100), t(0));
         }
-        g.iter_mut().nth(1).unwrap().flags |= SACKED;
-        g.first_mut().unwrap().flags |= LOST;
+        assert_eq!(g.pipe(), 400, "no marks: every recorded byte");
+        let mut i = 0;
+        g.update(|r| {
+            if i == 1 {
+                r.flags |= SACKED;
+            }
+            i += 1;
+            true
+        });
+        g.update_first(|r| r.flags |= LOST);
         assert_eq!(g.pipe(), 200);
         assert_eq!(g.lost_bytes(), 100);
         assert_eq!(g.first_lost().map(|r| r.start), Some(s(0)));
