@@ -247,7 +247,19 @@ impl Iperf3Server {
     /// # Errors
     /// As [`TcpListener::bind`].
     pub fn bind(stack: &Stack, port: u16) -> io::Result<Iperf3Server> {
-        let listener = TcpListener::bind(stack, SocketAddr::new(stack.local_ip(), port))?;
+        Self::bind_addr(stack, SocketAddr::new(stack.local_ip(), port))
+    }
+
+    /// Listens on `local` (TCP): one of the stack's addresses, or a wildcard (`[::]`
+    /// takes IPv4 too, a dual-stack server). UDP tests bind the address the control
+    /// connection arrived on.
+    ///
+    /// # Errors
+    /// As [`TcpListener::bind`].
+    pub fn bind_addr(stack: &Stack, local: SocketAddr) -> io::Result<Iperf3Server> {
+        let listener = TcpListener::bind(stack, local)?;
+        // Port 0 picked a free port: UDP tests bind that one too.
+        let port = listener.local_addr()?.port();
         Ok(Iperf3Server {
             stack: stack.clone(),
             listener,
@@ -351,7 +363,7 @@ impl Iperf3Server {
         let udp = if params.udp {
             Some(UdpSocket::bind_with(
                 &self.stack,
-                SocketAddr::new(self.stack.local_ip(), self.port),
+                SocketAddr::new(ctrl.local_addr()?.ip(), self.port),
                 UdpConfig {
                     rx_datagram_count: 4096,
                     rx_len: 4 * 1024 * 1024,

@@ -5,6 +5,9 @@
 //!   namespace <name>-a                       namespace <name>-b
 //!   ul<slot>a 198.18.x.1/24  <── veth ──>  ul<slot>b 198.18.x.2/24
 //!   spare .16..=.115 for ulnet               spare .144..=.243 for ulnet
+//!   with .ipv6(true) also:
+//!   2001:2:0:<slot>::1/64                    2001:2:0:<slot>::2/64
+//!   spare ::10..=::73 for ulnet              spare ::90..=::f3 for ulnet
 //! ```
 //!
 //! Both ends live in namespaces the testbed created; nothing is added to the root
@@ -12,7 +15,11 @@
 //! default the checksum and segmentation offloads are turned off on both ends: the kernel
 //! side of a veth otherwise hands raw readers (AF_PACKET, AF_XDP) frames with unfinished
 //! checksums and GSO frames larger than the MTU. IPv6 is off by default too, so the only
-//! frames on the wire are the ones a test sends.
+//! frames on the wire are the ones a test sends. With [`Builder::ipv6`] both ends get an
+//! IPv6 address from 2001:2::/48 (RFC 5180's benchmarking range) without duplicate address
+//! detection (`nodad`: usable at once) and no link-local address of their own
+//! (`addrgenmode none`): ulnet on a veth end uses that end's MAC, so the kernel's EUI-64
+//! link-local would be ulnet's too.
 //!
 //! A [`Testbed`] tears itself down when dropped, also when a test panics, unless it was
 //! built with [`Builder::keep`]. Namespaces left by a crashed run carry the `ulnet-` prefix
@@ -25,7 +32,7 @@ mod plan;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::Output;
 
 pub use impair::{clear_loss, loss_drops, set_loss};
@@ -43,6 +50,8 @@ pub const DEFAULT_MTU: u32 = 1500;
 pub const MAX_MTU: u32 = 65535;
 /// Smallest MTU accepted (IPv4's minimum, RFC 791).
 pub const MIN_MTU: u32 = 68;
+/// Smallest MTU accepted with IPv6 on (RFC 8200 §5; Linux disables IPv6 below it).
+pub const MIN_MTU_IPV6: u32 = 1280;
 
 /// The offload features the testbed turns off, as `ethtool -K` names them and as
 /// `ethtool -k` reports them.
@@ -82,8 +91,18 @@ pub struct Side {
     /// The first address set aside on this side for a user-level stack; no kernel
     /// interface has it. See [`Side::spare_ip`].
     pub spare_first: Ipv4Addr,
-    /// How many spare addresses follow `spare_first`.
+    /// How many spare addresses follow `spare_first` (and `spare6_first`).
     pub spare_count: u8,
+    /// The kernel's IPv6 address on the interface (`None` with IPv6 off).
+    #[serde(default)]
+    pub ip6: Option<Ipv6Addr>,
+    /// The IPv6 subnet's prefix length (64).
+    #[serde(default)]
+    pub prefix6_len: u8,
+    /// The first IPv6 address set aside for a user-level stack (`None` with IPv6 off).
+    /// See [`Side::spare_ip6`].
+    #[serde(default)]
+    pub spare6_first: Option<Ipv6Addr>,
 }
 
 impl Side {
@@ -99,6 +118,34 @@ impl Side {
             self.spare_count
         );
         IpAddr::V4(Ipv4Addr::from(u32::from(self.spare_first) + u32::from(n)))
+    }
+
+    /// The `n`th spare IPv6 address of this side: on the testbed's /64, assigned to no
+    /// kernel interface; for ulnet to take.
+    ///
+    /// # Panics
+    /// If the testbed was built without IPv6, or `n >= self.spare_count`.
+    pub fn spare_ip6(&self, n: u8) -> IpAddr {
+        let first = self
+            .spare6_first
+            .expect("the testbed was built without IPv6 (Builder::ipv6)");
+        assert!(
+            n < self.spare_count,
+            "spare address {n} out of range (0..{})",
+            self.spare_count
+        );
+        IpAddr::V6(Ipv6Addr::from(u128::from(first) + u128::from(n)))
+    }
+
+    /// The kernel's IPv6 address as an [`IpAddr`].
+    ///
+    /// # Panics
+    /// If the testbed was built without IPv6.
+    pub fn ip6(&self) -> IpAddr {
+        IpAddr::V6(
+            self.ip6
+                .expect("the testbed was built without IPv6 (Builder::ipv6)"),
+        )
     }
 
     /// Runs `program args` in this side's namespace; fails unless it exits with 0.
@@ -199,6 +246,9 @@ pub struct TestbedInfo {
     pub subnet: Ipv4Addr,
     /// The subnet's prefix length.
     pub prefix_len: u8,
+    /// The IPv6 subnet's network address (`None` with IPv6 off).
+    #[serde(default)]
+    pub subnet6: Option<Ipv6Addr>,
     /// Side A (`<name>-a`).
     pub a: Side,
     /// Side B (`<name>-b`).
@@ -261,8 +311,11 @@ impl Builder {
         self
     }
 
-    /// Leaves IPv6 enabled on both ends (default: disabled, so the kernel sends no
-    /// neighbour discovery or router solicitations of its own).
+    /// Turns IPv6 on, on both ends (default: disabled, so the kernel sends no neighbour
+    /// discovery or MLD of its own): each end gets `2001:2:0:<slot>::1` / `::2` with
+    /// prefix 64, without DAD, and spare IPv6 addresses for ulnet ([`Side::spare_ip6`]).
+    /// The kernel gets no link-local address (`addrgenmode none`), so ulnet may use the
+    /// EUI-64 link-local of the veth end's MAC. Needs an MTU of at least 1280.
     pub fn ipv6(mut self, on: bool) -> Self {
         self.ipv6 = on;
         self
@@ -290,14 +343,18 @@ impl Builder {
                 self.mtu
             )));
         }
+        if self.ipv6 && self.mtu < MIN_MTU_IPV6 {
+            return Err(Error::Invalid(format!(
+                "MTU {} is below IPv6's minimum of {MIN_MTU_IPV6}",
+                self.mtu
+            )));
+        }
         require_net_admin()?;
         require_tool("ip")?;
         if !self.kernel_offloads {
             require_tool("ethtool")?;
         }
-        if !self.ipv6 {
-            require_tool("sysctl")?;
-        }
+        require_tool("sysctl")?;
 
         let name = inventory::claim(&self.label)?;
         let slot = plan::parse_testbed_name(&name)
@@ -310,6 +367,7 @@ impl Builder {
                 label: self.label.clone(),
                 subnet: plan::subnet(slot),
                 prefix_len: plan::PREFIX_LEN,
+                subnet6: self.ipv6.then(|| plan::subnet6(slot)),
                 a: self.plan_side(&name, slot, SideId::A),
                 b: self.plan_side(&name, slot, SideId::B),
             },
@@ -351,6 +409,9 @@ impl Builder {
             ipv6: self.ipv6,
             spare_first: plan::spare_first(slot, side),
             spare_count: plan::SPARE_COUNT,
+            ip6: self.ipv6.then(|| plan::side_ip6(slot, side)),
+            prefix6_len: if self.ipv6 { plan::PREFIX6_LEN } else { 0 },
+            spare6_first: self.ipv6.then(|| plan::spare6_first(slot, side)),
         }
     }
 
@@ -358,7 +419,21 @@ impl Builder {
         let ns = side.ns.as_str();
         let dev = side.ifname.as_str();
         exec::run("ip", ["-n", ns, "link", "set", "dev", "lo", "up"])?;
-        if !self.ipv6 {
+        if let Some(ip6) = side.ip6 {
+            // Before the link comes up, so no link-local address is ever made: ulnet on
+            // this end shares the MAC, hence the EUI-64 link-local (RFC 4291 App. A).
+            exec::run(
+                "ip",
+                ["-n", ns, "link", "set", "dev", dev, "addrgenmode", "none"],
+            )?;
+            // The kernel ignores router advertisements here: the testbed has no router,
+            // and an interop test may send one to ulnet.
+            let key = format!("net.ipv6.conf.{dev}.accept_ra=0");
+            exec::run_in(ns, "sysctl", ["-q", "-w", &key])?;
+            let cidr = format!("{ip6}/{}", side.prefix6_len);
+            // nodad: usable at once (RFC 4862 §5.4 would hold it tentative for a second).
+            exec::run("ip", ["-n", ns, "addr", "add", &cidr, "dev", dev, "nodad"])?;
+        } else {
             let key = format!("net.ipv6.conf.{dev}.disable_ipv6=1");
             exec::run_in(ns, "sysctl", ["-q", "-w", &key])?;
         }

@@ -320,3 +320,63 @@ fn kernel_offloads_can_be_left_on_for_baselines() {
         Some(&true)
     );
 }
+
+#[test]
+fn ipv6_testbed_has_addresses_from_the_benchmarking_range_and_no_link_local() {
+    // Issue 15: both ends get 2001:2:0:<slot>::1 / ::2, usable at once (nodad), and no
+    // kernel link-local (ulnet on an end shares its MAC, hence its EUI-64 link-local).
+    let tb = build(Testbed::builder().name_prefix("v6").ipv6(true));
+    let (a, b) = (tb.a(), tb.b());
+    let (a6, b6) = (a.ip6(), b.ip6());
+    for (side, ip) in [(a, a6), (b, b6)] {
+        let IpAddr::V6(v6) = ip else { unreachable!() };
+        assert_eq!(v6.segments()[..3], [0x2001, 2, 0], "{v6}");
+        assert_eq!(side.prefix6_len, 64);
+        assert!(side.ipv6);
+        let addrs = side
+            .run("ip", ["-6", "addr", "show", "dev", side.ifname.as_str()])
+            .unwrap();
+        let addrs = String::from_utf8_lossy(&addrs.stdout);
+        assert!(addrs.contains(&format!("{v6}/64")), "{addrs}");
+        assert!(
+            !addrs.contains("fe80"),
+            "kernel link-local on {}: {addrs}",
+            side.ifname
+        );
+        assert!(!addrs.contains("tentative"), "{addrs}");
+    }
+    let spares: HashSet<IpAddr> = (0..100)
+        .flat_map(|n| [a.spare_ip6(n), b.spare_ip6(n)])
+        .collect();
+    assert_eq!(spares.len(), 200);
+    assert!(!spares.contains(&a6) && !spares.contains(&b6));
+    // The kernels reach each other over IPv6 at once.
+    let out = a
+        .output("ping", ["-6", "-c", "1", "-W", "2", &b6.to_string()])
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "A cannot ping B over IPv6: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // IPv4 is still there.
+    assert!(ping(&tb, true, &[]).status.success());
+    let parsed: TestbedInfo = serde_json::from_str(&tb.to_json()).unwrap();
+    assert_eq!(&parsed, tb.info());
+    assert_eq!(&testbed::inspect(tb.name()).unwrap(), tb.info());
+    assert!(tb.info().subnet6.is_some());
+}
+
+#[test]
+fn ipv6_testbed_refuses_an_mtu_below_1280() {
+    let err = Testbed::builder()
+        .name_prefix("v6mtu")
+        .ipv6(true)
+        .mtu(1279)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("1280"), "{err}");
+    let tb = build(Testbed::builder().name_prefix("v6mtu").ipv6(true).mtu(1280));
+    assert_eq!(tb.a().mtu, 1280);
+}

@@ -204,3 +204,69 @@ fn open_errors_name_the_cause_and_fix() {
         "config"
     );
 }
+
+#[test]
+fn joins_all_multicast_so_ipv6_solicitations_arrive() {
+    // Issue 15: a NIC's multicast filter would drop the solicited-node groups of ulnet's
+    // IPv6 addresses (33:33:ff:..), which the kernel has not joined; the channel puts
+    // the interface in all-multicast mode while it is open.
+    let net = VethPair::new("pk6");
+    // The kernel counts all-multicast users (dev_set_allmulti); `ip -d link` shows the
+    // count as `allmulti N` (the ALLMULTI flag is only the administrator's own setting).
+    let allmulti = || {
+        let out = net.a.ip(&["-d", "link", "show", "dev", &net.if_a]);
+        let mut words = out.split_whitespace();
+        words
+            .find(|w| *w == "allmulti")
+            .and_then(|_| words.next())
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("no allmulti count in `ip -d link`: {out}"))
+            > 0
+    };
+    assert!(!allmulti(), "ALLMULTI before the channel");
+    let mut ch = open(&net, |_| {});
+    assert!(allmulti(), "the channel did not turn all-multicast on");
+    net.b.ip(&[
+        "addr",
+        "add",
+        "2001:2:0:ef::1/64",
+        "dev",
+        &net.if_b,
+        "nodad",
+    ]);
+    // Nobody answers: the kernel solicits, then gives up.
+    let _ = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &net.b.name,
+            "ping",
+            "-6",
+            "-c",
+            "1",
+            "-W",
+            "1",
+        ])
+        .arg("2001:2:0:ef::10")
+        .output()
+        .expect("ping (iputils-ping) is needed");
+    let mut seen = 0;
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while seen == 0 && std::time::Instant::now() < deadline {
+        ch.rx_batch(64, &mut |f, _| {
+            let ns = f.len() >= 78
+                && f[..6] == [0x33, 0x33, 0xff, 0, 0, 0x10]
+                && f[12..14] == [0x86, 0xdd]
+                && f[54] == 135;
+            seen += usize::from(ns);
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(seen >= 1, "no neighbour solicitation reached the ring");
+    drop(ch);
+    assert!(
+        !allmulti(),
+        "all-multicast stayed on after the channel closed"
+    );
+}

@@ -417,3 +417,78 @@ fn forced_zero_copy_on_veth_is_refused_with_a_reason() {
     assert_eq!(e.source.raw_os_error(), Some(libc::EOPNOTSUPP), "{e}");
     assert!(e.to_string().contains("copy mode"), "{e}");
 }
+
+/// Whether `f` is an ICMPv6 neighbour solicitation (RFC 4861 §4.3) for `target`.
+fn is_ns_for(f: &[u8], target: std::net::Ipv6Addr) -> bool {
+    f.len() >= 14 + 40 + 24
+        && f[12..14] == [0x86, 0xdd]
+        && f[14 + 6] == 58
+        && f[54] == 135
+        && f[54 + 8..54 + 24] == target.octets()
+}
+
+#[test]
+fn ipv6_solicitations_for_steered_addresses_arrive_and_the_kernels_stay_with_it() {
+    // Issue 15: the peer kernel's neighbour solicitation for ulnet's IPv6 address goes to
+    // its solicited-node group (multicast MAC 33:33:ff:..): it reaches the channel. The
+    // kernel's own IPv6 address on the XDP side keeps working (its group is not steered).
+    let tb = Testbed::new(1500);
+    let ours: std::net::Ipv6Addr = "2001:2:0:ee::10".parse().unwrap();
+    let kernel: std::net::Ipv6Addr = "2001:2:0:ee::2".parse().unwrap();
+    tb.peer.ip(&[
+        "addr",
+        "add",
+        "2001:2:0:ee::1/64",
+        "dev",
+        &tb.peer_dev,
+        "nodad",
+    ]);
+    tb.xdp.ip(&[
+        "addr",
+        "add",
+        "2001:2:0:ee::2/64",
+        "dev",
+        &tb.xdp_dev,
+        "nodad",
+    ]);
+    let mut o = options();
+    o.addresses.push(ours.into());
+    let mut ch = XdpChannel::open(&tb.xdp_dev, Some(&tb.xdp.name), &o).expect("open XDP channel");
+    let ping = |dst: std::net::Ipv6Addr, count: &str| {
+        Command::new("ip")
+            .args(["netns", "exec", &tb.peer.name, "ping", "-6", "-c", count])
+            .args(["-i", "0.2", "-W", "1", &dst.to_string()])
+            .output()
+            .expect("ping (iputils-ping) is needed")
+    };
+    // Nobody answers for `ours`: the kernel solicits up to three times, then gives up.
+    let _ = ping(ours, "1");
+    let own = ping(kernel, "2");
+    assert!(
+        own.status.success(),
+        "the XDP side's own IPv6 address: {}",
+        String::from_utf8_lossy(&own.stdout)
+    );
+    let (mut ns_ours, mut for_kernel) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        ch.rx_batch(64, &mut |f, _| {
+            if is_ns_for(f, ours) {
+                ns_ours += 1;
+                // Sent to the solicited-node group's MAC (RFC 2464 §7).
+                assert_eq!(f[..6], [0x33, 0x33, 0xff, 0, 0, 0x10], "{f:02x?}");
+            }
+            let to_kernel = f.len() >= 54
+                && f[12..14] == [0x86, 0xdd]
+                && (f[38..54] == kernel.octets() || is_ns_for(f, kernel));
+            for_kernel += usize::from(to_kernel);
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        ns_ours >= 1,
+        "no solicitation for the steered address arrived"
+    );
+    assert_eq!(for_kernel, 0, "the kernel's IPv6 traffic was steered");
+}

@@ -13,9 +13,7 @@ use ulnet_stack::time::{Duration, Instant};
 
 use crate::ast::{Event, Expr, Syscall, When};
 use crate::report::FailureKind;
-use crate::runner::{
-    Conn, Fd, Here, Interp, Pending, Res, Sock, DEFAULT_PORT, LOCAL_IP, REMOTE_IP,
-};
+use crate::runner::{Conn, Fd, Here, Interp, Pending, Res, Sock, DEFAULT_PORT};
 
 /// What `getsockopt(SO_RCVBUF/SO_SNDBUF)` reads back for a buffer of `v` bytes: with
 /// the FreeBSD profile, once the connection is established, `v` rounded up to a
@@ -396,7 +394,7 @@ impl Interp {
                 let Some(f) = self.fds.get_mut(&fd) else {
                     return Ok(Some(Err("EBADF")));
                 };
-                f.bound = Some(SocketAddr::new(IpAddr::V4(LOCAL_IP), port as u16));
+                f.bound = Some(SocketAddr::new(self.local_ip, port as u16));
                 Ok(Some(Ok(0)))
             }
             "listen" => {
@@ -408,12 +406,13 @@ impl Interp {
                 if !matches!(f.sock, Sock::Fresh) {
                     return Ok(Some(Err("EINVAL")));
                 }
-                let local = SocketAddr::new(
-                    IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-                    f.bound.map_or(DEFAULT_PORT, |b| b.port()),
-                );
+                let any = match self.local_ip {
+                    IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                    IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+                };
+                let local = SocketAddr::new(any, f.bound.map_or(DEFAULT_PORT, |b| b.port()));
                 f.bound
-                    .get_or_insert(SocketAddr::new(IpAddr::V4(LOCAL_IP), local.port()));
+                    .get_or_insert(SocketAddr::new(self.local_ip, local.port()));
                 let opts = recorded_options(f);
                 match self.tcp.listen(local, backlog) {
                     Ok(l) => {
@@ -621,8 +620,8 @@ impl Interp {
             Sock::Listener(..) => return Ok(Some(Err("EISCONN"))),
             Sock::Fresh => {}
         }
-        let local = SocketAddr::new(IpAddr::V4(LOCAL_IP), f.bound.map_or(0, |b| b.port()));
-        let remote = SocketAddr::new(IpAddr::V4(REMOTE_IP), port as u16);
+        let local = SocketAddr::new(self.local_ip, f.bound.map_or(0, |b| b.port()));
+        let remote = SocketAddr::new(self.remote_ip, port as u16);
         let opts = recorded_options(f);
         let h = match self.tcp.connect_with(now, local, remote, &opts) {
             Ok(h) => h,

@@ -1878,6 +1878,9 @@ mod tests {
             ipv6: false,
             spare_first: Ipv4Addr::new(198, 18, 7, 16),
             spare_count: 100,
+            ip6: None,
+            prefix6_len: 0,
+            spare6_first: None,
         };
         let p = spoof_pool(&side);
         assert_eq!(p.len(), 38);

@@ -797,6 +797,9 @@ mod tests {
             ipv6: false,
             spare_first: "198.18.7.16".parse().unwrap(),
             spare_count: 100,
+            ip6: None,
+            prefix6_len: 0,
+            spare6_first: None,
         };
         assert_eq!(subnet(&s), "198.18.7.0/24");
     }

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -125,13 +125,16 @@ pub fn list() -> Result<Vec<String>> {
 /// [`Error::Command`]/[`Error::Parse`] if a side is not as a testbed leaves it.
 pub fn inspect(name: &str) -> Result<TestbedInfo> {
     let parsed = plan::parse_testbed_name(name).ok_or_else(|| Error::NotFound(name.to_owned()))?;
+    let a = read_side(name, parsed.slot, SideId::A)?;
+    let b = read_side(name, parsed.slot, SideId::B)?;
     Ok(TestbedInfo {
         name: name.to_owned(),
         label: parsed.label,
         subnet: plan::subnet(parsed.slot),
         prefix_len: plan::PREFIX_LEN,
-        a: read_side(name, parsed.slot, SideId::A)?,
-        b: read_side(name, parsed.slot, SideId::B)?,
+        subnet6: a.ip6.map(|_| plan::subnet6(parsed.slot)),
+        a,
+        b,
     })
 }
 
@@ -202,6 +205,14 @@ fn read_side(name: &str, slot: u16, side: SideId) -> Result<Side> {
     let key = format!("net.ipv6.conf.{ifname}.disable_ipv6");
     let disabled = exec::run_in(&ns, "sysctl", ["-n", &key])?;
     let ipv6 = String::from_utf8_lossy(&disabled.stdout).trim() == "0";
+    // The testbed's own IPv6 address: global scope, inside 2001:2::/48 (a link-local one
+    // the kernel made when built with an older layout is not it).
+    let v6 = link
+        .addr_info
+        .iter()
+        .filter(|a| a.family == "inet6")
+        .filter_map(|a| Some((a.local.parse::<Ipv6Addr>().ok()?, a.prefixlen)))
+        .find(|(a, _)| a.segments()[..3] == [0x2001, 2, 0]);
     Ok(Side {
         side,
         ns,
@@ -215,6 +226,9 @@ fn read_side(name: &str, slot: u16, side: SideId) -> Result<Side> {
         ipv6,
         spare_first: plan::spare_first(slot, side),
         spare_count: plan::SPARE_COUNT,
+        ip6: v6.map(|(a, _)| a),
+        prefix6_len: v6.map_or(0, |(_, len)| len),
+        spare6_first: v6.map(|_| plan::spare6_first(slot, side)),
     })
 }
 

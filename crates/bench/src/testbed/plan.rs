@@ -6,8 +6,10 @@
 //! in 198.18.0.0/15 (RFC 2544 benchmarking range): slot `n` is `198.18.0.0 + n*256`.
 //! Slots are claimed under a lock (see `inventory`), so live testbeds never share one;
 //! interface names (`ul<slot>a`, `ul<slot>b`) and MAC addresses derive from the slot too.
+//! With IPv6 on, slot `n` also has the /64 `2001:2:0:n::/64` (RFC 5180's benchmarking
+//! range 2001:2::/48, the slot in the fourth group), with the same host numbers as IPv4.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::error::{Error, Result};
 use crate::testbed::MacAddr;
@@ -18,6 +20,8 @@ pub const NAME_PREFIX: &str = "ulnet-";
 pub(crate) const SLOTS: std::ops::RangeInclusive<u16> = 1..=510;
 /// Each testbed's prefix length.
 pub(crate) const PREFIX_LEN: u8 = 24;
+/// Each testbed's IPv6 prefix length (RFC 4291 §2.5.1: interface identifiers are 64 bits).
+pub(crate) const PREFIX6_LEN: u8 = 64;
 /// Addresses per side set aside for user-level stacks (never assigned to a kernel
 /// interface): side A `.16..=.115`, side B `.144..=.243`.
 pub(crate) const SPARE_COUNT: u8 = 100;
@@ -152,6 +156,25 @@ pub(crate) fn spare_first(slot: u16, side: SideId) -> Ipv4Addr {
     slot_host(slot, side.spare_host())
 }
 
+fn slot_host6(slot: u16, host: u8) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 0x0002, 0, slot, 0, 0, 0, u16::from(host))
+}
+
+/// The network address of `slot`'s IPv6 /64 (in 2001:2::/48, RFC 5180 §8).
+pub(crate) fn subnet6(slot: u16) -> Ipv6Addr {
+    slot_host6(slot, 0)
+}
+
+/// The kernel interface's IPv6 address on `side`.
+pub(crate) fn side_ip6(slot: u16, side: SideId) -> Ipv6Addr {
+    slot_host6(slot, side.host())
+}
+
+/// The first spare IPv6 address of `side` (there are [`SPARE_COUNT`]).
+pub(crate) fn spare6_first(slot: u16, side: SideId) -> Ipv6Addr {
+    slot_host6(slot, side.spare_host())
+}
+
 /// The veth interface name of `side` (at most 7 bytes, well inside IFNAMSIZ).
 pub(crate) fn ifname(slot: u16, side: SideId) -> String {
     format!("ul{slot}{}", side.letter())
@@ -227,6 +250,28 @@ mod tests {
         let b_last = b_first + u32::from(SPARE_COUNT) - 1;
         assert!(a_last < b_first);
         assert_eq!(Ipv4Addr::from(b_last), Ipv4Addr::new(198, 18, 3, 243));
+    }
+
+    #[test]
+    fn ipv6_subnets_are_per_slot_inside_the_benchmarking_range() {
+        assert_eq!(subnet6(1), "2001:2:0:1::".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(subnet6(510), "2001:2:0:1fe::".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(
+            side_ip6(300, SideId::B),
+            "2001:2:0:12c::2".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            spare6_first(3, SideId::A),
+            "2001:2:0:3::10".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            spare6_first(3, SideId::B),
+            "2001:2:0:3::90".parse::<Ipv6Addr>().unwrap()
+        );
+        // Inside 2001:2::/48.
+        for slot in [1, 255, 256, 510] {
+            assert_eq!(subnet6(slot).segments()[..3], [0x2001, 2, 0]);
+        }
     }
 
     #[test]

@@ -348,6 +348,21 @@ impl RxRing {
         .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
         let map = Mmap::shared(fd.as_fd(), total, 0)?;
         bind(fd.as_fd(), ifindex, ETH_P_ALL_BE)?;
+        // IPv6 neighbour discovery reaches ulnet at multicast MACs the kernel has not
+        // joined (33:33:ff:XX:XX:XX for its solicited-node groups, RFC 2464 §7, RFC 4861
+        // §7.2.2). A NIC's multicast filter would drop those before the ring sees them;
+        // all-multicast mode lets them in, and the kernel undoes it when the socket
+        // closes (packet(7), PACKET_MR_ALLMULTI).
+        // SAFETY: packet_mreq is plain data; all-zero is a valid value.
+        let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+        mreq.mr_ifindex = ifindex;
+        mreq.mr_type = libc::PACKET_MR_ALLMULTI as u16;
+        setsockopt(
+            fd.as_fd(),
+            "setsockopt(PACKET_ADD_MEMBERSHIP)",
+            libc::PACKET_ADD_MEMBERSHIP,
+            &mreq,
+        )?;
         Ok(RxRing {
             map,
             fd,

@@ -8,9 +8,11 @@
 //! - IPv4 whose destination is in the IPv4 address map, and, when flow rules are on,
 //!   whose (protocol, destination port) or (protocol, any port) is in the rule map; a
 //!   fragment with a nonzero offset carries no port and goes by address only;
-//! - IPv6 whose destination is in the IPv6 address map (ulnet's addresses and their
-//!   solicited-node groups, RFC 4291 §2.7.1), with the same rules, except that ICMPv6
-//!   (neighbour discovery, RFC 4861) and fragments go by address only.
+//! - IPv6 whose destination is in the IPv6 address map (ulnet's addresses, link-local
+//!   included, their solicited-node groups and all-nodes `ff02::1`, RFC 4291 §2.7.1),
+//!   with the same rules, except that ICMPv6 (neighbour discovery, RFC 4861) and
+//!   packets whose first next header is an extension header (fragments among them) go
+//!   by address only.
 //!
 //! One 802.1Q/802.1ad tag is looked through. Every packet access is preceded by a
 //! bounds check against `data_end`, which is what the verifier demands; a frame too
@@ -54,8 +56,17 @@ const PORT_PROTOCOLS: [i32; 4] = [
     132, /* SCTP */
     136, /* UDP-Lite */
 ];
-const IPPROTO_ICMPV6: i32 = 58;
-const IPV6_FRAGMENT: i32 = 44;
+/// IPv6 next-header values steered by address only: ICMPv6 (neighbour discovery, RFC
+/// 4861, has no ports) and the extension headers of RFC 8200 §4 that can precede the
+/// transport header (walking a chain is the stack's job, which bounds it; a fragment
+/// after the first carries no port at all).
+const IPV6_BY_ADDRESS: [i32; 5] = [
+    58, /* ICMPv6 */
+    0,  /* hop-by-hop options */
+    43, /* routing */
+    44, /* fragment */
+    60, /* destination options */
+];
 
 /// Stack slots (offsets from r10).
 const KEY_RULE: i16 = -8; // 4 bytes: proto, 0, port (network order)
@@ -245,10 +256,11 @@ impl Gen {
             self.a.ja(self.steer);
             return;
         }
+        self.a.ldx(Size::B, Reg::R1, Reg::R7, l3 + 6);
+        for nh in IPV6_BY_ADDRESS {
+            self.a.jmp_imm(Cond::Eq, Reg::R1, nh, self.steer);
+        }
         self.a
-            .ldx(Size::B, Reg::R1, Reg::R7, l3 + 6)
-            .jmp_imm(Cond::Eq, Reg::R1, IPPROTO_ICMPV6, self.steer)
-            .jmp_imm(Cond::Eq, Reg::R1, IPV6_FRAGMENT, self.steer)
             .mov(Reg::R3, Reg::R7)
             .alu_imm(Alu::Add, Reg::R3, i32::from(l3) + 40)
             .ja(self.rule_check);

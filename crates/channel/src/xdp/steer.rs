@@ -101,8 +101,15 @@ impl SteeringMaps {
         }
     }
 
-    /// Steers frames for `addr` (and ARP for it; for IPv6 also its solicited-node
-    /// multicast group, where neighbour solicitations for it arrive, RFC 4861 §7.2.2).
+    /// Steers frames for `addr` (and ARP for it). For IPv6 also its solicited-node
+    /// multicast group, where neighbour solicitations for it arrive (RFC 4861 §7.2.2),
+    /// and the all-nodes group `ff02::1` (RFC 4291 §2.7.1), where router
+    /// advertisements, unsolicited neighbour advertisements and MLD queries arrive
+    /// (RFC 4861 §6.2.6, §7.2.6): a host with an IPv6 address must hear them.
+    ///
+    /// All-nodes traffic then goes to ulnet only: the kernel on the same interface no
+    /// longer hears router advertisements there (it still sends and receives its own
+    /// unicast and solicited-node traffic).
     ///
     /// # Errors
     /// `bpf(BPF_MAP_UPDATE_ELEM)`: `E2BIG` when [`MAX_ENTRIES`] are in use.
@@ -111,13 +118,15 @@ impl SteeringMaps {
             IpAddr::V4(a) => self.addrs4.update(&a.octets(), &[1]),
             IpAddr::V6(a) => {
                 self.addrs6.update(&a.octets(), &[1])?;
-                self.addrs6.update(&solicited_node(&a.octets()), &[1])
+                self.addrs6.update(&solicited_node(&a.octets()), &[1])?;
+                self.addrs6.update(&ALL_NODES, &[1])
             }
         }
     }
 
     /// Stops steering frames for `addr`; `Ok(false)` when it was not steered. (The
-    /// solicited-node group of an IPv6 address stays: another address may share it.)
+    /// solicited-node group of an IPv6 address stays, as does all-nodes: another
+    /// address may share them.)
     ///
     /// # Errors
     /// `bpf(BPF_MAP_DELETE_ELEM)`.
@@ -149,8 +158,11 @@ impl SteeringMaps {
     }
 }
 
+/// The link-local all-nodes group `ff02::1` (RFC 4291 §2.7.1).
+const ALL_NODES: [u8; 16] = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+
 /// `ff02::1:ffXX:XXXX` for the low 24 bits of `a` (RFC 4291 §2.7.1).
-fn solicited_node(a: &[u8; 16]) -> [u8; 16] {
+pub(crate) fn solicited_node(a: &[u8; 16]) -> [u8; 16] {
     let mut s = [0u8; 16];
     s[0] = 0xff;
     s[1] = 0x02;

@@ -2,6 +2,8 @@
 
 use std::net::IpAddr;
 
+use anyhow::Context as _;
+
 use ulnet::stack::time::Duration;
 use ulnet_apps::ping::{Ping, PingConfig, PingEvent};
 
@@ -57,10 +59,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             _ => {}
         }),
     )?;
-    println!(
-        "PING {target} from {}: {} data bytes",
-        args.net.addr, args.size
-    );
+    let source = args
+        .net
+        .ips()?
+        .into_iter()
+        .find(|a| a.is_ipv6() == target.is_ipv6())
+        .with_context(|| {
+            format!(
+                "no --addr of {target}'s family ({})",
+                if target.is_ipv6() { "IPv6" } else { "IPv4" }
+            )
+        })?;
+    println!("PING {target} from {source}: {} data bytes", args.size);
     stop_on_signals(&rt.handle())?;
     let start = std::time::Instant::now();
     rt.run(&mut app)?;

@@ -30,9 +30,11 @@ pub struct NetArgs {
     /// Network namespace (`ip netns add NAME`) the interface is in.
     #[arg(long)]
     pub netns: Option<String>,
-    /// ulnet's own address with prefix, e.g. 198.18.0.16/24 (not the kernel's).
-    #[arg(long)]
-    pub addr: String,
+    /// ulnet's own address with prefix, e.g. 198.18.0.16/24 or 2001:2:0:1::10/64 (not
+    /// the kernel's). Repeat it (or separate with commas) for several addresses: IPv4
+    /// and IPv6 together make a dual stack; the first is the default source.
+    #[arg(long, required = true, value_delimiter = ',')]
+    pub addr: Vec<String>,
     /// Default gateway.
     #[arg(long)]
     pub gateway: Option<IpAddr>,
@@ -53,17 +55,12 @@ pub struct NetArgs {
 impl NetArgs {
     /// The stack these options describe, ready to build.
     pub fn builder(&self) -> anyhow::Result<StackBuilder> {
-        let (ip, prefix) = self
-            .addr
-            .split_once('/')
-            .context("--addr needs a prefix length, e.g. 198.18.0.16/24")?;
-        let ip: IpAddr = ip.parse().context("--addr")?;
-        let prefix: u8 = prefix.parse().context("--addr prefix")?;
-        let cidr = IpCidr::new(ip, prefix).context("--addr: bad prefix length")?;
         let mut b = Stack::builder()
             .backend(self.backend)
-            .interface(&self.iface)
-            .address_cidr(cidr);
+            .interface(&self.iface);
+        for cidr in self.cidrs()? {
+            b = b.address_cidr(cidr);
+        }
         if let Some(netns) = &self.netns {
             b = b.netns(netns);
         }
@@ -92,16 +89,43 @@ impl NetArgs {
     }
 
     /// Opens the runtime these options describe (for apps inside the loop).
+    /// Its IPv6 addresses have passed duplicate address detection when this returns.
     pub fn open_runtime(&self) -> anyhow::Result<Runtime<AnyChannel>> {
-        self.builder()?
+        let mut rt = self
+            .builder()?
             .build_runtime()
-            .with_context(|| format!("opening the {} channel on {}", self.backend, self.iface))
+            .with_context(|| format!("opening the {} channel on {}", self.backend, self.iface))?;
+        let timeout = rt.settle_timeout();
+        rt.settle_addresses(timeout)
+            .context("duplicate address detection")?;
+        Ok(rt)
     }
 
-    /// ulnet's address.
-    pub fn ip(&self) -> anyhow::Result<IpAddr> {
-        let ip = self.addr.split('/').next().unwrap_or_default();
-        ip.parse().context("--addr")
+    /// ulnet's addresses with their prefixes, in the order given.
+    pub fn cidrs(&self) -> anyhow::Result<Vec<IpCidr>> {
+        self.addr
+            .iter()
+            .map(|a| {
+                let (ip, prefix) = a.split_once('/').with_context(|| {
+                    format!("--addr {a}: needs a prefix length, e.g. 198.18.0.16/24")
+                })?;
+                let ip: IpAddr = ip.parse().with_context(|| format!("--addr {a}"))?;
+                let prefix: u8 = prefix
+                    .parse()
+                    .with_context(|| format!("--addr {a}: prefix"))?;
+                IpCidr::new(ip, prefix).with_context(|| format!("--addr {a}: bad prefix length"))
+            })
+            .collect()
+    }
+
+    /// ulnet's addresses.
+    pub fn ips(&self) -> anyhow::Result<Vec<IpAddr>> {
+        Ok(self.cidrs()?.iter().map(IpCidr::address).collect())
+    }
+
+    /// The addresses as given, for messages.
+    pub fn addr_list(&self) -> String {
+        self.addr.join(",")
     }
 }
 
@@ -197,6 +221,22 @@ pub fn stop_after(handle: &Handle, secs: Option<f64>) {
             std::thread::sleep(Duration::from_secs_f64(s.max(0.0)));
             h.stop();
         });
+    }
+}
+
+/// The service on each of ulnet's addresses (one server per address, so each family
+/// is served whatever the stack does with wildcard binds).
+struct Servers(Vec<Running>);
+
+impl App for Servers {
+    fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
+        for s in &mut self.0 {
+            s.poll(now, iface, events);
+        }
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        self.0.iter().filter_map(Running::poll_at).min()
     }
 }
 
@@ -375,7 +415,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return super::serve_iperf3::run(&args);
     }
     let mut rt = args.net.open_runtime()?;
-    let mut app = start(&args, &rt, args.net.ip()?)?;
+    let mut servers = Vec::new();
+    for ip in args.net.ips()? {
+        servers.push(start(&args, &rt, ip)?);
+    }
+    let mut app = Servers(servers);
     let handle = rt.handle();
     stop_on_signals(&handle)?;
     stop_after(&handle, args.duration);
@@ -383,7 +427,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     eprintln!(
         "ulnet: serving {:?} on {} ({} {}, mtu {}){}",
         args.service,
-        args.net.addr,
+        args.net.addr_list(),
         caps.name,
         caps.mode,
         caps.mtu,
@@ -406,7 +450,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     r?;
     let stats = ulnet::channel::Channel::stats(rt.channel());
-    eprintln!("ulnet: stopped: {}", app.summary());
+    for (ip, s) in args.net.ips()?.iter().zip(&app.0) {
+        eprintln!("ulnet: stopped on {ip}: {}", s.summary());
+    }
     if let Some(t) = rt.iface().tcp().map(|t| t.stats()) {
         eprintln!("ulnet: tcp {}", tcp_memory(&t));
     }

@@ -1,6 +1,7 @@
 //! `ulnet serve iperf3`: an iperf3 server on ulnet's stack, through the socket API
 //! (`ulnet::net`), so an unmodified `iperf3 -c` can test it.
 
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let caps = ulnet::channel::Channel::capabilities(rt.channel());
     let stack = Stack::from_runtime(rt, Vec::new())?;
     let port = args.port.unwrap_or(DEFAULT_PORT);
-    let server = Iperf3Server::bind(&stack, port)?;
+    // Dual stack (IPv4 and IPv6 --addr): one listener on [::] takes both families (the
+    // stack hands IPv4 connections no IPv4 listener claims to it, as Linux does);
+    // otherwise the one address.
+    let ips = args.net.ips()?;
+    let local = if ips.iter().any(IpAddr::is_ipv4) && ips.iter().any(IpAddr::is_ipv6) {
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)
+    } else {
+        SocketAddr::new(stack.local_ip(), port)
+    };
+    let server = Iperf3Server::bind_addr(&stack, local)?;
     let stop = Arc::new(AtomicBool::new(false));
     {
         let s = Arc::clone(&stop);
@@ -32,11 +42,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         });
     }
     eprintln!(
-        "ulnet: iperf3 server on {}:{port} ({} {}, mtu {})",
-        stack.local_ip(),
-        caps.name,
-        caps.mode,
-        caps.mtu
+        "ulnet: iperf3 server on {local} ({} {}, mtu {})",
+        caps.name, caps.mode, caps.mtu
     );
     let max_tests = args.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
     server.run(&stop, max_tests, &mut |r| match r {

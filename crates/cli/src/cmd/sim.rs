@@ -13,7 +13,8 @@ use ulnet_apps::sim::{
 /// Subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Bulk TCP transfers from node A (198.18.0.1) to a listener on node B (198.18.0.2)
+    /// Bulk TCP transfers from node A (198.18.0.1, or 2001:2::1 with --ipv6) to a
+    /// listener on node B (198.18.0.2 or 2001:2::2)
     /// over an impaired simulated cable; prints a JSON report and fails unless every
     /// byte arrived intact and every connection closed cleanly.
     Tcp(Box<TcpArgs>),
@@ -150,9 +151,14 @@ pub struct TcpArgs {
     /// batch) or `linux` (every second segment, SACK compression: a Linux peer).
     #[arg(long, default_value = "batch", value_parser = parse_ack_policy)]
     receiver_acks: ulnet::stack::tcp::AckPolicy,
-    /// Pre-load the neighbour caches instead of resolving with ARP.
+    /// Pre-load the neighbour caches instead of resolving with ARP (or, with --ipv6,
+    /// neighbour discovery).
     #[arg(long)]
     static_arp: bool,
+    /// Run over IPv6: A is 2001:2::1, B 2001:2::2 (/64), resolved by neighbour
+    /// discovery; the MSS is sized for the 40-byte IPv6 header.
+    #[arg(long)]
+    ipv6: bool,
     /// Lose these data segments sent by A (1 = the first; comma list or repeated).
     #[arg(long = "drop-segment", value_parser = segment_list)]
     drop_segments: Vec<Vec<u64>>,
@@ -193,6 +199,7 @@ impl TcpArgs {
             delayed_ack: self.delayed_ack,
             receiver_acks: self.receiver_acks,
             static_arp: self.static_arp,
+            ipv6: self.ipv6,
             drop_segments: self.drop_segments.concat(),
             time_limit: self.time_limit,
             wall_limit: self.wall_limit,

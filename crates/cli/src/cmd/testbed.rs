@@ -30,7 +30,8 @@ pub struct UpArgs {
     /// Leave the kernel's checksum/segmentation/GRO offloads on (kernel-only baselines).
     #[arg(long)]
     kernel_offloads: bool,
-    /// Leave IPv6 enabled on the veth ends.
+    /// Dual stack: IPv6 on both veth ends with 2001:2:0:<slot>::1 and ::2 (/64, no DAD, no
+    /// kernel link-local) and spare IPv6 addresses for ulnet.
     #[arg(long)]
     ipv6: bool,
 }
@@ -89,7 +90,8 @@ fn down(args: DownArgs) -> anyhow::Result<()> {
 #[derive(serde::Serialize)]
 #[serde(untagged)]
 enum Entry {
-    Ok(testbed::TestbedInfo),
+    // Boxed: a testbed's description (with its IPv6 fields) dwarfs the broken variant.
+    Ok(Box<testbed::TestbedInfo>),
     Broken { name: String, error: String },
 }
 
@@ -97,7 +99,7 @@ fn list() -> anyhow::Result<()> {
     let entries: Vec<Entry> = testbed::list()?
         .into_iter()
         .map(|name| match testbed::inspect(&name) {
-            Ok(info) => Entry::Ok(info),
+            Ok(info) => Entry::Ok(Box::new(info)),
             Err(e) => Entry::Broken {
                 name,
                 error: e.to_string(),

@@ -18,7 +18,7 @@ mod packets;
 mod shell;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
 use ulnet_stack::tcp::{ListenerHandle, SocketHandle, SynCookies, Tcp};
@@ -38,6 +38,11 @@ use crate::segment::{
 pub const LOCAL_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 /// The script's address (packetdrill's `--remote_ip`).
 pub const REMOTE_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// The stack's address under `--ip_version=ipv6` (packetdrill's fd3d:0a0b:17d6::1,
+/// mapped into the IPv6 benchmarking range 2001:2::/48, RFC 5180).
+pub const LOCAL_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
+/// The script's address under `--ip_version=ipv6` (packetdrill's fd3d:fa7b:d17d::1).
+pub const REMOTE_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
 /// Port `bind(..., ...)` and `connect(..., ...)` use (packetdrill's 8080).
 pub const DEFAULT_PORT: u16 = 8080;
 /// First port the script's side uses for connections it opens.
@@ -182,6 +187,7 @@ pub fn run_script(name: &str, script: &Script, opts: &RunOptions) -> ScriptRepor
     let mut tol = DEFAULT_TOLERANCE_USECS;
     let mut tick = None;
     let mut mtu = None;
+    let mut ipv6 = false;
     for (n, v) in &script.options {
         let num = v.as_deref().and_then(|v| v.parse::<u64>().ok());
         match (n.as_str(), num) {
@@ -191,14 +197,19 @@ pub fn run_script(name: &str, script: &Script, opts: &RunOptions) -> ScriptRepor
             ("mtu", Some(m)) if (68..=65_535).contains(&m) => mtu = Some(m as usize),
             ("tcp_ts_tick_usecs", Some(t)) if t > 0 => tick = Some(t),
             ("tcp_ts_tick_usecs", Some(_)) => tick = None,
-            ("ip_version", _) if v.as_deref().is_some_and(|v| v != "ipv4") => {
-                warnings.push(format!(
+            // ipv6: the connection runs between IPv6 addresses (the engine sizes the MSS
+            // for the 40-byte header, RFC 8200, RFC 9293 §3.7.1). ipv4-mapped-ipv6 puts
+            // IPv4 on the wire, which is what the engine sees.
+            ("ip_version", _) => match v.as_deref() {
+                Some("ipv6") => ipv6 = true,
+                Some("ipv4" | "ipv4-mapped-ipv6") => ipv6 = false,
+                other => warnings.push(format!(
                     "--ip_version={} not modelled: the runner drives IPv4",
-                    v.as_deref().unwrap_or("")
-                ))
-            }
+                    other.unwrap_or("")
+                )),
+            },
             (
-                "ip_version" | "local_ip" | "remote_ip" | "gateway_ip" | "netmask_ip" | "bind_port"
+                "local_ip" | "remote_ip" | "gateway_ip" | "netmask_ip" | "bind_port"
                 | "connect_port" | "mtu" | "verbose" | "non_fatal" | "tolerance_percent",
                 _,
             ) => {}
@@ -219,6 +230,16 @@ pub fn run_script(name: &str, script: &Script, opts: &RunOptions) -> ScriptRepor
     report.warnings = warnings;
     let mut it = Interp {
         tcp: Tcp::new(profile.config.clone(), *ISN_KEY),
+        local_ip: if ipv6 {
+            IpAddr::V6(LOCAL_IP6)
+        } else {
+            IpAddr::V4(LOCAL_IP)
+        },
+        remote_ip: if ipv6 {
+            IpAddr::V6(REMOTE_IP6)
+        } else {
+            IpAddr::V4(REMOTE_IP)
+        },
         profile,
         lenient,
         tol,
@@ -366,6 +387,10 @@ pub(crate) struct Pending {
 /// The interpreter's state.
 pub(crate) struct Interp {
     pub tcp: Tcp,
+    /// The stack's address: [`LOCAL_IP`], or [`LOCAL_IP6`] with `--ip_version=ipv6`.
+    pub local_ip: IpAddr,
+    /// The script's address: [`REMOTE_IP`] or [`REMOTE_IP6`].
+    pub remote_ip: IpAddr,
     pub profile: Profile,
     pub lenient: bool,
     pub tol: u64,

@@ -32,8 +32,8 @@ impl Interp {
             // Packetdrill's handle_listen_for_script_packet: a packet towards a listening
             // (or absent) socket starts a new connection from a fresh remote port.
             self.listening = false;
-            let local = SocketAddr::new(IpAddr::V4(LOCAL_IP), self.listener_port());
-            let remote = SocketAddr::new(IpAddr::V4(REMOTE_IP), self.new_remote_port());
+            let local = SocketAddr::new(self.local_ip, self.listener_port());
+            let remote = SocketAddr::new(self.remote_ip, self.new_remote_port());
             self.conn = Some(Conn::new(local, remote));
         }
         let conn = self.conn.as_ref().expect("created above");
@@ -143,12 +143,15 @@ impl Interp {
     ) -> Res<()> {
         use ulnet_stack::tcp::IcmpError;
         use ulnet_wire::Icmpv4DstUnreachable as U;
-        let frag_needed = kind == "unreachable"
-            && matches!(code, Some("frag_needed") | Some("fragmentation_needed"));
+        // ICMPv6 Packet Too Big (RFC 4443 §3.2, RFC 8201) is IPv4's fragmentation-needed
+        // for the engine: a smaller path MTU.
+        let frag_needed = (kind == "unreachable"
+            && matches!(code, Some("frag_needed") | Some("fragmentation_needed")))
+            || kind == "packet_too_big";
         let Some(seq) = echoed_seq else {
             if let (true, Some(mtu)) = (frag_needed, mtu) {
                 // RFC 1191: the path MTU towards the peer drops; the engine re-segments.
-                self.tcp.set_path_mtu(IpAddr::V4(REMOTE_IP), mtu as usize);
+                self.tcp.set_path_mtu(self.remote_ip, mtu as usize);
                 self.settle();
                 return self.poll_pending();
             }
@@ -159,7 +162,7 @@ impl Interp {
             );
         };
         let err = match (kind, code.unwrap_or("")) {
-            ("unreachable", "frag_needed" | "fragmentation_needed") => {
+            ("unreachable", "frag_needed" | "fragmentation_needed") | ("packet_too_big", _) => {
                 IcmpError::FragmentationNeeded {
                     next_hop_mtu: mtu.unwrap_or(0).min(u32::from(u16::MAX)) as u16,
                     quoted_len: 65535,

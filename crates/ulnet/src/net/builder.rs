@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use ulnet_channel::xdp::XdpOptions;
 use ulnet_channel::Channel;
-use ulnet_stack::iface::{IpCidr, Route, RouteError};
+use ulnet_stack::iface::{IpCidr, Limits, Route, RouteError};
 use ulnet_stack::tcp::{Algorithm, TcpConfig};
 use ulnet_wire::EthernetAddress;
 
@@ -180,11 +180,15 @@ pub struct StackBuilder {
     /// A channel the user opened; when set, the backend, interface, namespace and XDP
     /// options are not used.
     channel: Option<AnyChannel>,
-    address: Option<IpCidr>,
+    /// ulnet's addresses, IPv4 and IPv6 together (dual stack); the first is the
+    /// default source.
+    addresses: Vec<IpCidr>,
     gateway: Option<IpAddr>,
     routes: Vec<Route>,
     mac: Option<EthernetAddress>,
     neighbors: Vec<(IpAddr, EthernetAddress)>,
+    /// The interface's bounds and timers (neighbour cache, ND/ARP, fragments, ...).
+    limits: Limits,
     /// `None`: no TCP layer.
     tcp: Option<TcpConfig>,
     wait: WaitMode,
@@ -202,7 +206,7 @@ impl std::fmt::Debug for StackBuilder {
             .field("ifname", &self.ifname)
             .field("netns", &self.netns)
             .field("channel", &self.channel)
-            .field("address", &self.address)
+            .field("addresses", &self.addresses)
             .field("error", &self.error)
             .field("routes", &self.routes)
             .field("wait", &self.wait)
@@ -230,11 +234,12 @@ impl Default for StackBuilder {
             netns: None,
             xdp: None,
             channel: None,
-            address: None,
+            addresses: Vec::new(),
             gateway: None,
             routes: Vec::new(),
             mac: None,
             neighbors: Vec::new(),
+            limits: Limits::default(),
             tcp: Some(TcpConfig::default()),
             wait: WaitMode::Sleep,
             pcap: None,
@@ -247,7 +252,9 @@ impl Default for StackBuilder {
 
 impl StackBuilder {
     /// Settings from the environment, for examples and tools: `ULNET_BACKEND`
-    /// (xdp, packet, tap), `ULNET_IFACE`, `ULNET_NETNS`, `ULNET_ADDR` (with prefix),
+    /// (xdp, packet, tap), `ULNET_IFACE`, `ULNET_NETNS`, `ULNET_ADDR` (with prefix;
+    /// several separated by commas for dual stack, e.g.
+    /// `198.18.1.16/24,2001:2:0:1::10/64`),
     /// `ULNET_GATEWAY`, `ULNET_PCAP` and `ULNET_BUSY_POLL=1`. Unset variables leave the
     /// builder as it is; malformed ones make [`build`](Self::build) fail
     /// ([`BuildError::Env`]).
@@ -267,9 +274,11 @@ impl StackBuilder {
             self.netns = Some(n);
         }
         if let Some(a) = var("ULNET_ADDR") {
-            match parse_cidr(&a) {
-                Ok(c) => self.address = Some(c),
-                Err(e) => self.fail_env("ULNET_ADDR", e),
+            for one in a.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                match parse_cidr(one) {
+                    Ok(c) => self.push_address(c),
+                    Err(e) => self.fail_env("ULNET_ADDR", e),
+                }
             }
         }
         if let Some(g) = var("ULNET_GATEWAY") {
@@ -322,22 +331,34 @@ impl StackBuilder {
         self
     }
 
-    /// The stack's address with its prefix, e.g. `"198.18.0.5/24"` (not the kernel's;
-    /// a malformed one makes [`build`](Self::build) fail with [`BuildError::Cidr`]).
+    /// Adds an address of the stack with its prefix, e.g. `"198.18.0.5/24"` or
+    /// `"2001:2:0:1::10/64"` (not the kernel's; a malformed one makes
+    /// [`build`](Self::build) fail with [`BuildError::Cidr`]). Call it once per address:
+    /// IPv4 and IPv6 together make a dual stack. The first address is the default
+    /// source ([`Stack::local_ip`]); connections pick one of the peer's family
+    /// ([`Stack::source_for`]). With IPv6 the stack also has the link-local address of
+    /// its MAC (`fe80::` + EUI-64, RFC 4862 §5.3), which the XDP backend steers too.
+    /// Giving the same address twice keeps one.
     #[must_use]
     pub fn address(mut self, cidr: &str) -> Self {
         match parse_cidr(cidr) {
-            Ok(c) => self.address = Some(c),
+            Ok(c) => self.push_address(c),
             Err(e) => self.fail(e),
         }
         self
     }
 
-    /// The stack's address as an [`IpCidr`].
+    /// Adds an address as an [`IpCidr`] (see [`address`](Self::address)).
     #[must_use]
     pub fn address_cidr(mut self, cidr: IpCidr) -> Self {
-        self.address = Some(cidr);
+        self.push_address(cidr);
         self
+    }
+
+    fn push_address(&mut self, cidr: IpCidr) {
+        if !self.addresses.contains(&cidr) {
+            self.addresses.push(cidr);
+        }
     }
 
     /// The default gateway.
@@ -366,6 +387,16 @@ impl StackBuilder {
     #[must_use]
     pub fn neighbor(mut self, ip: IpAddr, mac: EthernetAddress) -> Self {
         self.neighbors.push((ip, mac));
+        self
+    }
+
+    /// The interface's memory bounds and timers (default: [`Limits::default`], the
+    /// RFCs' and Linux's values): neighbour cache size and reachable time, resolution
+    /// retries, reassembly, ICMP rate, socket counts, and with IPv6 duplicate address
+    /// detection and unreachability detection.
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -476,15 +507,22 @@ impl StackBuilder {
         self
     }
 
-    /// Opens the channel, builds the interface and starts the loop's thread.
+    /// Opens the channel, builds the interface, waits for its IPv6 addresses to pass
+    /// duplicate address detection (about a second with IPv6, nothing without) and
+    /// starts the loop's thread.
     ///
     /// # Errors
     /// As [`build_runtime`](Self::build_runtime); [`BuildError::Io`] when the loop's
-    /// thread could not start.
+    /// thread could not start, with kind `AddrInUse` when another node on the link holds
+    /// one of the IPv6 addresses ([`Runtime::settle_addresses`]).
     pub fn build(mut self) -> Result<Stack, BuildError> {
         let apps = std::mem::take(&mut self.apps);
         let close_linger = self.close_linger;
-        let rt = self.build_runtime()?;
+        let mut rt = self.build_runtime()?;
+        // Sockets may be used as soon as this returns: IPv6 addresses must have passed
+        // duplicate address detection (RFC 4862 §5.4) by then.
+        let timeout = rt.settle_timeout();
+        rt.settle_addresses(timeout)?;
         Ok(Stack::start(rt, apps, close_linger)?)
     }
 
@@ -502,7 +540,9 @@ impl StackBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let address = self.address.ok_or(BuildError::MissingAddress)?;
+        if self.addresses.is_empty() {
+            return Err(BuildError::MissingAddress);
+        }
         let link = match self.channel {
             Some(ch) => Link::Channel(ch),
             None => Link::Kernel {
@@ -514,10 +554,11 @@ impl StackBuilder {
         };
         let rt = runtime::open(NetConfig {
             link,
-            address,
+            addresses: self.addresses,
             gateway: self.gateway,
             mac: self.mac,
             neighbors: self.neighbors,
+            limits: self.limits,
             tcp: self.tcp,
             wait: self.wait,
             pcap: self.pcap,

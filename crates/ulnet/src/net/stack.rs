@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ulnet_channel::Channel;
-use ulnet_stack::iface::{Interface, IpCidr};
+use ulnet_stack::iface::{AddrOrigin, AddrState, Interface, IpCidr};
 
 use super::builder::StackBuilder;
 use super::error::{err, stopped};
@@ -34,6 +34,8 @@ pub(crate) struct StackInner {
     handle: Handle,
     registry: Arc<Registry>,
     local_ip: IpAddr,
+    /// Every configured address (the interface's, as built), for source selection.
+    addresses: Vec<IpCidr>,
     close_linger: Duration,
     /// The loop, turned by its own thread and by application threads that wait.
     engine: Arc<Engine>,
@@ -93,6 +95,8 @@ impl Stack {
 
     /// Wraps a runtime (e.g. from [`StackBuilder::build_runtime`], to read its channel's
     /// capabilities first) and starts its loop on a new thread, with `apps` inside it.
+    /// IPv6 addresses still in duplicate address detection are not usable yet: call
+    /// [`Runtime::settle_addresses`] first (as [`StackBuilder::build`] does).
     ///
     /// # Errors
     /// `InvalidInput` when the interface has no address; the thread could not start.
@@ -108,10 +112,8 @@ impl Stack {
         apps: Vec<Box<dyn App + Send>>,
         close_linger: Duration,
     ) -> io::Result<Stack> {
-        let local_ip = rt
-            .iface()
-            .config()
-            .addresses
+        let addresses = rt.iface().config().addresses.clone();
+        let local_ip = addresses
             .first()
             .map(IpCidr::address)
             .ok_or_else(|| err(io::ErrorKind::InvalidInput, "the interface has no address"))?;
@@ -137,6 +139,7 @@ impl Stack {
                 handle,
                 registry,
                 local_ip,
+                addresses,
                 close_linger,
                 engine,
                 thread: Mutex::new(Some(thread)),
@@ -152,6 +155,22 @@ impl Stack {
     /// The stack's own address (the first configured).
     pub fn local_ip(&self) -> IpAddr {
         self.inner.local_ip
+    }
+
+    /// The configured addresses with their prefixes (the link-local one not included).
+    pub fn addresses(&self) -> &[IpCidr] {
+        &self.inner.addresses
+    }
+
+    /// The source address for talking to `remote` (a simplified RFC 6724 §5): one of
+    /// the same family; for a link-local destination the link-local address (rule 2,
+    /// matching scope); for IPv4 one whose prefix holds `remote` (on-link, the longest
+    /// match, rule 8), else the first; for IPv6 the usable address (DAD passed,
+    /// configured or formed from a router's prefix) sharing the longest prefix with
+    /// `remote` (rule 8), else the link-local one. `None` when the stack has no usable
+    /// address of `remote`'s family.
+    pub fn source_for(&self, remote: IpAddr) -> Option<IpAddr> {
+        self.with(|iface| source_for(iface, remote))
     }
 
     /// Runs `f` on the locked interface with the loop's `now`, then wakes the loop.
@@ -252,6 +271,47 @@ impl Stack {
             {
                 return Err(err(timeout_kind, "operation timed out"));
             }
+        }
+    }
+}
+
+/// [`Stack::source_for`] on a locked interface (connect calls it with the lock held).
+pub(crate) fn source_for(iface: &Interface, remote: IpAddr) -> Option<IpAddr> {
+    match remote {
+        IpAddr::V4(_) => {
+            let v4 = || {
+                iface
+                    .config()
+                    .addresses
+                    .iter()
+                    .filter(|a| a.address().is_ipv4())
+            };
+            v4().filter(|a| a.contains(remote))
+                .max_by_key(|a| a.prefix_len())
+                .or_else(|| v4().next())
+                .map(IpCidr::address)
+        }
+        IpAddr::V6(r) => {
+            let usable = || {
+                iface
+                    .ipv6_addresses()
+                    .filter(|a| a.state == AddrState::Preferred)
+            };
+            let link_local = || {
+                usable()
+                    .find(|a| a.origin == AddrOrigin::LinkLocal)
+                    .map(|a| a.addr)
+            };
+            let addr = if r.is_unicast_link_local() {
+                link_local()
+            } else {
+                usable()
+                    .filter(|a| a.origin != AddrOrigin::LinkLocal)
+                    .max_by_key(|a| (u128::from(a.addr) ^ u128::from(r)).leading_zeros())
+                    .map(|a| a.addr)
+                    .or_else(link_local)
+            };
+            addr.map(IpAddr::V6)
         }
     }
 }

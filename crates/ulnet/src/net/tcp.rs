@@ -7,7 +7,7 @@
 //! Unread received data at close also makes a reset (RFC 1122 §4.2.2.13), as on Linux.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Shutdown, SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
@@ -31,6 +31,21 @@ fn one_addr(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
     addr.to_socket_addrs()?
         .next()
         .ok_or_else(|| err(io::ErrorKind::InvalidInput, "no address given"))
+}
+
+/// The source address for a connection to `remote` ([`Stack::source_for`]), with the
+/// interface locked.
+fn source_for(iface: &Interface, remote: IpAddr) -> io::Result<IpAddr> {
+    super::stack::source_for(iface, remote).ok_or_else(|| {
+        err(
+            io::ErrorKind::AddrNotAvailable,
+            if remote.is_ipv6() {
+                "the stack has no usable IPv6 address (StackBuilder::address; duplicate address detection must pass)"
+            } else {
+                "the stack has no IPv4 address (StackBuilder::address)"
+            },
+        )
+    })
 }
 
 fn tcp(iface: &mut Interface) -> io::Result<&mut Tcp> {
@@ -172,8 +187,9 @@ impl TcpStream {
         remote: SocketAddr,
         timeout: Option<Duration>,
     ) -> io::Result<TcpStream> {
+        let remote_ip = remote.ip();
         let stream = stack.handle().with(|iface, now| {
-            let local = SocketAddr::new(stack.local_ip(), 0);
+            let local = SocketAddr::new(source_for(iface, remote_ip)?, 0);
             let h = tcp(iface)?
                 .connect(now, local, remote)
                 .map_err(error::connect)?;
@@ -190,8 +206,9 @@ impl TcpStream {
     /// # Errors
     /// As [`connect`](Self::connect) for the immediate failures.
     pub fn connect_nonblocking(stack: &Stack, addr: SocketAddr) -> io::Result<TcpStream> {
+        let remote_ip = addr.ip();
         let s = stack.handle().with(|iface, now| {
-            let local = SocketAddr::new(stack.local_ip(), 0);
+            let local = SocketAddr::new(source_for(iface, remote_ip)?, 0);
             let h = tcp(iface)?
                 .connect(now, local, addr)
                 .map_err(error::connect)?;
@@ -605,8 +622,9 @@ pub struct TcpListener {
 }
 
 impl TcpListener {
-    /// Listens on `addr` (an unspecified IP listens on every address of the stack;
-    /// port 0 picks a free port).
+    /// Listens on `addr` (an unspecified IP listens on every address of the stack of
+    /// its family, and `[::]` also on the IPv4 ones unless
+    /// [`set_only_v6`](Self::set_only_v6); port 0 picks a free port).
     ///
     /// # Errors
     /// `AddrInUse` when another listener has the address; `AddrNotAvailable` when no
@@ -636,6 +654,22 @@ impl TcpListener {
     /// Never (the `Result` mirrors std).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.inner.local)
+    }
+
+    /// For a listener on `[::]`: refuse IPv4 connections (`true`, like `IPV6_V6ONLY`)
+    /// or take those no IPv4 listener on the port claims (`false`, the default, as
+    /// Linux with `net.ipv6.bindv6only=0`; accepted IPv4 peers are reported as IPv4
+    /// addresses, not v4-mapped `::ffff:a.b.c.d`). No effect on other listeners.
+    ///
+    /// # Errors
+    /// `NotConnected` when the stack stopped.
+    pub fn set_only_v6(&self, on: bool) -> io::Result<()> {
+        let l = self.inner.l;
+        self.inner.stack.with(|iface| {
+            tcp(iface)?
+                .set_listener_v6only(l, on)
+                .map_err(|e| err(io::ErrorKind::NotConnected, e))
+        })
     }
 
     /// Another handle to the same listener.

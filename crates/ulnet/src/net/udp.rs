@@ -83,7 +83,7 @@ impl UdpSocket {
     ///
     /// # Errors
     /// `AddrInUse` when another socket has the port; `AddrNotAvailable` when no port is
-    /// free; `InvalidInput` for IPv6 (not yet supported by the engine).
+    /// free.
     pub fn bind(stack: &Stack, addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
         Self::bind_with(stack, addr, DEFAULT_CONFIG)
     }

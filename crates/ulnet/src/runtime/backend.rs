@@ -21,7 +21,9 @@ use ulnet_channel::pcap::{system_clock, Pcap, PcapWriter, Precision};
 use ulnet_channel::tap::{TapChannel, TapOptions};
 use ulnet_channel::xdp::{XdpChannel, XdpOptions};
 use ulnet_channel::{Capabilities, Channel, Stats, Tx};
-use ulnet_stack::iface::{ChecksumCaps, Interface, InterfaceConfig, IpCidr};
+use ulnet_stack::iface::{
+    link_local_from_mac, ChecksumCaps, Interface, InterfaceConfig, IpCidr, Limits,
+};
 use ulnet_stack::tcp::{Tcp, TcpConfig};
 use ulnet_wire::{ChecksumMode, EthernetAddress};
 
@@ -76,15 +78,18 @@ impl std::str::FromStr for Backend {
 pub(crate) struct NetConfig {
     /// What carries the frames.
     pub link: Link,
-    /// ulnet's address and prefix.
-    pub address: IpCidr,
+    /// ulnet's addresses with their prefixes (at least one; IPv4 and IPv6 together for
+    /// dual stack). The first is the default source address.
+    pub addresses: Vec<IpCidr>,
     /// The default gateway.
     pub gateway: Option<IpAddr>,
     /// ulnet's MAC; `None` takes the interface's (xdp, packet) or a locally administered
-    /// one derived from the address (tap, a channel given by the user).
+    /// one derived from the first address (tap, a channel given by the user).
     pub mac: Option<EthernetAddress>,
     /// Neighbours that are never asked for.
     pub neighbors: Vec<(IpAddr, EthernetAddress)>,
+    /// The interface's bounds and timers.
+    pub limits: Limits,
     /// TCP configuration; `None` leaves TCP off (segments are answered with nothing).
     pub tcp: Option<TcpConfig>,
     /// Busy-poll or sleep.
@@ -107,7 +112,8 @@ pub(crate) enum Link {
         /// The named network namespace (`ip netns add`) the interface is in.
         netns: Option<String>,
         /// The AF_XDP options (queue, sizes, modes, further steered addresses); the
-        /// configuration's address is always steered, whether listed here or not.
+        /// configuration's addresses (and with IPv6 the link-local one) are always
+        /// steered, whether listed here or not.
         xdp: XdpOptions,
     },
     /// A channel already open (one end of a pipe, a simulated wire, a wrapped backend).
@@ -164,10 +170,11 @@ pub type PcapChannel = Pcap<AnyChannel, BufWriter<File>, fn() -> Duration>;
 pub(crate) fn open(cfg: NetConfig) -> io::Result<Runtime<AnyChannel>> {
     let NetConfig {
         link,
-        address,
+        addresses,
         gateway,
         mac,
         neighbors,
+        limits,
         tcp,
         wait,
         pcap,
@@ -178,8 +185,14 @@ pub(crate) fn open(cfg: NetConfig) -> io::Result<Runtime<AnyChannel>> {
             ifname,
             netns,
             xdp,
-        } => open_channel(backend, &ifname, netns.as_deref(), xdp, address, mac)?,
-        Link::Channel(ch) => (ch, mac.unwrap_or_else(|| local_mac(address.address()))),
+        } => open_channel(backend, &ifname, netns.as_deref(), xdp, &addresses, mac)?,
+        Link::Channel(ch) => {
+            let mac = match mac {
+                Some(m) => m,
+                None => local_mac(first(&addresses)?),
+            };
+            (ch, mac)
+        }
     };
     let channel = match &pcap {
         Some(path) => {
@@ -190,7 +203,7 @@ pub(crate) fn open(cfg: NetConfig) -> io::Result<Runtime<AnyChannel>> {
         None => channel,
     };
     let caps = channel.capabilities();
-    let iface = build_interface(address, gateway, &neighbors, tcp, &caps, mac)?;
+    let iface = build_interface(&addresses, gateway, &neighbors, limits, tcp, &caps, mac)?;
     Runtime::new(channel, iface, wait, Clock::monotonic())
 }
 
@@ -199,18 +212,20 @@ fn open_channel(
     ifname: &str,
     ns: Option<&str>,
     mut xdp: XdpOptions,
-    address: IpCidr,
+    addresses: &[IpCidr],
     mac: Option<EthernetAddress>,
 ) -> io::Result<(AnyChannel, EthernetAddress)> {
     Ok(match backend {
         Backend::Xdp => {
-            if !xdp.addresses.contains(&address.address()) {
-                xdp.addresses.push(address.address());
-            }
             let mac = match mac {
                 Some(m) => m,
                 None => interface_mac(ns, ifname)?,
             };
+            for a in steered_addresses(addresses, mac) {
+                if !xdp.addresses.contains(&a) {
+                    xdp.addresses.push(a);
+                }
+            }
             let ch = XdpChannel::open(ifname, ns, &xdp)?;
             (AnyChannel(Box::new(ch)), mac)
         }
@@ -223,7 +238,10 @@ fn open_channel(
             (AnyChannel(Box::new(ch)), mac)
         }
         Backend::Tap => {
-            let mac = mac.unwrap_or_else(|| local_mac(address.address()));
+            let mac = match mac {
+                Some(m) => m,
+                None => local_mac(first(addresses)?),
+            };
             let ch = TapChannel::open(ifname, ns, &TapOptions::default())?;
             (AnyChannel(Box::new(ch)), mac)
         }
@@ -234,14 +252,37 @@ fn invalid(what: impl fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, what.to_string())
 }
 
-/// The interface at `address` on a channel with `caps`.
+/// The first configured address (the configuration always has one: the builder checks).
+fn first(addresses: &[IpCidr]) -> io::Result<IpAddr> {
+    addresses
+        .first()
+        .map(IpCidr::address)
+        .ok_or_else(|| invalid("the stack needs an address"))
+}
+
+/// What the steering program must send to ulnet: every configured address and, when one
+/// of them is IPv6, the link-local address of `mac` (the stack's own, RFC 4862 §5.3;
+/// the steering program adds the solicited-node and all-nodes groups).
+fn steered_addresses(addresses: &[IpCidr], mac: EthernetAddress) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = addresses.iter().map(IpCidr::address).collect();
+    if out.iter().any(IpAddr::is_ipv6) {
+        let ll = IpAddr::V6(link_local_from_mac(mac));
+        if !out.contains(&ll) {
+            out.push(ll);
+        }
+    }
+    out
+}
+
+/// The interface with `addresses` on a channel with `caps`.
 ///
 /// # Errors
 /// `InvalidInput` for a configuration the stack refuses.
 fn build_interface(
-    address: IpCidr,
+    addresses: &[IpCidr],
     gateway: Option<IpAddr>,
     neighbors: &[(IpAddr, EthernetAddress)],
+    limits: Limits,
     tcp: Option<TcpConfig>,
     caps: &Capabilities,
     mac: EthernetAddress,
@@ -249,8 +290,8 @@ fn build_interface(
     // The largest IP packet that fits both the link and one channel frame.
     let mtu = caps.mtu.min(caps.max_frame_len.saturating_sub(14));
     let mut ic = InterfaceConfig::new(mac)
-        .address(address)
         .mtu(mtu)
+        .limits(limits)
         .checksum(ChecksumCaps {
             rx_verified: caps.rx_checksum_verified,
             tx: if caps.tx_checksum_offload {
@@ -259,6 +300,9 @@ fn build_interface(
                 ChecksumMode::Full
             },
         });
+    for a in addresses {
+        ic = ic.address(*a);
+    }
     if let Some(gw) = gateway {
         ic = ic.gateway(gw);
     }
@@ -343,5 +387,29 @@ mod tests {
         assert_eq!(&l.0[2..], &[198, 18, 0, 7]);
         assert_eq!("tap".parse::<Backend>().unwrap(), Backend::Tap);
         assert!("dpdk".parse::<Backend>().is_err());
+    }
+
+    #[test]
+    fn ipv6_steers_the_link_local_of_the_mac_too() {
+        // RFC 4291 Appendix A's example form: 02:75:6c:00:01:0a -> fe80::75:6cff:fe00:10a
+        // (the U/L bit of 0x02 inverted to 0x00).
+        let mac = EthernetAddress([0x02, 0x75, 0x6c, 0x00, 0x01, 0x0a]);
+        assert_eq!(
+            link_local_from_mac(mac),
+            "fe80::75:6cff:fe00:10a"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+        );
+        let v4: IpCidr = IpCidr::new("198.18.1.16".parse().unwrap(), 24).unwrap();
+        let v6: IpCidr = IpCidr::new("2001:2:0:1::10".parse().unwrap(), 64).unwrap();
+        assert_eq!(steered_addresses(&[v4], mac), vec![v4.address()]);
+        assert_eq!(
+            steered_addresses(&[v4, v6], mac),
+            vec![
+                v4.address(),
+                v6.address(),
+                IpAddr::V6(link_local_from_mac(mac))
+            ]
+        );
     }
 }

@@ -29,6 +29,7 @@
 mod backend;
 mod clock;
 mod driver;
+mod settle;
 mod trim;
 mod turn;
 mod wait;

@@ -222,6 +222,77 @@ pub fn ulnet_ping(
     ping.summary().received
 }
 
+/// ulnet pings `target` `count` times `interval` apart with echo identifier `ident`
+/// (each ping in one runtime needs its own); returns replies received.
+pub fn ulnet_ping_with(
+    rt: &mut Runtime<AnyChannel>,
+    s: &mut Services,
+    target: IpAddr,
+    count: u16,
+    interval: Duration,
+    ident: u16,
+) -> u32 {
+    let mut cfg = PingConfig::new(target, count);
+    cfg.interval = interval;
+    cfg.timeout = Duration::from_secs(2);
+    cfg.ident = ident;
+    let mut ping = Ping::new(&mut rt.iface(), cfg, Box::new(|_| {})).unwrap();
+    let limit = interval * u32::from(count) + Duration::from_secs(10);
+    run_client(rt, s, &mut ping, limit);
+    ping.summary().received
+}
+
+/// A fresh testbed with IPv6 on both ends (2001:2:0:<slot>::/64) and MTU `mtu`.
+pub fn testbed6(label: &str, mtu: u32) -> Testbed {
+    preflight();
+    Testbed::builder()
+        .name_prefix(label)
+        .ipv6(true)
+        .mtu(mtu)
+        .build()
+        .unwrap_or_else(|e| panic!("cannot build the IPv6 testbed: {e}"))
+}
+
+/// The MSS option of every SYN over IPv6 in `pcap`, with its source address.
+pub fn ipv6_syn_mss(pcap: &Path) -> Vec<(IpAddr, Option<u16>)> {
+    let raw = std::fs::read(pcap).unwrap();
+    let mut out = Vec::new();
+    let mut off = 24usize;
+    while off + 16 <= raw.len() {
+        let incl = u32::from_le_bytes(raw[off + 8..off + 12].try_into().unwrap()) as usize;
+        let rec = &raw[off + 16..(off + 16 + incl).min(raw.len())];
+        off += 16 + incl;
+        // Ethernet, IPv6 (next header TCP, no extension headers), TCP.
+        if rec.len() < 14 + 40 + 20 || rec[12..14] != [0x86, 0xdd] || rec[14 + 6] != 6 {
+            continue;
+        }
+        let src: [u8; 16] = rec[14 + 8..14 + 24].try_into().unwrap();
+        let tcp = &rec[54..];
+        if tcp[13] & 0x02 == 0 {
+            continue;
+        }
+        let hdr = usize::from(tcp[12] >> 4) * 4;
+        let opts = &tcp[20..hdr.min(tcp.len()).max(20)];
+        let mut mss = None;
+        let mut i = 0;
+        while i < opts.len() {
+            match opts[i] {
+                0 => break,
+                1 => i += 1,
+                kind => {
+                    let Some(&len) = opts.get(i + 1) else { break };
+                    if kind == 2 && len == 4 && i + 4 <= opts.len() {
+                        mss = Some(u16::from_be_bytes([opts[i + 2], opts[i + 3]]));
+                    }
+                    i += usize::from(len.max(2));
+                }
+            }
+        }
+        out.push((IpAddr::from(src), mss));
+    }
+    out
+}
+
 /// Runs `client` with the services until it is done or `limit` passes.
 pub fn run_client<C: App>(
     rt: &mut Runtime<AnyChannel>,
@@ -316,7 +387,12 @@ pub fn kernel_udp_echo(ns: &str, target: SocketAddr, count: usize) -> usize {
     let ns = ns.to_owned();
     std::thread::spawn(move || {
         let _g = ulnet::channel::sys::netns::enter(&ns).expect("enter netns");
-        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let any: IpAddr = if target.is_ipv6() {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        };
+        let s = UdpSocket::bind((any, 0)).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(500)))
             .unwrap();
         let mut ok = 0;
@@ -337,6 +413,11 @@ pub fn kernel_udp_echo(ns: &str, target: SocketAddr, count: usize) -> usize {
     .unwrap()
 }
 
+/// `http://ip:port/path`, with an IPv6 address in brackets (RFC 3986 §3.2.2).
+pub fn http_url(ip: IpAddr, port: u16, path: &str) -> String {
+    format!("http://{}/{path}", SocketAddr::new(ip, port))
+}
+
 /// Fetches `url` with curl in `ns` into `out`; returns (length, SHA-256).
 pub fn curl(ns: &str, url: &str, out: &Path) -> (u64, String) {
     let o = output_in(
@@ -345,6 +426,8 @@ pub fn curl(ns: &str, url: &str, out: &Path) -> (u64, String) {
         &[
             "-sS",
             "--fail",
+            // An IPv6 literal's brackets are not a glob range.
+            "-g",
             "--max-time",
             "60",
             "-o",
@@ -389,8 +472,30 @@ pub fn kernel_neighbor(ns: &str, ip: IpAddr) -> Option<String> {
 /// that message would have caught, a retransmission with other bytes, is checked here
 /// directly instead.
 pub fn tshark_clean(pcap: &Path, min_frames: u64) {
+    tshark_clean_with(pcap, min_frames, &[]);
+}
+
+/// [`tshark_clean`] up to the transport layer: TCP payload on `ports` is read as plain
+/// data. With TCP reassembly off, the HTTP dissector (and heuristic ones such as
+/// Thrift's) read a body segment that happens to look like their protocol, e.g. one
+/// starting with CR LF, as a malformed message; a 100 MB download of the test pattern
+/// has such segments somewhere.
+pub fn tshark_clean_transport(pcap: &Path, min_frames: u64, ports: &[u16]) {
+    let decode: Vec<String> = ports
+        .iter()
+        .map(|p| format!("tcp.port=={p},data"))
+        .collect();
+    let mut extra = Vec::new();
+    for d in &decode {
+        extra.extend(["-d", d.as_str()]);
+    }
+    tshark_clean_with(pcap, min_frames, &extra);
+}
+
+fn tshark_clean_with(pcap: &Path, min_frames: u64, extra: &[&str]) {
     let p = pcap.to_str().unwrap();
     let o = std::process::Command::new("tshark")
+        .args(extra)
         .args([
             "-r",
             p,
@@ -421,8 +526,8 @@ pub fn tshark_clean(pcap: &Path, min_frames: u64) {
     retransmissions_match(pcap);
 }
 
-/// Every TCP payload byte in `pcap` that was already seen in an earlier segment of the
-/// same direction of the same connection equals it (a retransmission resends the same
+/// Every TCP payload byte (over IPv4 or IPv6) in `pcap` that was already seen in an
+/// earlier segment of the same direction of the same connection equals it (a retransmission resends the same
 /// bytes, RFC 9293 §3.10.7); panics naming the first difference. Returns the number of
 /// bytes seen again.
 pub fn retransmissions_match(pcap: &Path) -> u64 {
@@ -448,24 +553,42 @@ pub fn retransmissions_match(pcap: &Path) -> u64 {
         let Ok(eth) = EthernetFrame::new_checked(rec) else {
             continue;
         };
-        if eth.ethertype() != EtherType::Ipv4 {
-            continue;
-        }
-        let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
+        let (src, dst, segment) = match eth.ethertype() {
+            EtherType::Ipv4 => {
+                let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
+                    continue;
+                };
+                if ip.protocol() != IpProtocol::Tcp || ip.is_fragment() {
+                    continue;
+                }
+                (
+                    IpAddr::V4(ip.src_addr()),
+                    IpAddr::V4(ip.dst_addr()),
+                    ip.payload(),
+                )
+            }
+            // IPv6 with TCP right after the fixed header (what ulnet and the kernel send
+            // here: no extension headers, no fragments).
+            EtherType::Ipv6 => {
+                let p = eth.payload();
+                if p.len() < 40 || p[6] != 6 {
+                    continue;
+                }
+                let len = 40 + usize::from(u16::from_be_bytes([p[4], p[5]]));
+                let src: [u8; 16] = p[8..24].try_into().unwrap();
+                let dst: [u8; 16] = p[24..40].try_into().unwrap();
+                (
+                    IpAddr::from(src),
+                    IpAddr::from(dst),
+                    &p[40..len.min(p.len())],
+                )
+            }
+            _ => continue,
+        };
+        let Ok(tcp) = TcpPacket::new_checked(segment) else {
             continue;
         };
-        if ip.protocol() != IpProtocol::Tcp || ip.is_fragment() {
-            continue;
-        }
-        let Ok(tcp) = TcpPacket::new_checked(ip.payload()) else {
-            continue;
-        };
-        let key = (
-            IpAddr::V4(ip.src_addr()),
-            tcp.src_port(),
-            IpAddr::V4(ip.dst_addr()),
-            tcp.dst_port(),
-        );
+        let key = (src, tcp.src_port(), dst, tcp.dst_port());
         let f = flows.entry(key).or_default();
         // Payload starts one past a SYN's sequence number.
         let seq = tcp.seq_number().0.wrapping_add(u32::from(tcp.syn()));

@@ -47,9 +47,13 @@ impl Session {
     /// the kernel peer is in namespace `ns`.
     pub fn open(builder: StackBuilder, ns: &str) -> Session {
         let what = format!("{builder:?}");
-        let rt = builder
+        let mut rt = builder
             .build_runtime()
             .unwrap_or_else(|e| panic!("open the runtime {what}: {e}"));
+        // IPv6 addresses pass duplicate address detection before any phase uses them.
+        let settle = rt.settle_timeout();
+        rt.settle_addresses(settle)
+            .unwrap_or_else(|e| panic!("settle the addresses of {what}: {e}"));
         let ip = rt.iface().config().addresses[0].address();
         let s = Services::start(&rt, ip);
         Session {
@@ -106,7 +110,7 @@ impl Session {
 
     /// curl fetches `len` pattern bytes from ulnet's HTTP server into `out`, intact.
     pub fn check_curl(&mut self, len: u64, out: &Path) {
-        let url = format!("http://{}/bytes/{len}", self.ip);
+        let url = super::http_url(self.ip, 80, &format!("bytes/{len}"));
         let ns = self.ns.clone();
         let got = self.serve_while(|| curl(&ns, &url, out));
         assert_eq!(got, (len, pattern_sha(len)), "curl body");
@@ -159,7 +163,7 @@ impl Session {
     /// bytes intact. Returns how many packets the loss rules dropped.
     pub fn check_curl_under_loss(&mut self, peer: &Side, len: u64, out: &Path) -> u64 {
         peer.set_loss(2).expect("nft loss rules");
-        let url = format!("http://{}/bytes/{len}", self.ip);
+        let url = super::http_url(self.ip, 80, &format!("bytes/{len}"));
         let ns = &self.ns;
         let got = serve_while(&mut self.rt, &mut self.s, LOSS_LIMIT, || {
             curl(ns, &url, out)
