@@ -98,8 +98,9 @@ pub fn parse_congestion(s: &str) -> Result<Congestion, String> {
 }
 
 /// A whole simulated run: `connections` TCP connections from node A (198.18.0.1, or
-/// 2001:2::1 with `ipv6`) to a listener on node B (198.18.0.2:5001 or [2001:2::2]:5001), each moving `bytes` of seeded pseudo-random
-/// data, over a cable with `a_to_b` and `b_to_a` impairments.
+/// 2001:2::1 with `ipv6`) to a listener on node B (198.18.0.2:5001 or `[2001:2::2]:5001`),
+/// each moving `bytes` of seeded pseudo-random data, over a cable with `a_to_b` and
+/// `b_to_a` impairments.
 #[derive(Debug, Clone, Serialize)]
 pub struct TcpSimOptions {
     /// Payload bytes each connection sends from A to B.

@@ -93,11 +93,6 @@ pub(crate) struct Flood {
     pub payload_len: usize,
 }
 
-/// `EBUSY` (rustix spells it without libc).
-fn libc_ebusy() -> i32 {
-    rustix::io::Errno::BUSY.raw_os_error()
-}
-
 /// One Ethernet/IPv4/UDP frame of the flood, checksums filled in.
 fn udp_frame(f: &Flood) -> Vec<u8> {
     let udp_len = 8 + f.payload_len;
@@ -293,23 +288,14 @@ pub(crate) fn paced_due(rate_pps: u64, elapsed: Duration) -> u64 {
 }
 
 /// The generator's AF_XDP socket on `f`'s interface, steering the flood's source address
-/// to itself; retried while the previous round's socket on the queue is still being
-/// released (EBUSY, up to 2 s).
+/// to itself (the channel waits for the previous round's socket on the queue to be
+/// released).
 fn open_generator(f: &Flood) -> io::Result<XdpChannel> {
     let o = XdpOptions {
         addresses: vec![IpAddr::V4(f.ips.0)],
         ..XdpOptions::default()
     };
-    let mut tries = 0;
-    loop {
-        match XdpChannel::open(&f.ifname, Some(&f.ns), &o) {
-            Err(e) if e.source.raw_os_error() == Some(libc_ebusy()) && tries < 50 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(40));
-            }
-            r => return r.map_err(io_err),
-        }
-    }
+    XdpChannel::open(&f.ifname, Some(&f.ns), &o).map_err(io_err)
 }
 
 /// Floods `f` for `duration` from an AF_XDP socket on the generator's interface, paced

@@ -493,7 +493,7 @@ fn bind(sock: &XskSocket, ifindex: u32, opts: &XdpOptions, mtu: usize) -> Result
     for &sg in sg_modes {
         for &zc in zc_modes {
             let flags = base | zc | if sg { xsk::XDP_USE_SG } else { 0 };
-            match sock.bind(ifindex, opts.queue_id, flags) {
+            match bind_when_released(sock, ifindex, opts.queue_id, flags) {
                 Ok(()) => {
                     let zero_copy = sock.is_zero_copy().unwrap_or(zc == xsk::XDP_ZEROCOPY);
                     return Ok((zero_copy, sg));
@@ -514,6 +514,30 @@ fn bind(sock: &XskSocket, ifindex: u32, opts: &XdpOptions, mtu: usize) -> Result
     Err(bind_hint(first_err.unwrap_or_else(|| {
         invalid("bind(AF_XDP)", "no bind mode to try")
     })))
+}
+
+/// How long a bind waits for the queue's previous socket to be released.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Binds, waiting while the queue is busy for at most [`RELEASE_WAIT`]: the kernel
+/// unbinds a closed AF_XDP socket from its queue asynchronously (the release is deferred
+/// past an RCU grace period), so a channel opened right after another one closed, in
+/// this process or another (`ulnet ping` then `ulnet serve` on one interface), sees
+/// `EBUSY` for a few milliseconds. A queue held by a live socket is still refused, after
+/// the wait.
+fn bind_when_released(sock: &XskSocket, ifindex: u32, queue: u32, flags: u16) -> Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        match sock.bind(ifindex, queue, flags) {
+            Err(e)
+                if e.source.raw_os_error() == Some(libc::EBUSY)
+                    && start.elapsed() < RELEASE_WAIT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
 }
 
 fn bind_hint(e: Error) -> Error {

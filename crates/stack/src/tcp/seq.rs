@@ -99,6 +99,27 @@ impl SendSeq {
         self.nxt.distance_from(self.una)
     }
 
+    /// The sequence number of a segment without data (a pure ACK, a RST): SND.NXT, or
+    /// the right edge of the peer's window (SND.UNA + SND.WND) when the peer shrank its
+    /// window below what we already sent. The receiver accepts a segment only if its
+    /// sequence number lies in its window (RFC 9293 §3.10.7.4); a shrunken window
+    /// (RFC 9293 §3.8.6 discourages it, window-scale rounding and Linux under memory
+    /// pressure do it) would otherwise make every ACK we send unacceptable while the
+    /// peer keeps retransmitting, waiting for one: a stall. Linux's
+    /// `tcp_acceptable_seq` does the same, keeping SND.NXT while it is past the edge by
+    /// less than one unit of the window's scale (the field's rounding).
+    #[inline]
+    pub(crate) fn acceptable_seq(&self) -> SeqNumber {
+        let edge = self.una + self.wnd;
+        // Before the peer offered any window (a hostile SYN with window 0) there is no
+        // edge to honour.
+        if self.max_wnd > 0 && self.nxt.diff(edge) >= 1i32 << self.wscale {
+            edge
+        } else {
+            self.nxt
+        }
+    }
+
     /// Room the peer's window leaves past SND.NXT (SND.UNA + SND.WND - SND.NXT).
     #[inline]
     pub(crate) fn wnd_room(&self) -> u32 {

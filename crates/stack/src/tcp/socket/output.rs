@@ -503,7 +503,7 @@ impl Socket {
         TcpRepr {
             src_port: self.tuple.local().port(),
             dst_port: self.tuple.remote().port(),
-            seq: self.snd.nxt(),
+            seq: self.snd.acceptable_seq(),
             ack: self.rcv.nxt(),
             flags: TcpFlags::ACK,
             window,
@@ -513,7 +513,8 @@ impl Socket {
         }
     }
 
-    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT). It
+    /// A RST for this connection: <SEQ=SND.NXT><CTL=RST> (RFC 9293 §3.10.5 ABORT), or
+    /// the edge of a window the peer shrank (see `SendSeq::acceptable_seq`). It
     /// carries the timestamp option when timestamps were negotiated (RFC 7323 §3.2: it
     /// SHOULD be sent in a RST too; Linux's active resets do, and a peer that checks
     /// PAWS on RSTs (§5.2) needs it). No SACK blocks: nothing will be retransmitted.
@@ -528,7 +529,7 @@ impl Socket {
         TcpRepr {
             src_port: self.tuple.local().port(),
             dst_port: self.tuple.remote().port(),
-            seq: self.snd.nxt(),
+            seq: self.snd.acceptable_seq(),
             ack: self.rcv.nxt(),
             flags: TcpFlags::RST | TcpFlags::ACK,
             window: 0,

@@ -328,3 +328,36 @@ fn persist_armed_by_a_small_window_does_not_retract_ordinary_data() {
     let info = h.tcp.info(s).unwrap();
     assert_eq!(info.bytes_in_flight, 2000);
 }
+
+/// Found by the C library's thread test against a slow kernel echo: the peer shrank its
+/// window below SND.NXT, and every ACK we sent carried SEQ=SND.NXT, beyond the peer's
+/// window, so the peer dropped them (RFC 9293 §3.10.7.4) and kept retransmitting a
+/// segment whose ACK never counted: a stall. An ACK must carry a sequence number the
+/// peer accepts: the window's right edge (Linux's `tcp_acceptable_seq`).
+#[test]
+fn acks_stay_inside_a_window_the_peer_shrank() {
+    let mut h = Harness::new(plain_config());
+    let (s, iss) = h.passive_open(1000, h.peer().mss(1000).window(10_000));
+    h.tcp.send(h.now, s, &[1; 5000]).unwrap();
+    assert_eq!(h.out().len(), 5);
+    let una = iss + 1;
+    // The peer takes the first 1000 bytes and shrinks its window to 1000 more: its
+    // right edge (una + 2000) is now below our SND.NXT (una + 5000).
+    h.send(h.peer().seq(1001).ack(una + 1000).window(1000));
+    let _ = h.out();
+    // The peer sends data; our ACK of it must sit at the edge, not at SND.NXT.
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(una + 1000)
+            .window(1000)
+            .data(&[7; 100]),
+    );
+    let ack = h
+        .wait()
+        .into_iter()
+        .find(|g| g.len() == 0 && g.has(TcpFlags::ACK))
+        .expect("an ACK of the peer's data");
+    assert_eq!(ack.repr().ack.0, 1101);
+    assert_eq!(ack.repr().seq.0, una + 2000, "SEQ at the peer's right edge");
+}
