@@ -1,0 +1,169 @@
+//! The kernel descriptor that stands for a ulnet socket, and how its readiness follows
+//! the ulnet socket's.
+//!
+//! A ulnet socket is handed to the program as one end (A) of an AF_UNIX datagram
+//! socket pair; this crate keeps a private duplicate of A and the other end (B). The
+//! kernel's poll, select and epoll then work on A like on any descriptor, mixed freely
+//! with the program's other descriptors, and `fstat` says it is a socket. A's readiness
+//! is set, never computed, by the loop (`Stack::watch`) and after each call here:
+//!
+//! - readable: B has sent A one byte (taken back when the socket stops being readable);
+//! - not writable: A has sent B one datagram larger than a quarter of A's small send
+//!   buffer (a unix socket is writable while its queued bytes are at most a quarter of
+//!   its send buffer, `unix_writable` in net/unix/af_unix.c); B reads it back to make A
+//!   writable again, which wakes A's waiters like a freed send buffer does;
+//! - end of input (EPOLLRDHUP) and hang-up (EPOLLHUP): A shut down for reading, or both
+//!   ways; they never go back, like the TCP states they stand for.
+//!
+//! So every combination exists, including "neither readable nor writable" (a
+//! connection in its handshake), which an eventfd cannot express. Each change costs one
+//! system call; a change to the state it is in costs none.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use ulnet_core::net::Event;
+
+use crate::sys;
+
+const READABLE: u8 = 1;
+const UNWRITABLE: u8 = 2;
+const RDHUP: u8 = 4;
+const HUP: u8 = 8;
+
+/// Bytes of the datagram that makes A unwritable: more than a quarter of A's send
+/// buffer (8 KiB once set to 4 KiB: the kernel doubles it) and less than all of it.
+const FILL_LEN: usize = 4096;
+
+/// A socket pair whose A end the program holds.
+#[derive(Debug)]
+pub struct Mirror {
+    /// Our duplicate of A (the program may close or duplicate its numbers freely).
+    a: c_int,
+    /// The other end.
+    b: c_int,
+    state: AtomicU8,
+}
+
+/// Readiness as the mirror shows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Level {
+    /// A read, accept or receive will not block.
+    pub readable: bool,
+    /// A write or send will not block.
+    pub writable: bool,
+    /// The peer will send no more.
+    pub read_closed: bool,
+    /// Neither direction can move data any more (reset, error, closed).
+    pub hangup: bool,
+}
+
+impl Level {
+    /// What the kernel would show for a TCP or UDP socket with the engine's readiness
+    /// `ev` (an error makes it readable and writable, so the call that reports it runs).
+    pub fn of(ev: &Event, listener: bool) -> Level {
+        Level {
+            readable: ev.readable || ev.read_closed || ev.error,
+            writable: !listener && (ev.writable || ev.error),
+            read_closed: ev.read_closed,
+            hangup: ev.error,
+        }
+    }
+}
+
+impl Mirror {
+    /// A new pair; returns it and the program's descriptor for A (with `cloexec`), or
+    /// the errno. The new mirror is neither readable nor writable.
+    pub fn new(cloexec: bool) -> Result<(Mirror, c_int), c_int> {
+        let (a, b) = sys::socketpair_dgram()?;
+        let m = Mirror {
+            a,
+            b,
+            state: AtomicU8::new(0),
+        };
+        // A small send buffer makes one datagram enough to fill it.
+        sys::setsockopt_int(a, libc::SOL_SOCKET, libc::SO_SNDBUF, FILL_LEN as c_int)?;
+        m.set(Level::default());
+        let cmd = if cloexec {
+            libc::F_DUPFD_CLOEXEC
+        } else {
+            libc::F_DUPFD
+        };
+        let app = sys::fcntl(a, cmd, 0)?;
+        Ok((m, app))
+    }
+
+    /// Whether `fd` refers to this mirror's A (the same open socket).
+    pub fn fd(&self) -> c_int {
+        self.a
+    }
+
+    /// Shows `l`. Serialised by the caller (under the stack's interface lock, or before
+    /// the socket is watched).
+    pub fn set(&self, l: Level) {
+        let old = self.state.load(Ordering::Acquire);
+        let mut new = old;
+        if l.readable != (old & READABLE != 0) {
+            let r = if l.readable {
+                sys::send(self.b, &[1], libc::MSG_DONTWAIT)
+            } else {
+                let mut b = [0u8; 8];
+                sys::recv(self.a, &mut b, libc::MSG_DONTWAIT)
+            };
+            if r.is_ok() || !l.readable {
+                new ^= READABLE;
+            }
+        }
+        if l.writable == (old & UNWRITABLE != 0) {
+            let r = if l.writable {
+                let mut b = [0u8; 8];
+                sys::recv(self.b, &mut b, libc::MSG_DONTWAIT | libc::MSG_TRUNC)
+            } else {
+                sys::send(self.a, &[0; FILL_LEN], libc::MSG_DONTWAIT)
+            };
+            if r.is_ok() || l.writable {
+                new ^= UNWRITABLE;
+            }
+        }
+        if l.read_closed && old & RDHUP == 0 {
+            let _ = sys::shutdown(self.a, libc::SHUT_RD);
+            new |= RDHUP;
+        }
+        if l.hangup && old & HUP == 0 {
+            let _ = sys::shutdown(self.a, libc::SHUT_RDWR);
+            new |= HUP | RDHUP;
+        }
+        if new != old {
+            self.state.store(new, Ordering::Release);
+        }
+    }
+
+    /// What the mirror shows now.
+    pub fn level(&self) -> Level {
+        let s = self.state.load(Ordering::Acquire);
+        Level {
+            readable: s & READABLE != 0,
+            writable: s & UNWRITABLE == 0,
+            read_closed: s & RDHUP != 0,
+            hangup: s & HUP != 0,
+        }
+    }
+
+    /// Waits on A for `events` (POLLIN, POLLOUT), up to `timeout`.
+    ///
+    /// # Errors
+    /// `EINTR` when a signal handler ran; `EAGAIN` when the time passed.
+    pub fn wait(&self, events: i16, timeout: Option<std::time::Duration>) -> Result<(), c_int> {
+        match sys::wait(self.a, events, timeout)? {
+            true => Ok(()),
+            false => Err(libc::EAGAIN),
+        }
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = sys::close(self.a);
+        let _ = sys::close(self.b);
+    }
+}
