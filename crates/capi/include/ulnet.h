@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <time.h>
+struct mmsghdr;
 
 // How `ulnet_init` starts the stack. Null pointers and zeros leave a setting to the
 // environment (`ULNET_BACKEND`, `ULNET_IFACE`, `ULNET_ADDR`, `ULNET_NETNS`,
