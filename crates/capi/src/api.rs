@@ -57,7 +57,7 @@ unsafe fn text<'a>(p: *const c_char) -> Result<Option<&'a str>, c_int> {
 ///
 /// # Safety
 /// `cfg` is null or points at a valid config whose strings are NUL-terminated.
-pub(crate) unsafe fn build(cfg: *const UlnetConfig) -> Result<Stack, String> {
+pub unsafe fn build(cfg: *const UlnetConfig) -> Result<Stack, String> {
     let mut b = Stack::builder().from_env();
     if !cfg.is_null() {
         // SAFETY: the caller's contract.
@@ -144,7 +144,7 @@ pub extern "C" fn ulnet_fini() {
 }
 
 /// Makes a new ulnet socket and enters its descriptor.
-pub(crate) fn new_socket(
+pub fn new_socket(
     stack: &Stack,
     domain: c_int,
     ty: c_int,
@@ -160,18 +160,46 @@ pub(crate) fn new_socket(
         (libc::SOCK_STREAM | libc::SOCK_DGRAM, _) => return Err(libc::EPROTONOSUPPORT),
         _ => return Err(libc::ESOCKTNOSUPPORT),
     };
-    let (s, fd) = Sock::new(
-        stack,
-        domain,
-        stream,
-        ty & libc::SOCK_NONBLOCK != 0,
-        ty & libc::SOCK_CLOEXEC != 0,
-    )?;
-    if let Err(e) = global::insert(fd, Arc::clone(&s)) {
+    let (s, fd) = Sock::new(stack, domain, stream, ty & libc::SOCK_NONBLOCK != 0)?;
+    if let Err(e) = global::insert(fd, Arc::clone(&s), ty & libc::SOCK_CLOEXEC != 0) {
         let _ = sys::close(fd);
         return Err(e);
     }
     Ok((s, fd))
+}
+
+/// Puts a new ulnet socket behind descriptor `fd` (a kernel socket the program made,
+/// which this closes), keeping its O_NONBLOCK and close-on-exec flags: how the
+/// interposer moves a socket to ulnet at bind, connect or first send.
+///
+/// # Errors
+/// As `socket(2)`; the errno of the descriptor calls.
+pub fn adopt_number(
+    stack: &Stack,
+    domain: c_int,
+    ty: c_int,
+    proto: c_int,
+    fd: c_int,
+) -> Result<Arc<Sock>, c_int> {
+    let fl = sys::fcntl(fd, libc::F_GETFL, 0)?;
+    let fdfl = sys::fcntl(fd, libc::F_GETFD, 0)?;
+    let flags = if fl & libc::O_NONBLOCK != 0 {
+        libc::SOCK_NONBLOCK
+    } else {
+        0
+    };
+    let (s, tmp) = new_socket(
+        stack,
+        domain,
+        (ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)) | flags,
+        proto,
+    )?;
+    let moved = sys::dup3(tmp, fd, libc::O_CLOEXEC);
+    global::release(global::remove(tmp));
+    let _ = sys::close(tmp);
+    moved?;
+    global::insert(fd, Arc::clone(&s), fdfl & libc::FD_CLOEXEC != 0)?;
+    Ok(s)
 }
 
 /// socket(2) on ulnet: AF_INET or AF_INET6 (IPv4 traffic, addresses shown
@@ -232,7 +260,7 @@ pub unsafe extern "C" fn ulnet_accept4(
                 return Err(libc::EINVAL);
             }
             let (ns, nfd, peer) = s.accept(flags)?;
-            if let Err(e) = global::insert(nfd, ns) {
+            if let Err(e) = global::insert(nfd, ns, flags & libc::SOCK_CLOEXEC != 0) {
                 let _ = sys::close(nfd);
                 return Err(e);
             }
@@ -740,11 +768,11 @@ pub extern "C" fn ulnet_close(fd: c_int) -> c_int {
 }
 
 /// Enters `new` (just made by the kernel as a copy of `old`) as another name of the
-/// socket `old` names.
-fn dup_enter(old: c_int, new: c_int) -> Result<c_int, c_int> {
+/// socket `old` names, with the program's close-on-exec flag `cloexec`.
+fn dup_enter(old: c_int, new: c_int, cloexec: bool) -> Result<c_int, c_int> {
     match global::sock(old) {
         Some(s) => {
-            if let Err(e) = global::insert(new, s) {
+            if let Err(e) = global::insert(new, s, cloexec) {
                 let _ = sys::close(new);
                 return Err(e);
             }
@@ -761,7 +789,7 @@ pub extern "C" fn ulnet_dup(fd: c_int) -> c_int {
         // SAFETY: no pointers.
         return unsafe { real::dup(fd) };
     }
-    ret(sys::fcntl(fd, libc::F_DUPFD, 0).and_then(|n| dup_enter(fd, n)))
+    ret(sys::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0).and_then(|n| dup_enter(fd, n, false)))
 }
 
 /// dup3(2) (`flags` 0 or O_CLOEXEC); `new` stops naming what it named before.
@@ -774,11 +802,19 @@ pub extern "C" fn ulnet_dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     if old == new {
         return ret(Err(libc::EINVAL));
     }
-    let r = sys::dup3(old, new, flags);
+    if flags & !libc::O_CLOEXEC != 0 {
+        return ret(Err(libc::EINVAL));
+    }
+    let kernel_flags = if global::kind(old) == KIND_ULNET {
+        libc::O_CLOEXEC
+    } else {
+        flags
+    };
+    let r = sys::dup3(old, new, kernel_flags);
     if r.is_ok() {
         global::release(global::remove(new));
     }
-    ret(r.and_then(|n| dup_enter(old, n)))
+    ret(r.and_then(|n| dup_enter(old, n, flags & libc::O_CLOEXEC != 0)))
 }
 
 /// dup2(2).
@@ -803,14 +839,32 @@ pub extern "C" fn ulnet_fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
         Some(s) => s,
     };
     let r = match cmd {
-        libc::F_GETFD | libc::F_SETFD | libc::F_GETFL => sys::fcntl(fd, cmd, arg as libc::c_long),
+        libc::F_GETFD => Ok(if global::cloexec(fd) {
+            libc::FD_CLOEXEC
+        } else {
+            0
+        }),
+        libc::F_SETFD => {
+            let on = arg as c_int & libc::FD_CLOEXEC != 0;
+            if !on {
+                // The kernel's flag stays set: after exec the stack is gone.
+                let _ = unsupported(
+                    "fcntl",
+                    "keeping a ulnet socket open across exec (F_SETFD 0)",
+                );
+            }
+            global::set_cloexec(fd, on);
+            Ok(0)
+        }
+        libc::F_GETFL => sys::fcntl(fd, cmd, arg as libc::c_long),
         libc::F_SETFL => s.and_then(|s| {
             let r = sys::fcntl(fd, cmd, arg as libc::c_long)?;
             s.note_flags(arg as c_int);
             Ok(r)
         }),
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
-            sys::fcntl(fd, cmd, arg as libc::c_long).and_then(|n| dup_enter(fd, n))
+            sys::fcntl(fd, libc::F_DUPFD_CLOEXEC, arg as libc::c_long)
+                .and_then(|n| dup_enter(fd, n, cmd == libc::F_DUPFD_CLOEXEC))
         }
         _ => Err(unsupported(
             "fcntl",

@@ -30,6 +30,10 @@ pub const KIND_PENDING: u8 = 2;
 
 static KIND: [AtomicU8; FD_LIMIT] = [const { AtomicU8::new(KIND_NONE) }; FD_LIMIT];
 
+/// Whether the program asked for close-on-exec on each ulnet descriptor (the kernel's
+/// flag is always set: see `mirror.rs`).
+static CLOEXEC: [AtomicBool; FD_LIMIT] = [const { AtomicBool::new(false) }; FD_LIMIT];
+
 static SOCKS: Mutex<Option<HashMap<c_int, Arc<Sock>>>> = Mutex::new(None);
 
 static STACK: Mutex<Option<Stack>> = Mutex::new(None);
@@ -64,14 +68,30 @@ pub fn sock(fd: c_int) -> Option<Arc<Sock>> {
     lock(&SOCKS).as_ref()?.get(&fd).cloned()
 }
 
-/// Enters `fd` as a name of `s`.
+/// The close-on-exec flag the program set on `fd` (F_GETFD).
+pub fn cloexec(fd: c_int) -> bool {
+    usize::try_from(fd)
+        .ok()
+        .and_then(|i| CLOEXEC.get(i))
+        .is_some_and(|c| c.load(Ordering::Relaxed))
+}
+
+/// Records the close-on-exec flag the program set on `fd`.
+pub fn set_cloexec(fd: c_int, on: bool) {
+    if let Some(c) = usize::try_from(fd).ok().and_then(|i| CLOEXEC.get(i)) {
+        c.store(on, Ordering::Relaxed);
+    }
+}
+
+/// Enters `fd` as a name of `s`, with the close-on-exec flag the program asked for.
 ///
 /// # Errors
 /// `EMFILE` when `fd` is past [`FD_LIMIT`].
-pub fn insert(fd: c_int, s: Arc<Sock>) -> Result<(), c_int> {
+pub fn insert(fd: c_int, s: Arc<Sock>, cloexec: bool) -> Result<(), c_int> {
     if usize::try_from(fd).map_or(true, |i| i >= FD_LIMIT) {
         return Err(libc::EMFILE);
     }
+    set_cloexec(fd, cloexec);
     let old = lock(&SOCKS).get_or_insert_with(HashMap::new).insert(fd, s);
     set_kind(fd, KIND_ULNET);
     // Dropping the socket this number named (if any) may close a connection: outside

@@ -72,9 +72,11 @@ impl Level {
 }
 
 impl Mirror {
-    /// A new pair; returns it and the program's descriptor for A (with `cloexec`), or
-    /// the errno. The new mirror is neither readable nor writable.
-    pub fn new(cloexec: bool) -> Result<(Mirror, c_int), c_int> {
+    /// A new pair; returns it and the program's descriptor for A, or the errno. The
+    /// new mirror is neither readable nor writable. Every descriptor of it is
+    /// close-on-exec in the kernel: a ulnet socket cannot outlive the image whose memory
+    /// holds the stack (what the program asked for is kept in `global`, for F_GETFD).
+    pub fn new() -> Result<(Mirror, c_int), c_int> {
         let (a, b) = sys::socketpair_dgram()?;
         let m = Mirror {
             a,
@@ -84,12 +86,7 @@ impl Mirror {
         // A small send buffer makes one datagram enough to fill it.
         sys::setsockopt_int(a, libc::SOL_SOCKET, libc::SO_SNDBUF, FILL_LEN as c_int)?;
         m.set(Level::default());
-        let cmd = if cloexec {
-            libc::F_DUPFD_CLOEXEC
-        } else {
-            libc::F_DUPFD
-        };
-        let app = sys::fcntl(a, cmd, 0)?;
+        let app = sys::fcntl(a, libc::F_DUPFD_CLOEXEC, 0)?;
         Ok((m, app))
     }
 

@@ -123,7 +123,7 @@ fn wait(mirror: &Mirror, ev: i16, deadline: Option<Instant>) -> Result<(), c_int
 
 impl Sock {
     /// A fresh socket of `family` (AF_INET, AF_INET6), TCP when `stream`; returns it
-    /// with the program's descriptor.
+    /// with the program's descriptor (close-on-exec in the kernel, see `mirror.rs`).
     ///
     /// # Errors
     /// The errno of making the descriptors.
@@ -132,9 +132,8 @@ impl Sock {
         family: c_int,
         stream: bool,
         nonblocking: bool,
-        cloexec: bool,
     ) -> Result<(Arc<Sock>, c_int), c_int> {
-        let (mirror, fd) = Mirror::new(cloexec)?;
+        let (mirror, fd) = Mirror::new()?;
         let s = Sock {
             family,
             stream,
@@ -152,13 +151,8 @@ impl Sock {
     }
 
     /// Wraps an accepted or connected engine socket.
-    fn adopt(
-        &self,
-        state: State,
-        nonblocking: bool,
-        cloexec: bool,
-    ) -> Result<(Arc<Sock>, c_int), c_int> {
-        let (s, fd) = Sock::new(&self.stack, self.family, self.stream, nonblocking, cloexec)?;
+    fn adopt(&self, state: State, nonblocking: bool) -> Result<(Arc<Sock>, c_int), c_int> {
+        let (s, fd) = Sock::new(&self.stack, self.family, self.stream, nonblocking)?;
         *lock(&s.opts) = lock(&self.opts).clone();
         *lock(&s.state) = state;
         s.watch()?;
@@ -297,11 +291,7 @@ impl Sock {
         let nb = self.nb(0);
         let (s, peer) = self.run(nb, libc::POLLIN, None, &l, || l.accept())?;
         s.set_nonblocking(true).map_err(|e| errno_of(&e))?;
-        let (sock, fd) = self.adopt(
-            State::Stream(s),
-            flags & libc::SOCK_NONBLOCK != 0,
-            flags & libc::SOCK_CLOEXEC != 0,
-        )?;
+        let (sock, fd) = self.adopt(State::Stream(s), flags & libc::SOCK_NONBLOCK != 0)?;
         Ok((sock, fd, peer))
     }
 
