@@ -15,6 +15,11 @@
 //! - end of input (EPOLLRDHUP) and hang-up (EPOLLHUP): A shut down for reading, or both
 //!   ways; they never go back, like the TCP states they stand for.
 //!
+//! - a new edge while readable: on each readiness event of the engine that finds the
+//!   socket readable still (more data arrived), B sends A another byte, which wakes A's
+//!   waiters as a new segment wakes a kernel socket's, so edge-triggered epoll reports
+//!   it again (at most [`MAX_PULSES`] bytes wait; the next read takes them all).
+//!
 //! So every combination exists, including "neither readable nor writable" (a
 //! connection in its handshake), which an eventfd cannot express. Each change costs one
 //! system call; a change to the state it is in costs none.
@@ -35,6 +40,9 @@ const HUP: u8 = 8;
 /// buffer (8 KiB once set to 4 KiB: the kernel doubles it) and less than all of it.
 const FILL_LEN: usize = 4096;
 
+/// Bytes at most waiting in A for one readable socket (its first and its re-edges).
+const MAX_PULSES: u8 = 32;
+
 /// A socket pair whose A end the program holds.
 #[derive(Debug)]
 pub struct Mirror {
@@ -43,6 +51,8 @@ pub struct Mirror {
     /// The other end.
     b: c_int,
     state: AtomicU8,
+    /// Bytes waiting in A (0 when not readable).
+    pulses: AtomicU8,
 }
 
 /// Readiness as the mirror shows it.
@@ -82,10 +92,11 @@ impl Mirror {
             a,
             b,
             state: AtomicU8::new(0),
+            pulses: AtomicU8::new(0),
         };
         // A small send buffer makes one datagram enough to fill it.
         sys::setsockopt_int(a, libc::SOL_SOCKET, libc::SO_SNDBUF, FILL_LEN as c_int)?;
-        m.set(Level::default());
+        m.set(Level::default(), false);
         let app = sys::fcntl(a, libc::F_DUPFD_CLOEXEC, 0)?;
         Ok((m, app))
     }
@@ -95,21 +106,24 @@ impl Mirror {
         self.a
     }
 
-    /// Shows `l`. Serialised by the caller (under the stack's interface lock, or before
-    /// the socket is watched).
-    pub fn set(&self, l: Level) {
+    /// Shows `l`; `event` says an event of the engine brought it (a new edge when
+    /// readable already). Serialised by the caller (under the stack's interface lock, or
+    /// before the socket is watched).
+    pub fn set(&self, l: Level, event: bool) {
         let old = self.state.load(Ordering::Acquire);
         let mut new = old;
-        if l.readable != (old & READABLE != 0) {
-            let r = if l.readable {
-                sys::send(self.b, &[1], libc::MSG_DONTWAIT)
-            } else {
-                let mut b = [0u8; 8];
-                sys::recv(self.a, &mut b, libc::MSG_DONTWAIT)
-            };
-            if r.is_ok() || !l.readable {
-                new ^= READABLE;
+        let was = old & READABLE != 0;
+        if l.readable && (!was || (event && old & RDHUP == 0)) {
+            let n = self.pulses.load(Ordering::Relaxed);
+            if n < MAX_PULSES && sys::send(self.b, &[1], libc::MSG_DONTWAIT).is_ok() {
+                self.pulses.store(n + 1, Ordering::Relaxed);
+                new |= READABLE;
             }
+        } else if !l.readable && was {
+            let mut b = [0u8; 64];
+            while sys::recv(self.a, &mut b, libc::MSG_DONTWAIT).is_ok() {}
+            self.pulses.store(0, Ordering::Relaxed);
+            new &= !READABLE;
         }
         if l.writable == (old & UNWRITABLE != 0) {
             let r = if l.writable {

@@ -181,13 +181,13 @@ impl Sock {
             State::Fresh => return Ok(()),
             State::Listener(l) => self
                 .stack
-                .watch(l, Arc::new(move |ev| m.set(Level::of(ev, true)))),
+                .watch(l, Arc::new(move |ev, e| m.set(Level::of(ev, true), e))),
             State::Stream(s) => self
                 .stack
-                .watch(s, Arc::new(move |ev| m.set(Level::of(ev, false)))),
+                .watch(s, Arc::new(move |ev, e| m.set(Level::of(ev, false), e))),
             State::Udp(u) => self
                 .stack
-                .watch(u, Arc::new(move |ev| m.set(Level::of(ev, false)))),
+                .watch(u, Arc::new(move |ev, e| m.set(Level::of(ev, false), e))),
         };
         r.map_err(|e| errno_of(&e))
     }

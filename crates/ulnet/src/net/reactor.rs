@@ -70,7 +70,7 @@ struct PollReg {
 }
 
 /// A level-readiness callback ([`Stack::watch`](super::Stack::watch)).
-pub(crate) type WatchFn = Arc<dyn Fn(&super::Event) + Send + Sync>;
+pub(crate) type WatchFn = Arc<dyn Fn(&super::Event, bool) + Send + Sync>;
 
 #[derive(Default)]
 struct Entry {
@@ -187,7 +187,10 @@ impl Registry {
     pub(crate) fn refresh(&self, iface: &mut Interface, key: Key) {
         let f = lock(&self.entries).get(&key).and_then(|e| e.watch.clone());
         if let Some(f) = f {
-            f(&super::poll::level(iface, key).unwrap_or(super::poll::GONE));
+            f(
+                &super::poll::level(iface, key).unwrap_or(super::poll::GONE),
+                false,
+            );
         }
     }
 
@@ -203,7 +206,7 @@ impl Registry {
         for (k, e) in lock(&self.entries).iter_mut() {
             e.fire(*k, &mut wakers);
             if let Some(f) = &e.watch {
-                f(&super::poll::GONE);
+                f(&super::poll::GONE, true);
             }
         }
         wakers.into_iter().for_each(Waker::wake);
@@ -233,7 +236,10 @@ impl Registry {
                 if let Some(e) = m.get_mut(&key) {
                     e.fire(key, &mut wakers);
                     if let Some(f) = &e.watch {
-                        f(&super::poll::level(iface, key).unwrap_or(super::poll::GONE));
+                        f(
+                            &super::poll::level(iface, key).unwrap_or(super::poll::GONE),
+                            true,
+                        );
                     }
                 }
             }

@@ -197,7 +197,8 @@ impl Stack {
 
     /// Calls `f` from inside the loop, with the interface locked, with `source`'s level
     /// readiness each time it may have changed (the same events that wake blocked calls
-    /// and [`Poller`](super::Poller)s), and once now. `f` must be short and must not call
+    /// and [`Poller`](super::Poller)s: `f`'s second argument is then `true`), and once
+    /// now and at each [`refresh`](Self::refresh) (then `false`). `f` must be short and must not call
     /// into this stack (it runs under the interface lock); a readiness event of a socket
     /// that is gone, or of a stack that stopped, has every flag set. Replaces an earlier
     /// watch of the same socket; the watch ends when the socket is dropped. This is what
@@ -208,7 +209,7 @@ impl Stack {
     pub fn watch(
         &self,
         source: &dyn super::Source,
-        f: std::sync::Arc<dyn Fn(&super::Event) + Send + Sync>,
+        f: std::sync::Arc<dyn Fn(&super::Event, bool) + Send + Sync>,
     ) -> io::Result<()> {
         let (key, stack) = source.key();
         if !stack.same(self) {
