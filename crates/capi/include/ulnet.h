@@ -147,7 +147,8 @@ ssize_t ulnet_recvmsg(int fd, struct msghdr *msg, int flags);
 // `msgs` is valid for `n` mmsghdrs whose buffers are readable.
 int ulnet_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags);
 
-// recvmmsg(2): the first message as the flags say, the rest only if waiting;
+// recvmmsg(2): the first message as the flags say, the rest only if waiting (as with
+// MSG_WAITFORONE);
 // `timeout` must be null on ulnet sockets.
 //
 // # Safety

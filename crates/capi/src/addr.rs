@@ -126,6 +126,7 @@ mod tests {
     #[test]
     fn v4_round_trips_and_maps_for_inet6() {
         let a: SocketAddr = "198.18.0.5:80".parse().unwrap();
+        // SAFETY: sockaddr_storage is plain old data; zeros are a valid value.
         let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of_val(&ss) as socklen_t;
         let p = (&mut ss as *mut libc::sockaddr_storage).cast::<sockaddr>();
@@ -145,6 +146,7 @@ mod tests {
 
     #[test]
     fn short_and_foreign_addresses_are_refused() {
+        // SAFETY: sockaddr_in is plain old data; zeros are a valid value.
         let a: sockaddr_in = unsafe { std::mem::zeroed() };
         let p = (&a as *const sockaddr_in).cast::<sockaddr>();
         // SAFETY: `a` is readable for its size.

@@ -665,7 +665,8 @@ pub unsafe extern "C" fn ulnet_sendmmsg(
     }
 }
 
-/// recvmmsg(2): the first message as the flags say, the rest only if waiting;
+/// recvmmsg(2): the first message as the flags say, the rest only if waiting (as with
+/// MSG_WAITFORONE);
 /// `timeout` must be null on ulnet sockets.
 ///
 /// # Safety
@@ -687,7 +688,8 @@ pub unsafe extern "C" fn ulnet_recvmmsg(
             for i in 0..n as usize {
                 // SAFETY: the caller's contract.
                 let m = unsafe { &mut *msgs.add(i) };
-                let f = if done > 0 || flags & libc::MSG_WAITFORONE != 0 && done > 0 {
+                // After the first message only what is waiting (as MSG_WAITFORONE).
+                let f = if done > 0 {
                     (flags & !libc::MSG_WAITFORONE) | libc::MSG_DONTWAIT
                 } else {
                     flags & !libc::MSG_WAITFORONE

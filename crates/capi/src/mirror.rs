@@ -178,3 +178,125 @@ impl Drop for Mirror {
         let _ = sys::close(self.b);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the kernel's poll says about the mirror's descriptor now.
+    fn polled(m: &Mirror) -> i16 {
+        let mut p = libc::pollfd {
+            fd: m.fd(),
+            events: libc::POLLIN | libc::POLLOUT | libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd, no waiting.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        assert!(n >= 0);
+        p.revents
+    }
+
+    fn lv(readable: bool, writable: bool) -> Level {
+        Level {
+            readable,
+            writable,
+            ..Level::default()
+        }
+    }
+
+    #[test]
+    fn every_combination_of_readable_and_writable_shows() {
+        let (m, app) = Mirror::new().unwrap();
+        let in_out = |m: &Mirror| {
+            let r = polled(m);
+            (r & libc::POLLIN != 0, r & libc::POLLOUT != 0)
+        };
+        assert_eq!(in_out(&m), (false, false), "a new mirror is neither");
+        for (r, w) in [
+            (true, false),
+            (true, true),
+            (false, true),
+            (false, false),
+            (true, true),
+        ] {
+            m.set(lv(r, w), false);
+            assert_eq!(in_out(&m), (r, w), "set readable {r} writable {w}");
+            assert_eq!(m.level(), lv(r, w));
+        }
+        sys::close(app).unwrap();
+    }
+
+    #[test]
+    fn events_while_readable_queue_new_edges_and_one_read_clears_them() {
+        let (m, app) = Mirror::new().unwrap();
+        // SAFETY: no pointers.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            u64: 7,
+        };
+        // SAFETY: valid descriptors and event.
+        let added = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, m.fd(), &mut ev) };
+        assert_eq!(added, 0);
+        let mut out = [libc::epoll_event { events: 0, u64: 0 }; 4];
+        // SAFETY: `out` holds 4 events.
+        let wait = |out: &mut [libc::epoll_event; 4]| unsafe {
+            libc::epoll_wait(ep, out.as_mut_ptr(), 4, 0)
+        };
+        m.set(lv(true, true), true);
+        assert_eq!(wait(&mut out), 1, "first edge");
+        assert_eq!(wait(&mut out), 0, "no edge without a change");
+        m.set(lv(true, true), false);
+        assert_eq!(wait(&mut out), 0, "a refresh is no new edge");
+        m.set(lv(true, true), true);
+        assert_eq!(
+            wait(&mut out),
+            1,
+            "an engine event while readable is a new edge"
+        );
+        for _ in 0..100 {
+            m.set(lv(true, true), true);
+        }
+        m.set(lv(false, true), false);
+        assert_eq!(
+            polled(&m) & libc::POLLIN,
+            0,
+            "all queued bytes are taken back"
+        );
+        sys::close(ep).unwrap();
+        sys::close(app).unwrap();
+    }
+
+    #[test]
+    fn end_of_input_and_hangup_stick() {
+        let (m, app) = Mirror::new().unwrap();
+        m.set(
+            Level {
+                read_closed: true,
+                readable: true,
+                writable: true,
+                hangup: false,
+            },
+            true,
+        );
+        let r = polled(&m);
+        assert!(r & libc::POLLRDHUP != 0 && r & libc::POLLIN != 0, "{r:x}");
+        assert_eq!(r & libc::POLLHUP, 0);
+        m.set(
+            Level::of(
+                &ulnet_core::net::Event {
+                    token: ulnet_core::net::Token(0),
+                    readable: true,
+                    writable: true,
+                    read_closed: true,
+                    error: true,
+                },
+                false,
+            ),
+            true,
+        );
+        let r = polled(&m);
+        assert!(r & libc::POLLHUP != 0 && r & libc::POLLOUT != 0, "{r:x}");
+        sys::close(app).unwrap();
+    }
+}

@@ -104,7 +104,7 @@ impl Opts {
 ///
 /// # Safety
 /// `v` is valid for reads of `len` bytes.
-unsafe fn int(v: *const c_void, len: socklen_t) -> Result<c_int, c_int> {
+unsafe fn read_int(v: *const c_void, len: socklen_t) -> Result<c_int, c_int> {
     if v.is_null() {
         return Err(libc::EFAULT);
     }
@@ -117,7 +117,7 @@ unsafe fn int(v: *const c_void, len: socklen_t) -> Result<c_int, c_int> {
 
 /// # Safety
 /// `v` is valid for reads of `len` bytes.
-unsafe fn timeval(v: *const c_void, len: socklen_t) -> Result<Option<Duration>, c_int> {
+unsafe fn read_timeval(v: *const c_void, len: socklen_t) -> Result<Option<Duration>, c_int> {
     if v.is_null() {
         return Err(libc::EFAULT);
     }
@@ -152,24 +152,23 @@ pub unsafe fn set(
     v: *const c_void,
     len: socklen_t,
 ) -> Result<(), c_int> {
+    // SAFETY: the caller's contract: `v` is readable for `len` bytes.
+    let int = || unsafe { read_int(v, len) };
+    // SAFETY: as above.
+    let timeval = || unsafe { read_timeval(v, len) };
     let mut o = lock(&s.opts);
-    // SAFETY (for each `int` and `timeval` below): the caller's contract.
     match (level, opt) {
-        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = unsafe { int(v, len) }? != 0,
-        (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuseport = unsafe { int(v, len) }? != 0,
-        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => o.keepalive = unsafe { int(v, len) }? != 0,
-        (libc::SOL_SOCKET, libc::SO_BROADCAST) => o.broadcast = unsafe { int(v, len) }? != 0,
-        (libc::SOL_SOCKET, libc::SO_OOBINLINE) => o.oobinline = unsafe { int(v, len) }? != 0,
-        (libc::SOL_SOCKET, libc::SO_PRIORITY) => o.priority = unsafe { int(v, len) }?,
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int()? != 0,
+        (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuseport = int()? != 0,
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => o.keepalive = int()? != 0,
+        (libc::SOL_SOCKET, libc::SO_BROADCAST) => o.broadcast = int()? != 0,
+        (libc::SOL_SOCKET, libc::SO_OOBINLINE) => o.oobinline = int()? != 0,
+        (libc::SOL_SOCKET, libc::SO_PRIORITY) => o.priority = int()?,
         // Linux doubles the value for its bookkeeping and reports the double.
-        (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
-            o.rcvbuf = unsafe { int(v, len) }?.clamp(1152, i32::MAX / 2) * 2
-        }
-        (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
-            o.sndbuf = unsafe { int(v, len) }?.clamp(2304, i32::MAX / 2) * 2
-        }
-        (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = unsafe { timeval(v, len) }?,
-        (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo = unsafe { timeval(v, len) }?,
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => o.rcvbuf = int()?.clamp(1152, i32::MAX / 2) * 2,
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => o.sndbuf = int()?.clamp(2304, i32::MAX / 2) * 2,
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = timeval()?,
+        (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo = timeval()?,
         (libc::SOL_SOCKET, libc::SO_LINGER) => {
             if v.is_null() {
                 return Err(libc::EFAULT);
@@ -181,23 +180,17 @@ pub unsafe fn set(
             let l = unsafe { std::ptr::read_unaligned(v.cast::<libc::linger>()) };
             o.linger = (l.l_onoff != 0).then_some(l.l_linger.max(0) as u32);
         }
-        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => o.nodelay = unsafe { int(v, len) }? != 0,
-        (libc::IPPROTO_TCP, libc::TCP_QUICKACK) => o.quickack = unsafe { int(v, len) }? != 0,
-        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => {
-            o.ka_idle = positive(unsafe { int(v, len) }?, 32767)?
-        }
-        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => {
-            o.ka_intvl = positive(unsafe { int(v, len) }?, 32767)?
-        }
-        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => {
-            o.ka_cnt = positive(unsafe { int(v, len) }?, 127)?
-        }
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => o.nodelay = int()? != 0,
+        (libc::IPPROTO_TCP, libc::TCP_QUICKACK) => o.quickack = int()? != 0,
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => o.ka_idle = positive(int()?, 32767)?,
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => o.ka_intvl = positive(int()?, 32767)?,
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => o.ka_cnt = positive(int()?, 127)?,
         (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => {
-            let t = unsafe { int(v, len) }?;
+            let t = int()?;
             o.user_timeout_ms = u32::try_from(t).map_err(|_| libc::EINVAL)?;
         }
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => {
-            let m = unsafe { int(v, len) }?;
+            let m = int()?;
             if !(88..=32767).contains(&m) {
                 return Err(libc::EINVAL);
             }
@@ -216,19 +209,19 @@ pub unsafe fn set(
                 _ => return Err(libc::ENOENT),
             };
         }
-        (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = unsafe { int(v, len) }? & 0xff,
+        (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = int()? & 0xff,
         (libc::IPPROTO_IP, libc::IP_TTL) => {
-            let t = unsafe { int(v, len) }?;
+            let t = int()?;
             o.ttl = if t == -1 {
                 64
             } else {
                 positive(t, 255)? as c_int
             };
         }
-        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => o.mtu_discover = unsafe { int(v, len) }?,
-        (libc::IPPROTO_IP, libc::IP_RECVERR) => o.recverr = unsafe { int(v, len) }? != 0,
+        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => o.mtu_discover = int()?,
+        (libc::IPPROTO_IP, libc::IP_RECVERR) => o.recverr = int()? != 0,
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => {
-            o.v6only = unsafe { int(v, len) }? != 0
+            o.v6only = int()? != 0
         }
         _ => return Err(libc::ENOPROTOOPT),
     }

@@ -116,4 +116,38 @@ fn process_and_socket_semantics_under_the_interposer() {
     );
     assert!(String::from_utf8_lossy(&o.stdout)
         .contains("32 of 32 connections echoed 1000000 bytes exactly"));
+
+    // A clean exit flushes: 4 MB queued, then return from main; the kernel receives it
+    // all, then EOF (socat exits).
+    let flush = scratch.path("exit_flush");
+    compile(&["crates/capi/tests/c/exit_flush.c"], &flush, false);
+    let got = scratch.path("flushed");
+    let sink = {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &b.ns, "timeout", "60", "socat", "-u"])
+            .arg(format!("TCP-LISTEN:7300,bind={},reuseaddr", b.ip))
+            .arg(format!("CREATE:{}", got.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        ulnet_bench::exec::ChildGuard::spawn(c).expect("socat sink")
+    };
+    let o = run_preloaded(
+        &a.ns,
+        &env,
+        &flush,
+        &[&b.ip.to_string(), "7300", "4000000"],
+        60,
+    );
+    assert!(o.status.success(), "exit_flush: {}", text(&o));
+    let s = sink
+        .wait_timeout(Duration::from_secs(30))
+        .expect("the sink saw no EOF");
+    assert!(s.status.success(), "socat sink: {}", text(&s));
+    let data = std::fs::read(&got).unwrap();
+    assert_eq!(data.len(), 4_000_000, "bytes the kernel received");
+    let expect = |i: usize| (i as u32).wrapping_mul(13).wrapping_add(1) as u8;
+    assert!(
+        data.iter().enumerate().all(|(i, &b)| b == expect(i)),
+        "the bytes differ"
+    );
 }

@@ -211,6 +211,24 @@ static void fork_child(void) {
     close(fd);
 }
 
+/* exec closes ulnet sockets, even one the program left without close-on-exec (the
+ * stack lives in the old image): the new image finds the number closed. */
+static void exec_closes(void) {
+    int fd = tcp_connect(&peer_echo);
+    int fl = fcntl(fd, F_GETFD);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "test ! -e /proc/self/fd/%d", fd);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK("exec-closes-ulnet-sockets", fl == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "F_GETFD %d, child status %x", fl, status);
+    close(fd);
+}
+
 static void dups_and_mixed_sets(void) {
     int fd = tcp_connect(&peer_echo);
     int d = dup(fd);
@@ -304,6 +322,7 @@ int main(int argc, char **argv) {
     half_close();
     signals();
     fork_child();
+    exec_closes();
     dups_and_mixed_sets();
     accept_flags();
     printf("done, %d failures\n", failures);

@@ -69,8 +69,9 @@ struct PollReg {
     interest: Interest,
 }
 
-/// A level-readiness callback ([`Stack::watch`](super::Stack::watch)).
-pub(crate) type WatchFn = Arc<dyn Fn(&super::Event, bool) + Send + Sync>;
+/// A level-readiness callback ([`Stack::watch`](super::Stack::watch)): the socket's
+/// readiness, and whether an event of the engine (rather than a refresh) brought it.
+pub type WatchFn = Arc<dyn Fn(&super::Event, bool) + Send + Sync>;
 
 #[derive(Default)]
 struct Entry {

@@ -206,11 +206,7 @@ impl Stack {
     ///
     /// # Errors
     /// `InvalidInput` when `source` belongs to another stack.
-    pub fn watch(
-        &self,
-        source: &dyn super::Source,
-        f: std::sync::Arc<dyn Fn(&super::Event, bool) + Send + Sync>,
-    ) -> io::Result<()> {
+    pub fn watch(&self, source: &dyn super::Source, f: super::WatchFn) -> io::Result<()> {
         let (key, stack) = source.key();
         if !stack.same(self) {
             return Err(err(io::ErrorKind::InvalidInput, "socket of another stack"));
