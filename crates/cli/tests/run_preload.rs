@@ -354,3 +354,84 @@ fn iperf3_unmodified_on_ulnet_as_server_and_client() {
         let _ = kernel.wait_timeout(Duration::from_secs(10));
     }
 }
+
+/// nginx in one process (`master_process off`: a forked worker could not use the
+/// parent's ulnet sockets, docs/capi.md) on ulnet: a 100 MB file byte-exact (its
+/// sendfile goes through the interposer), 10,000 small requests from ab without a
+/// failure, and wrk with keep-alive without a socket error.
+#[test]
+fn nginx_unmodified_on_ulnet_serves_kernel_clients() {
+    let t = bed("runn", &["nginx", "curl", "ab", "wrk"]);
+    let root = t.path("ngx");
+    let www = root.join("www");
+    std::fs::create_dir_all(www.join("tmp")).unwrap();
+    let big = www.join("big");
+    write_random(&big, 100_000_000);
+    std::fs::write(www.join("small"), "hello from nginx on ulnet\n").unwrap();
+    let r = root.display();
+    let conf = root.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off;\nmaster_process off;\nworker_processes 1;\n\
+             error_log {r}/error.log info;\npid {r}/nginx.pid;\n\
+             events {{ worker_connections 1024; }}\n\
+             http {{\n  access_log off;\n  sendfile on;\n  keepalive_requests 100000;\n\
+               client_body_temp_path {r}/www/tmp;\n  proxy_temp_path {r}/www/tmp;\n\
+               fastcgi_temp_path {r}/www/tmp;\n  uwsgi_temp_path {r}/www/tmp;\n\
+               scgi_temp_path {r}/www/tmp;\n\
+               server {{ listen 8080; root {r}/www; }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let _nginx = {
+        let mut c = t.ulnet(
+            0,
+            &["nginx", "-p", &r.to_string(), "-c", conf.to_str().unwrap()],
+        );
+        c.stdout(Stdio::null()).stderr(Stdio::null());
+        ChildGuard::spawn(c).expect("nginx")
+    };
+    wait_file_has(&root.join("error.log"), "getrlimit");
+    let url = format!("http://{}:8080", t.ip);
+    let o = run(t.peer(
+        30,
+        &format!("curl -sS --retry 20 --retry-connrefused --retry-delay 1 {url}/small"),
+    ));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "hello from nginx on ulnet\n",
+        "{}",
+        text(&o)
+    );
+    let out = t.path("big-out");
+    let o = run(t.peer(
+        120,
+        &format!("curl -sS --fail -o {} {url}/big", out.display()),
+    ));
+    assert!(o.status.success(), "curl of nginx on ulnet: {}", text(&o));
+    assert_same(&big, &out, "nginx on ulnet, 100 MB");
+    let o = run(t.peer(120, &format!("ab -q -n 10000 -c 32 {url}/small")));
+    let s = text(&o);
+    assert!(
+        o.status.success()
+            && s.contains("Complete requests:      10000")
+            && s.contains("Failed requests:        0")
+            && !s.contains("Non-2xx"),
+        "ab against nginx on ulnet: {s}"
+    );
+    let o = run(t.peer(60, &format!("wrk -t 2 -c 32 -d 2s {url}/small")));
+    let s = text(&o);
+    assert!(
+        o.status.success()
+            && s.contains("requests in")
+            && !s.contains("Socket errors")
+            && !s.contains("Non-2xx"),
+        "wrk against nginx on ulnet: {s}"
+    );
+    let log = std::fs::read_to_string(root.join("error.log")).unwrap_or_default();
+    assert!(
+        !log.contains("[alert]") && !log.contains("[crit]") && !log.contains("[emerg]"),
+        "{log}"
+    );
+}
