@@ -53,11 +53,40 @@ unsafe fn text<'a>(p: *const c_char) -> Result<Option<&'a str>, c_int> {
         .map_err(|_| libc::EINVAL)
 }
 
-/// Builds the stack from the environment with `cfg`'s settings on top.
+/// Builds the stack from the environment with `cfg`'s settings on top. An interface
+/// still held by the AF_XDP socket of a process that just exited (the kernel releases
+/// it a moment later: `EBUSY`) is tried again for up to 3 s.
+///
+/// # Errors
+/// The builder's error, as text.
 ///
 /// # Safety
 /// `cfg` is null or points at a valid config whose strings are NUL-terminated.
 pub unsafe fn build(cfg: *const UlnetConfig) -> Result<Stack, String> {
+    let mut tries = 0;
+    loop {
+        // SAFETY: the caller's contract.
+        let b = unsafe { builder(cfg) }?;
+        match b.build() {
+            Ok(s) => return Ok(s),
+            Err(ulnet_core::net::BuildError::Io(e))
+                if tries < 30
+                    && (e.raw_os_error() == Some(libc::EBUSY)
+                        || e.to_string().to_ascii_lowercase().contains("busy")) =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// The builder: the environment, then `cfg`.
+///
+/// # Safety
+/// As [`build`].
+unsafe fn builder(cfg: *const UlnetConfig) -> Result<ulnet_core::net::StackBuilder, String> {
     let mut b = Stack::builder().from_env();
     if !cfg.is_null() {
         // SAFETY: the caller's contract.
@@ -85,7 +114,7 @@ pub unsafe fn build(cfg: *const UlnetConfig) -> Result<Stack, String> {
             b = b.wait(ulnet_core::runtime::WaitMode::BusyPoll);
         }
     }
-    b.build().map_err(|e| e.to_string())
+    Ok(b)
 }
 
 fn ret(r: Result<c_int, c_int>) -> c_int {

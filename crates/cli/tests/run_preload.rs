@@ -200,9 +200,14 @@ fn socat_nc_and_curl_unmodified_on_ulnet_byte_exact() {
     let t = bed("runa", &["socat", "nc", "curl", "python3"]);
     let input = t.path("in");
     write_random(&input, 3_000_000);
+    let small = t.path("small");
+    write_random(&small, 100_000);
     let ip = t.ip;
 
     // socat as an echo server on ulnet; a kernel socat client sends and half-closes.
+    // 100 kB: an echo through two single-threaded programs that each write before they
+    // read can fill both ways' buffers and wait on each other (on any stack) once the
+    // data outgrows the buffers; the big transfers below go one way.
     let server = start(
         t.ulnet(
             0,
@@ -215,44 +220,75 @@ fn socat_nc_and_curl_unmodified_on_ulnet_byte_exact() {
         60,
         &format!(
             "socat -t 10 - TCP:{ip}:7100 < {} > {}",
-            input.display(),
+            small.display(),
             out.display()
         ),
     ));
     assert!(o.status.success(), "socat client: {}", text(&o));
-    assert_same(&input, &out, "socat echo server on ulnet");
+    assert_same(&small, &out, "socat echo server on ulnet");
     let o = server.wait_timeout(Duration::from_secs(20)).unwrap();
     assert!(o.status.success(), "socat server on ulnet: {}", text(&o));
 
-    // nc as a client on ulnet to a kernel echo server (socat, which logs the peer: the
-    // connection must come from ulnet's address, not the kernel's).
+    // nc as a client on ulnet: sends 3 MB to a kernel sink (socat, which logs the peer:
+    // the connection must come from ulnet's address, not the kernel's), then receives
+    // 3 MB from a kernel source.
     let peer_log = t.path("peer.log");
-    let peer = start(
+    let sunk = t.path("sunk");
+    let sink = start(
         t.peer(
-            0,
+            60,
             &format!(
-                "exec socat -d -d -lf {} TCP-LISTEN:7101,reuseaddr PIPE",
-                peer_log.display()
+                "exec socat -d -d -lf {} -u TCP-LISTEN:7101,reuseaddr CREATE:{}",
+                peer_log.display(),
+                sunk.display()
             ),
         ),
         "",
     );
     wait_file_has(&peer_log, "listening on");
-    let out = t.path("nc-client");
     let o = run({
         let mut c = t.ulnet(60, &["nc", "-N", &t.b.ip.to_string(), "7101"]);
-        c.stdin(std::fs::File::open(&input).unwrap())
-            .stdout(std::fs::File::create(&out).unwrap());
+        c.stdin(std::fs::File::open(&input).unwrap());
         c
     });
-    assert!(o.status.success(), "nc client on ulnet: {}", text(&o));
-    assert_same(&input, &out, "nc client on ulnet");
-    drop(peer);
+    assert!(
+        o.status.success(),
+        "nc client sending on ulnet: {}",
+        text(&o)
+    );
+    let o = sink.wait_timeout(Duration::from_secs(20)).unwrap();
+    assert!(o.status.success(), "kernel sink: {}", text(&o));
+    assert_same(&input, &sunk, "nc client on ulnet sending");
     let log = std::fs::read_to_string(&peer_log).unwrap_or_default();
     assert!(
         log.contains(&format!("accepting connection from AF=2 {ip}:")),
         "the kernel peer did not see ulnet's address: {log}"
     );
+    let src_log = t.path("source.log");
+    let _source = start(
+        t.peer(
+            60,
+            &format!(
+                "exec socat -d -d -lf {} -u OPEN:{} TCP-LISTEN:7104,reuseaddr",
+                src_log.display(),
+                input.display()
+            ),
+        ),
+        "",
+    );
+    wait_file_has(&src_log, "listening on");
+    let out = t.path("nc-client");
+    let o = run({
+        let mut c = t.ulnet(60, &["nc", "-d", &t.b.ip.to_string(), "7104"]);
+        c.stdout(std::fs::File::create(&out).unwrap());
+        c
+    });
+    assert!(
+        o.status.success(),
+        "nc client receiving on ulnet: {}",
+        text(&o)
+    );
+    assert_same(&input, &out, "nc client on ulnet receiving");
 
     // nc as a server on ulnet; a kernel client sends a file one way.
     let out = t.path("nc-server");
@@ -309,10 +345,11 @@ fn socat_nc_and_curl_unmodified_on_ulnet_byte_exact() {
 /// iperf3's JSON: no error, and bytes received by the end.
 fn iperf_ok(o: &Output, what: &str) {
     let s = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{what}: {}", text(o));
     let v: serde_json::Value =
         serde_json::from_str(&s).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {s}"));
-    assert!(v.get("error").is_none(), "{what}: {}", v["error"]);
+    assert!(v.get("error").is_none(), "{what}: {} {err}", v["error"]);
     let end = &v["end"];
     let bytes = end["sum_received"]["bytes"]
         .as_u64()
