@@ -124,11 +124,13 @@ fn process_and_socket_semantics_under_the_interposer() {
     let got = scratch.path("flushed");
     let sink = {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &b.ns, "timeout", "60", "socat", "-u"])
+        // socat itself is the guarded child (`ip netns exec` execs in place), with no
+        // pipes: a deadline kills it, and nothing is left holding output to drain.
+        c.args(["netns", "exec", &b.ns, "socat", "-u"])
             .arg(format!("TCP-LISTEN:7300,bind={},reuseaddr", b.ip))
             .arg(format!("CREATE:{}", got.display()))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         ulnet_bench::exec::ChildGuard::spawn(c).expect("socat sink")
     };
     let o = run_preloaded(
