@@ -14,6 +14,7 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 # Debian packages the project needs, each with a command that proves it is usable.
 # iproute2/ethtool/nftables/procps build and configure testbeds; iputils-ping, iperf3,
 # socat, netcat-openbsd and curl are the kernel peers in interop tests and baselines;
+# nginx, wrk and apache2-utils (ab) are the server and load of `ulnet run`'s test;
 # tshark/tcpdump check what ulnet puts on the wire; gcc/pkg-config link Rust crates;
 # sockperf cross-checks the bench's latency figures, fio its disk figures, taskset pins its peers, and
 # fonts-dejavu-core is the font the bench's plots are drawn with.
@@ -26,6 +27,9 @@ PACKAGES=(
     "socat:socat"
     "netcat-openbsd:nc"
     "curl:curl"
+    "nginx:nginx"
+    "wrk:wrk"
+    "apache2-utils:ab"
     "tshark:tshark"
     "tcpdump:tcpdump"
     "procps:sysctl"

@@ -22,6 +22,8 @@ enum Command {
     Ping(cmd::ping::Args),
     /// Run packetdrill scripts against ulnet's TCP engine in virtual time.
     Pktest(cmd::pktest::Args),
+    /// Run an unmodified program with its Internet sockets on ulnet (LD_PRELOAD).
+    Run(cmd::run::Args),
     /// Serve echo, discard, chargen or HTTP from ulnet's stack over a bypass channel.
     Serve(cmd::serve::Args),
     /// Run transfers between stacks on the simulated wire, in virtual time.
@@ -38,6 +40,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Ping(args) => cmd::ping::run(args),
         Command::Pktest(args) => cmd::pktest::run(args),
+        Command::Run(args) => cmd::run::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Sim(c) => cmd::sim::run(c),
         Command::Testbed(c) => cmd::testbed::run(c),

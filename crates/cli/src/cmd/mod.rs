@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod ping;
 pub mod pktest;
+pub mod run;
 pub mod serve;
 pub mod serve_iperf3;
 pub mod sim;

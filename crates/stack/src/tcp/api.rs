@@ -63,6 +63,18 @@ impl Tcp {
             .map_err(|()| AcceptError::InvalidHandle)
     }
 
+    /// Whether [`accept`](Self::accept) has a connection to take (it may still find
+    /// only connections that closed meanwhile, which it skips): what makes a listening
+    /// socket readable.
+    ///
+    /// # Errors
+    /// [`SocketError::InvalidHandle`] for a stale listener handle.
+    pub fn accept_ready(&self, l: ListenerHandle) -> Result<bool, SocketError> {
+        self.listener_ref(l)
+            .map(|x| !x.accept_queue.is_empty())
+            .ok_or(SocketError::InvalidHandle)
+    }
+
     /// Stops listening: connections not yet accepted are reset.
     ///
     /// # Errors

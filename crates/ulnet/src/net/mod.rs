@@ -39,6 +39,7 @@ mod udp;
 
 pub use builder::{BuildError, CidrError, StackBuilder};
 pub use poll::{Event, Interest, Poller, Source, Token};
+pub use reactor::WatchFn;
 pub use stack::Stack;
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;

@@ -121,10 +121,20 @@ pub struct Poller {
     batch: Mutex<Vec<(Token, Key, Interest)>>,
 }
 
-/// Readiness of `key` now, filtered by `interest`; `None` when nothing of interest.
-fn readiness(iface: &mut Interface, key: Key, token: Token, i: Interest) -> Option<Event> {
+/// What a watch is told when its socket is gone or the stack stopped: every operation
+/// returns at once (with an error or EOF), as a closed kernel socket polls.
+pub(crate) const GONE: Event = Event {
+    token: Token(0),
+    readable: true,
+    writable: true,
+    read_closed: true,
+    error: true,
+};
+
+/// The level readiness of `key` now; `None` for a stale handle.
+pub(crate) fn level(iface: &mut Interface, key: Key) -> Option<Event> {
     let mut ev = Event {
-        token,
+        token: Token(0),
         readable: false,
         writable: false,
         read_closed: false,
@@ -138,15 +148,25 @@ fn readiness(iface: &mut Interface, key: Key, token: Token, i: Interest) -> Opti
             ev.read_closed = r.read_closed;
             ev.error = r.error.is_some();
         }
-        // The engine has no way to peek at the accept queue: a listener is reported
-        // on its events (accept until `WouldBlock`).
-        Key::Listener(_) => ev.readable = true,
+        Key::Listener(l) => ev.readable = iface.tcp()?.accept_ready(l).ok()?,
         Key::Udp(h) => {
             // A dropped socket's handle is stale: nothing to report.
             let s = iface.sockets().udp(h).ok()?;
             ev.readable = s.can_recv();
             ev.writable = s.can_send(1);
         }
+    }
+    Some(ev)
+}
+
+/// Readiness of `key` now, filtered by `interest`; `None` when nothing of interest.
+fn readiness(iface: &mut Interface, key: Key, token: Token, i: Interest) -> Option<Event> {
+    let mut ev = level(iface, key)?;
+    ev.token = token;
+    // A listener is reported on its events even when the queue looks empty (accept
+    // until `WouldBlock`).
+    if matches!(key, Key::Listener(_)) {
+        ev.readable = true;
     }
     let hit = (i.readable && (ev.readable || ev.read_closed)) || (i.writable && ev.writable);
     (hit || ev.error).then_some(ev)

@@ -69,12 +69,28 @@ struct PollReg {
     interest: Interest,
 }
 
-#[derive(Debug, Default)]
+/// A level-readiness callback ([`Stack::watch`](super::Stack::watch)): the socket's
+/// readiness, and whether an event of the engine (rather than a refresh) brought it.
+pub type WatchFn = Arc<dyn Fn(&super::Event, bool) + Send + Sync>;
+
+#[derive(Default)]
 struct Entry {
     notify: Arc<Notify>,
     read_waker: Option<Waker>,
     write_waker: Option<Waker>,
     polls: Vec<PollReg>,
+    /// Called with the socket's level readiness on each of its events, inside the loop.
+    watch: Option<WatchFn>,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("notify", &self.notify)
+            .field("polls", &self.polls)
+            .field("watch", &self.watch.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Entry {
@@ -171,6 +187,22 @@ impl Registry {
         before != e.polls.len()
     }
 
+    /// Sets (or with `None` clears) the level-readiness callback of `key`.
+    pub(crate) fn set_watch(&self, key: Key, f: Option<WatchFn>) {
+        lock(&self.entries).entry(key).or_default().watch = f;
+    }
+
+    /// Calls `key`'s watch, if any, with its readiness now (`iface` is locked).
+    pub(crate) fn refresh(&self, iface: &mut Interface, key: Key) {
+        let f = lock(&self.entries).get(&key).and_then(|e| e.watch.clone());
+        if let Some(f) = f {
+            f(
+                &super::poll::level(iface, key).unwrap_or(super::poll::GONE),
+                false,
+            );
+        }
+    }
+
     /// Whether the loop has ended.
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
@@ -182,12 +214,15 @@ impl Registry {
         let mut wakers = Vec::new();
         for (k, e) in lock(&self.entries).iter_mut() {
             e.fire(*k, &mut wakers);
+            if let Some(f) = &e.watch {
+                f(&super::poll::GONE, true);
+            }
         }
         wakers.into_iter().for_each(Waker::wake);
     }
 
     /// Fires the entries this iteration's events concern.
-    fn dispatch(&self, events: &[Event], socket_events: &[SocketEvent]) {
+    fn dispatch(&self, iface: &mut Interface, events: &[Event], socket_events: &[SocketEvent]) {
         if events.is_empty() && socket_events.is_empty() {
             return;
         }
@@ -209,6 +244,12 @@ impl Registry {
             for key in tcp.chain(sockets).flatten() {
                 if let Some(e) = m.get_mut(&key) {
                     e.fire(key, &mut wakers);
+                    if let Some(f) = &e.watch {
+                        f(
+                            &super::poll::level(iface, key).unwrap_or(super::poll::GONE),
+                            true,
+                        );
+                    }
                 }
             }
         }
@@ -236,7 +277,7 @@ impl App for Reactor {
     }
 
     fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
-        self.registry.dispatch(events, &self.socket_events);
+        self.registry.dispatch(iface, events, &self.socket_events);
         self.socket_events.clear();
         for a in &mut self.apps {
             a.poll(now, iface, events);

@@ -214,6 +214,44 @@ impl Stack {
         self.inner.engine.drive_until(ready, deadline)
     }
 
+    /// Calls `f` from inside the loop, with the interface locked, with `source`'s level
+    /// readiness each time it may have changed (the same events that wake blocked calls
+    /// and [`Poller`](super::Poller)s: `f`'s second argument is then `true`), and once
+    /// now and at each [`refresh`](Self::refresh) (then `false`). `f` must be short and must not call
+    /// into this stack (it runs under the interface lock); a readiness event of a socket
+    /// that is gone, or of a stack that stopped, has every flag set. Replaces an earlier
+    /// watch of the same socket; the watch ends when the socket is dropped. This is what
+    /// mirrors readiness onto kernel descriptors (the C library, `crates/capi`).
+    ///
+    /// # Errors
+    /// `InvalidInput` when `source` belongs to another stack.
+    pub fn watch(&self, source: &dyn super::Source, f: super::WatchFn) -> io::Result<()> {
+        let (key, stack) = source.key();
+        if !stack.same(self) {
+            return Err(err(io::ErrorKind::InvalidInput, "socket of another stack"));
+        }
+        let mut g = self.inner.handle.lock();
+        self.registry().set_watch(key, Some(f));
+        self.registry().refresh(&mut g, key);
+        Ok(())
+    }
+
+    /// Calls `source`'s watch ([`watch`](Self::watch)) with its readiness now: after an
+    /// operation that changed it without an event of the engine (a read that emptied
+    /// the buffer). Does nothing for a socket without a watch.
+    pub fn refresh(&self, source: &dyn super::Source) {
+        let (key, _) = source.key();
+        let mut g = self.inner.handle.lock();
+        self.registry().refresh(&mut g, key);
+    }
+
+    /// The level readiness of `source` now (`None` when it is gone).
+    pub fn readiness(&self, source: &dyn super::Source) -> Option<super::Event> {
+        let (key, _) = source.key();
+        let mut g = self.inner.handle.lock();
+        super::poll::level(&mut g, key)
+    }
+
     pub(crate) fn registry(&self) -> &Registry {
         &self.inner.registry
     }

@@ -171,6 +171,14 @@ impl Tcp {
             .filter(|s| s.generation == l.generation && s.listener.is_some())
     }
 
+    /// The listener `l` names, shared; `None` for a stale handle.
+    pub(in crate::tcp) fn listener_ref(&self, l: ListenerHandle) -> Option<&Listener> {
+        self.listeners
+            .get(l.index as usize)
+            .filter(|s| s.generation == l.generation)
+            .and_then(|s| s.listener.as_ref())
+    }
+
     /// The listener `l` names; `None` for a stale handle.
     pub(in crate::tcp) fn listener_mut(&mut self, l: ListenerHandle) -> Option<&mut Listener> {
         self.listener_slot(l)?.listener.as_mut()

@@ -1,0 +1,394 @@
+//! setsockopt(2) and getsockopt(2) on ulnet sockets: the common SOL_SOCKET,
+//! IPPROTO_TCP, IPPROTO_IP and IPPROTO_IPV6 options. Options the engine acts on are
+//! applied to the connection (now, or when it is made: accepted connections inherit
+//! their listener's, as on Linux); the others are kept and read back so programs that
+//! set them work; anything else is `ENOPROTOOPT`, as Linux says for an option it does
+//! not know.
+
+use std::ffi::{c_int, c_void};
+use std::time::Duration;
+
+use libc::socklen_t;
+use ulnet_core::net::{Algorithm, Keepalive, TcpStream};
+use ulnet_core::stack::tcp::State as TcpState;
+
+use crate::sock::{lock, Sock};
+
+/// What the program set (defaults as Linux reports them).
+#[derive(Debug, Clone)]
+pub struct Opts {
+    pub(crate) reuseaddr: bool,
+    pub(crate) reuseport: bool,
+    pub(crate) keepalive: bool,
+    /// TCP_KEEPIDLE, TCP_KEEPINTVL (seconds), TCP_KEEPCNT.
+    pub(crate) ka_idle: u32,
+    pub(crate) ka_intvl: u32,
+    pub(crate) ka_cnt: u32,
+    pub(crate) nodelay: bool,
+    pub(crate) quickack: bool,
+    /// SO_LINGER: on, seconds.
+    pub(crate) linger: Option<u32>,
+    pub(crate) rcvbuf: c_int,
+    pub(crate) sndbuf: c_int,
+    pub(crate) rcvtimeo: Option<Duration>,
+    pub(crate) sndtimeo: Option<Duration>,
+    pub(crate) broadcast: bool,
+    pub(crate) oobinline: bool,
+    pub(crate) priority: c_int,
+    pub(crate) tos: c_int,
+    pub(crate) ttl: c_int,
+    pub(crate) v6only: bool,
+    pub(crate) user_timeout_ms: u32,
+    pub(crate) maxseg: c_int,
+    pub(crate) congestion: Algorithm,
+    pub(crate) mtu_discover: c_int,
+    pub(crate) recverr: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            reuseaddr: false,
+            reuseport: false,
+            keepalive: false,
+            ka_idle: 7200,
+            ka_intvl: 75,
+            ka_cnt: 9,
+            nodelay: false,
+            quickack: false,
+            linger: None,
+            rcvbuf: 131_072,
+            sndbuf: 16_384,
+            rcvtimeo: None,
+            sndtimeo: None,
+            broadcast: false,
+            oobinline: false,
+            priority: 0,
+            tos: 0,
+            ttl: 64,
+            v6only: false,
+            user_timeout_ms: 0,
+            maxseg: 536,
+            congestion: Algorithm::Cubic,
+            mtu_discover: 1,
+            recverr: false,
+        }
+    }
+}
+
+impl Opts {
+    /// Puts what the engine acts on onto `s`.
+    pub fn apply(&self, s: &TcpStream) {
+        let _ = s.set_nodelay(self.nodelay);
+        let _ = s.set_keepalive(self.keepalive.then(|| self.keepalive_timing()));
+        let _ = s.set_linger(self.linger.map(|t| Duration::from_secs(t.into())));
+        let _ = s.set_delayed_ack(!self.quickack);
+        let _ = s.set_congestion(self.congestion);
+        let ut =
+            (self.user_timeout_ms > 0).then(|| Duration::from_millis(self.user_timeout_ms.into()));
+        let _ = s.set_user_timeout(ut);
+    }
+
+    fn keepalive_timing(&self) -> Keepalive {
+        use ulnet_core::stack::time::Duration as D;
+        Keepalive {
+            idle: D::from_secs(self.ka_idle.into()),
+            interval: D::from_secs(self.ka_intvl.into()),
+            count: self.ka_cnt.min(255) as u8,
+        }
+    }
+}
+
+/// Reads an int option value (Linux accepts any length of at least an int... and for
+/// a few, a single byte; an int is asked for here).
+///
+/// # Safety
+/// `v` is valid for reads of `len` bytes.
+unsafe fn read_int(v: *const c_void, len: socklen_t) -> Result<c_int, c_int> {
+    if v.is_null() {
+        return Err(libc::EFAULT);
+    }
+    if (len as usize) < std::mem::size_of::<c_int>() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's `len` covers an int.
+    Ok(unsafe { std::ptr::read_unaligned(v.cast::<c_int>()) })
+}
+
+/// # Safety
+/// `v` is valid for reads of `len` bytes.
+unsafe fn read_timeval(v: *const c_void, len: socklen_t) -> Result<Option<Duration>, c_int> {
+    if v.is_null() {
+        return Err(libc::EFAULT);
+    }
+    if (len as usize) < std::mem::size_of::<libc::timeval>() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's `len` covers a timeval.
+    let t = unsafe { std::ptr::read_unaligned(v.cast::<libc::timeval>()) };
+    if t.tv_usec < 0 || t.tv_usec >= 1_000_000 {
+        return Err(libc::EDOM);
+    }
+    if t.tv_sec < 0 || (t.tv_sec == 0 && t.tv_usec == 0) {
+        return Ok(None);
+    }
+    Ok(Some(
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64),
+    ))
+}
+
+/// setsockopt(2).
+///
+/// # Errors
+/// `ENOPROTOOPT` for an option not listed; `EINVAL`, `EFAULT` for a bad value; `ENOENT`
+/// for an unknown congestion control name.
+///
+/// # Safety
+/// `v` is valid for reads of `len` bytes.
+pub unsafe fn set(
+    s: &Sock,
+    level: c_int,
+    opt: c_int,
+    v: *const c_void,
+    len: socklen_t,
+) -> Result<(), c_int> {
+    // SAFETY: the caller's contract: `v` is readable for `len` bytes.
+    let int = || unsafe { read_int(v, len) };
+    // SAFETY: as above.
+    let timeval = || unsafe { read_timeval(v, len) };
+    let mut o = lock(&s.opts);
+    match (level, opt) {
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int()? != 0,
+        (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuseport = int()? != 0,
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => o.keepalive = int()? != 0,
+        (libc::SOL_SOCKET, libc::SO_BROADCAST) => o.broadcast = int()? != 0,
+        (libc::SOL_SOCKET, libc::SO_OOBINLINE) => o.oobinline = int()? != 0,
+        (libc::SOL_SOCKET, libc::SO_PRIORITY) => o.priority = int()?,
+        // Linux doubles the value for its bookkeeping and reports the double.
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => o.rcvbuf = int()?.clamp(1152, i32::MAX / 2) * 2,
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => o.sndbuf = int()?.clamp(2304, i32::MAX / 2) * 2,
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = timeval()?,
+        (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo = timeval()?,
+        (libc::SOL_SOCKET, libc::SO_LINGER) => {
+            if v.is_null() {
+                return Err(libc::EFAULT);
+            }
+            if (len as usize) < std::mem::size_of::<libc::linger>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: `len` covers a struct linger.
+            let l = unsafe { std::ptr::read_unaligned(v.cast::<libc::linger>()) };
+            o.linger = (l.l_onoff != 0).then_some(l.l_linger.max(0) as u32);
+        }
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => o.nodelay = int()? != 0,
+        (libc::IPPROTO_TCP, libc::TCP_QUICKACK) => o.quickack = int()? != 0,
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => o.ka_idle = positive(int()?, 32767)?,
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => o.ka_intvl = positive(int()?, 32767)?,
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => o.ka_cnt = positive(int()?, 127)?,
+        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => {
+            let t = int()?;
+            o.user_timeout_ms = u32::try_from(t).map_err(|_| libc::EINVAL)?;
+        }
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => {
+            let m = int()?;
+            if !(88..=32767).contains(&m) {
+                return Err(libc::EINVAL);
+            }
+            o.maxseg = m;
+        }
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
+            if v.is_null() {
+                return Err(libc::EFAULT);
+            }
+            // SAFETY: the caller's `len` bytes are readable.
+            let name = unsafe { std::slice::from_raw_parts(v.cast::<u8>(), len as usize) };
+            let name = name.split(|b| *b == 0).next().unwrap_or(&[]);
+            o.congestion = match name {
+                b"cubic" => Algorithm::Cubic,
+                b"reno" | b"newreno" => Algorithm::NewReno,
+                _ => return Err(libc::ENOENT),
+            };
+        }
+        (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = int()? & 0xff,
+        (libc::IPPROTO_IP, libc::IP_TTL) => {
+            let t = int()?;
+            o.ttl = if t == -1 {
+                64
+            } else {
+                positive(t, 255)? as c_int
+            };
+        }
+        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => o.mtu_discover = int()?,
+        (libc::IPPROTO_IP, libc::IP_RECVERR) => o.recverr = int()? != 0,
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => {
+            o.v6only = int()? != 0
+        }
+        _ => return Err(libc::ENOPROTOOPT),
+    }
+    let now = o.clone();
+    // The connection is updated outside the option lock (it takes the stack's).
+    drop(o);
+    s.with_stream(|st| now.apply(st));
+    Ok(())
+}
+
+fn positive(v: c_int, max: u32) -> Result<u32, c_int> {
+    match u32::try_from(v) {
+        Ok(v) if (1..=max).contains(&v) => Ok(v),
+        _ => Err(libc::EINVAL),
+    }
+}
+
+/// getsockopt(2).
+///
+/// # Errors
+/// `ENOPROTOOPT` for an option not listed; `EFAULT` for null pointers; `EINVAL` for a
+/// negative length.
+///
+/// # Safety
+/// `len` is valid for reads and writes, and `v` for writes of `*len` bytes.
+pub unsafe fn get(
+    s: &Sock,
+    level: c_int,
+    opt: c_int,
+    v: *mut c_void,
+    len: *mut socklen_t,
+) -> Result<(), c_int> {
+    if v.is_null() || len.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: `len` is readable.
+    let room = unsafe { *len } as i32;
+    if room < 0 {
+        return Err(libc::EINVAL);
+    }
+    let o = lock(&s.opts).clone();
+    let mut out = [0u8; 256];
+    let b = |x: bool| c_int::from(x).to_ne_bytes().to_vec();
+    let i = |x: c_int| x.to_ne_bytes().to_vec();
+    let tv = |d: Option<Duration>| {
+        let d = d.unwrap_or_default();
+        let t = libc::timeval {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_usec: libc::suseconds_t::from(d.subsec_micros()),
+        };
+        // SAFETY: a timeval is plain old data; reading its bytes is defined.
+        unsafe {
+            std::slice::from_raw_parts(
+                (&t as *const libc::timeval).cast::<u8>(),
+                std::mem::size_of::<libc::timeval>(),
+            )
+        }
+        .to_vec()
+    };
+    let bytes: Vec<u8> = match (level, opt) {
+        (libc::SOL_SOCKET, libc::SO_TYPE) => i(if s.stream {
+            libc::SOCK_STREAM
+        } else {
+            libc::SOCK_DGRAM
+        }),
+        (libc::SOL_SOCKET, libc::SO_DOMAIN) => i(s.family),
+        (libc::SOL_SOCKET, libc::SO_PROTOCOL) => i(if s.stream {
+            libc::IPPROTO_TCP
+        } else {
+            libc::IPPROTO_UDP
+        }),
+        (libc::SOL_SOCKET, libc::SO_ERROR) => i(s.take_error()),
+        (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => b(s.is_listener()),
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => b(o.reuseaddr),
+        (libc::SOL_SOCKET, libc::SO_REUSEPORT) => b(o.reuseport),
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => b(o.keepalive),
+        (libc::SOL_SOCKET, libc::SO_BROADCAST) => b(o.broadcast),
+        (libc::SOL_SOCKET, libc::SO_OOBINLINE) => b(o.oobinline),
+        (libc::SOL_SOCKET, libc::SO_PRIORITY) => i(o.priority),
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => i(o.rcvbuf),
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => i(o.sndbuf),
+        (libc::SOL_SOCKET, libc::SO_RCVLOWAT) | (libc::SOL_SOCKET, libc::SO_SNDLOWAT) => i(1),
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => tv(o.rcvtimeo),
+        (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => tv(o.sndtimeo),
+        (libc::SOL_SOCKET, libc::SO_LINGER) => {
+            let mut v = i(c_int::from(o.linger.is_some()));
+            v.extend(i(o.linger.unwrap_or(0) as c_int));
+            v
+        }
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => b(s
+            .with_stream(|st| st.nodelay().unwrap_or(o.nodelay))
+            .unwrap_or(o.nodelay)),
+        (libc::IPPROTO_TCP, libc::TCP_QUICKACK) => b(o.quickack),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => i(o.ka_idle as c_int),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => i(o.ka_intvl as c_int),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => i(o.ka_cnt as c_int),
+        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => i(o.user_timeout_ms as c_int),
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => i(s
+            .with_stream(|st| st.info().map(|x| c_int::from(x.snd_mss)).ok())
+            .flatten()
+            .unwrap_or(o.maxseg)),
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
+            let mut n = match o.congestion {
+                Algorithm::NewReno => b"reno".to_vec(),
+                _ => b"cubic".to_vec(),
+            };
+            n.resize(16, 0);
+            n
+        }
+        (libc::IPPROTO_TCP, libc::TCP_INFO) => tcp_info(s),
+        (libc::IPPROTO_IP, libc::IP_TOS) => i(o.tos),
+        (libc::IPPROTO_IP, libc::IP_TTL) => i(o.ttl),
+        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => i(o.mtu_discover),
+        (libc::IPPROTO_IP, libc::IP_RECVERR) => b(o.recverr),
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => b(o.v6only),
+        _ => return Err(libc::ENOPROTOOPT),
+    };
+    let n = bytes.len().min(room as usize).min(out.len());
+    out[..n].copy_from_slice(&bytes[..n]);
+    // SAFETY: `v` is writable for `room >= n` bytes; `len` is writable.
+    unsafe {
+        std::ptr::copy_nonoverlapping(out.as_ptr(), v.cast::<u8>(), n);
+        *len = n as socklen_t;
+    }
+    Ok(())
+}
+
+/// Linux's `struct tcp_info` for the connection, with what the engine knows (zeros
+/// elsewhere, and all zeros when not connected).
+fn tcp_info(s: &Sock) -> Vec<u8> {
+    // SAFETY: tcp_info is plain old data; all zeros is a valid value.
+    let mut t: libc::tcp_info = unsafe { std::mem::zeroed() };
+    if let Some(Ok(i)) = s.with_stream(|st| st.info()) {
+        // include/net/tcp_states.h numbering.
+        t.tcpi_state = match i.state {
+            TcpState::Established => 1,
+            TcpState::SynSent => 2,
+            TcpState::SynReceived => 3,
+            TcpState::FinWait1 => 4,
+            TcpState::FinWait2 => 5,
+            TcpState::TimeWait => 6,
+            TcpState::Closed => 7,
+            TcpState::CloseWait => 8,
+            TcpState::LastAck => 9,
+            TcpState::Listen => 10,
+            TcpState::Closing => 11,
+        };
+        let mss = u32::from(i.snd_mss.max(1));
+        t.tcpi_snd_mss = mss;
+        t.tcpi_rcv_mss = u32::from(i.rcv_mss);
+        t.tcpi_snd_cwnd = i.cwnd / mss;
+        t.tcpi_snd_ssthresh = i.ssthresh / mss;
+        t.tcpi_rtt = i.srtt.map_or(0, |d| d.as_micros() as u32);
+        t.tcpi_rttvar = i.rttvar.as_micros() as u32;
+        t.tcpi_rto = i.rto.as_micros() as u32;
+        t.tcpi_total_retrans = i.retransmits.min(u64::from(u32::MAX)) as u32;
+        t.tcpi_lost = i.lost;
+        t.tcpi_backoff = i.backoff;
+        t.tcpi_pmtu = mss + 40;
+        t.tcpi_unacked = i.bytes_in_flight / mss;
+    }
+    // SAFETY: plain old data, read as bytes.
+    unsafe {
+        std::slice::from_raw_parts(
+            (&t as *const libc::tcp_info).cast::<u8>(),
+            std::mem::size_of::<libc::tcp_info>(),
+        )
+    }
+    .to_vec()
+}

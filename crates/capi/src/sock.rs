@@ -1,0 +1,610 @@
+//! A ulnet socket behind a kernel descriptor: its state (fresh, listening, connected,
+//! UDP), the blocking rules and Linux's errno values for each call.
+//!
+//! The engine's sockets are always used non-blocking; a blocking call waits on the
+//! mirror descriptor (`mirror.rs`) with the kernel's poll, so a signal interrupts it
+//! with `EINTR` like a kernel socket call, and SO_RCVTIMEO/SO_SNDTIMEO bound it.
+
+use std::ffi::c_int;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use ulnet_core::net::{Source, Stack, TcpListener, TcpStream, UdpSocket};
+use ulnet_core::stack::tcp::State as TcpState;
+
+use crate::mirror::{Level, Mirror};
+use crate::opts::Opts;
+use crate::sys;
+
+/// The errno Linux gives for what an `io::Error` of ulnet says.
+pub fn errno_of(e: &io::Error) -> c_int {
+    if let Some(n) = e.raw_os_error() {
+        return n;
+    }
+    use io::ErrorKind as K;
+    match e.kind() {
+        K::WouldBlock => libc::EAGAIN,
+        K::ConnectionReset => libc::ECONNRESET,
+        K::ConnectionRefused => libc::ECONNREFUSED,
+        K::ConnectionAborted => libc::ECONNABORTED,
+        K::TimedOut => libc::ETIMEDOUT,
+        K::AddrInUse => libc::EADDRINUSE,
+        K::AddrNotAvailable => libc::EADDRNOTAVAIL,
+        K::BrokenPipe => libc::EPIPE,
+        K::NotConnected => libc::ENOTCONN,
+        K::InvalidInput => libc::EINVAL,
+        K::NetworkUnreachable => libc::ENETUNREACH,
+        K::HostUnreachable => libc::EHOSTUNREACH,
+        K::Unsupported => libc::EOPNOTSUPP,
+        K::OutOfMemory => libc::ENOMEM,
+        K::Interrupted => libc::EINTR,
+        _ => libc::EIO,
+    }
+}
+
+/// Says once per call name, on standard error, that `call` is not supported on a ulnet
+/// socket, and gives the errno to fail with (`EOPNOTSUPP`).
+pub fn unsupported(call: &str, what: &str) -> c_int {
+    static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let key = format!("{call}/{what}");
+    let first = {
+        let mut g = SAID.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = !g.contains(&key);
+        if first {
+            g.push(key);
+        }
+        first
+    };
+    if first {
+        sys::stderr(&format!(
+            "ulnet: {}: {call}() on a ulnet socket: {what} is not supported (EOPNOTSUPP)\n",
+            sys::program()
+        ));
+    }
+    libc::EOPNOTSUPP
+}
+
+/// What a socket is so far.
+#[derive(Debug)]
+pub(crate) enum State {
+    /// Made by socket(2); maybe bound (the address waits for listen or connect, or
+    /// for the first datagram).
+    Fresh,
+    Listener(TcpListener),
+    Stream(TcpStream),
+    Udp(UdpSocket),
+}
+
+/// One engine object, taken out of the state's lock for one call.
+enum Obj {
+    Fresh,
+    Listener(TcpListener),
+    Stream(TcpStream),
+    Udp(UdpSocket),
+}
+
+/// A ulnet socket; one per socket(2) or accept(2), shared by every descriptor number
+/// that names it (dup).
+#[derive(Debug)]
+pub struct Sock {
+    /// AF_INET or AF_INET6: how addresses are shown to the program.
+    pub family: c_int,
+    /// SOCK_STREAM (TCP) rather than SOCK_DGRAM (UDP).
+    pub stream: bool,
+    pub(crate) mirror: Arc<Mirror>,
+    stack: Stack,
+    nonblocking: AtomicBool,
+    state: Mutex<State>,
+    bound: Mutex<Option<SocketAddr>>,
+    pub(crate) opts: Mutex<Opts>,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Waits on `mirror` for `ev` until `deadline`.
+fn wait(mirror: &Mirror, ev: i16, deadline: Option<Instant>) -> Result<(), c_int> {
+    let left = match deadline {
+        Some(d) => {
+            let now = Instant::now();
+            if now >= d {
+                return Err(libc::EAGAIN);
+            }
+            Some(d - now)
+        }
+        None => None,
+    };
+    mirror.wait(ev, left)
+}
+
+impl Sock {
+    /// A fresh socket of `family` (AF_INET, AF_INET6), TCP when `stream`; returns it
+    /// with the program's descriptor (close-on-exec in the kernel, see `mirror.rs`).
+    ///
+    /// # Errors
+    /// The errno of making the descriptors.
+    pub fn new(
+        stack: &Stack,
+        family: c_int,
+        stream: bool,
+        nonblocking: bool,
+    ) -> Result<(Arc<Sock>, c_int), c_int> {
+        let (mirror, fd) = Mirror::new()?;
+        let s = Sock {
+            family,
+            stream,
+            mirror: Arc::new(mirror),
+            stack: stack.clone(),
+            nonblocking: AtomicBool::new(false),
+            state: Mutex::new(State::Fresh),
+            bound: Mutex::new(None),
+            opts: Mutex::new(Opts::default()),
+        };
+        if nonblocking {
+            s.set_nonblocking(fd, true)?;
+        }
+        Ok((Arc::new(s), fd))
+    }
+
+    /// Wraps an accepted or connected engine socket.
+    fn adopt(&self, state: State, nonblocking: bool) -> Result<(Arc<Sock>, c_int), c_int> {
+        let (s, fd) = Sock::new(&self.stack, self.family, self.stream, nonblocking)?;
+        *lock(&s.opts) = lock(&self.opts).clone();
+        *lock(&s.state) = state;
+        s.watch()?;
+        s.apply_opts();
+        Ok((s, fd))
+    }
+
+    /// The stack this socket lives in.
+    pub fn stack(&self) -> &Stack {
+        &self.stack
+    }
+
+    fn obj(&self) -> Obj {
+        match &*lock(&self.state) {
+            State::Fresh => Obj::Fresh,
+            State::Listener(l) => Obj::Listener(l.try_clone().expect("never fails")),
+            State::Stream(s) => Obj::Stream(s.try_clone().expect("never fails")),
+            State::Udp(u) => Obj::Udp(u.try_clone().expect("never fails")),
+        }
+    }
+
+    /// Starts mirroring the engine socket's readiness onto the descriptor.
+    fn watch(&self) -> Result<(), c_int> {
+        let m = Arc::clone(&self.mirror);
+        let r = match &*lock(&self.state) {
+            State::Fresh => return Ok(()),
+            State::Listener(l) => self
+                .stack
+                .watch(l, Arc::new(move |ev, e| m.set(Level::of(ev, true), e))),
+            State::Stream(s) => self
+                .stack
+                .watch(s, Arc::new(move |ev, e| m.set(Level::of(ev, false), e))),
+            State::Udp(u) => self
+                .stack
+                .watch(u, Arc::new(move |ev, e| m.set(Level::of(ev, false), e))),
+        };
+        r.map_err(|e| errno_of(&e))
+    }
+
+    /// Non-blocking mode (O_NONBLOCK), kept on the program's descriptor too so that
+    /// F_GETFL tells the truth.
+    ///
+    /// # Errors
+    /// The errno of fcntl on `fd`.
+    pub fn set_nonblocking(&self, fd: c_int, on: bool) -> Result<(), c_int> {
+        let fl = sys::fcntl(fd, libc::F_GETFL, 0)?;
+        let fl = if on {
+            fl | libc::O_NONBLOCK
+        } else {
+            fl & !libc::O_NONBLOCK
+        };
+        sys::fcntl(fd, libc::F_SETFL, libc::c_long::from(fl))?;
+        self.nonblocking.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Records the O_NONBLOCK flag the program set through fcntl(F_SETFL).
+    pub fn note_flags(&self, fl: c_int) {
+        self.nonblocking
+            .store(fl & libc::O_NONBLOCK != 0, Ordering::Relaxed);
+    }
+
+    fn nb(&self, flags: c_int) -> bool {
+        self.nonblocking.load(Ordering::Relaxed) || flags & libc::MSG_DONTWAIT != 0
+    }
+
+    fn check_ip(&self, a: SocketAddr) -> Result<SocketAddr, c_int> {
+        let a = crate::addr::unmap(a);
+        if self.family == libc::AF_INET && !a.is_ipv4() {
+            return Err(libc::EAFNOSUPPORT);
+        }
+        Ok(a)
+    }
+
+    /// bind(2).
+    ///
+    /// # Errors
+    /// `EINVAL` when bound already; `EADDRNOTAVAIL` for an address that is not the
+    /// stack's; what the engine says for UDP (`EADDRINUSE`).
+    pub fn bind(&self, a: SocketAddr) -> Result<(), c_int> {
+        let a = self.check_ip(a)?;
+        if !a.ip().is_unspecified() && a.ip() != self.stack.local_ip() {
+            return Err(libc::EADDRNOTAVAIL);
+        }
+        let mut st = lock(&self.state);
+        let mut b = lock(&self.bound);
+        if b.is_some() || !matches!(*st, State::Fresh) {
+            return Err(libc::EINVAL);
+        }
+        if !self.stream {
+            let u = UdpSocket::bind(&self.stack, a).map_err(|e| errno_of(&e))?;
+            u.set_nonblocking(true).map_err(|e| errno_of(&e))?;
+            *st = State::Udp(u);
+            drop(st);
+            *b = Some(a);
+            drop(b);
+            return self.watch();
+        }
+        *b = Some(a);
+        Ok(())
+    }
+
+    /// listen(2): the listener is made here (ulnet binds and listens in one step), so a
+    /// taken address is reported here rather than by bind.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` for UDP; `EINVAL` when connected; `EADDRINUSE`.
+    pub fn listen(&self, _backlog: c_int) -> Result<(), c_int> {
+        if !self.stream {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let mut st = lock(&self.state);
+        match &*st {
+            State::Listener(_) => return Ok(()),
+            State::Stream(_) | State::Udp(_) => return Err(libc::EINVAL),
+            State::Fresh => {}
+        }
+        let a = lock(&self.bound).unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+        let l = TcpListener::bind(&self.stack, a).map_err(|e| errno_of(&e))?;
+        l.set_nonblocking(true).map_err(|e| errno_of(&e))?;
+        *lock(&self.bound) = l.local_addr().ok();
+        *st = State::Listener(l);
+        drop(st);
+        self.watch()
+    }
+
+    /// accept4(2): a new socket and descriptor for the next connection, and its peer.
+    ///
+    /// # Errors
+    /// `EINVAL` when not listening; `EAGAIN` when non-blocking and none waits;
+    /// `EINTR`.
+    pub fn accept(&self, flags: c_int) -> Result<(Arc<Sock>, c_int, SocketAddr), c_int> {
+        let Obj::Listener(l) = self.obj() else {
+            return Err(libc::EINVAL);
+        };
+        let nb = self.nb(0);
+        let (s, peer) = self.run(nb, libc::POLLIN, None, &l, || l.accept())?;
+        s.set_nonblocking(true).map_err(|e| errno_of(&e))?;
+        let (sock, fd) = self.adopt(State::Stream(s), flags & libc::SOCK_NONBLOCK != 0)?;
+        Ok((sock, fd, peer))
+    }
+
+    /// Runs `op` until it does not block: waits on the mirror for `ev` unless `nb`,
+    /// bounded by `timeout`; refreshes the mirror after each try.
+    fn run<T>(
+        &self,
+        nb: bool,
+        ev: i16,
+        timeout: Option<Duration>,
+        src: &dyn Source,
+        mut op: impl FnMut() -> io::Result<T>,
+    ) -> Result<T, c_int> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let r = op();
+            self.stack.refresh(src);
+            match r {
+                Ok(v) => return Ok(v),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if nb {
+                        return Err(libc::EAGAIN);
+                    }
+                    wait(&self.mirror, ev, deadline)?;
+                }
+                Err(e) => return Err(errno_of(&e)),
+            }
+        }
+    }
+
+    fn udp(&self) -> Result<UdpSocket, c_int> {
+        if let Obj::Udp(u) = self.obj() {
+            return Ok(u);
+        }
+        // The first datagram binds an unbound socket to any address and a free port.
+        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+        match self.bind(any) {
+            Ok(()) | Err(libc::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+        match self.obj() {
+            Obj::Udp(u) => Ok(u),
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    /// connect(2).
+    ///
+    /// # Errors
+    /// `EINPROGRESS` (non-blocking TCP), `EALREADY`, `EISCONN`, the connection's
+    /// error (`ECONNREFUSED`, `ETIMEDOUT`, ...), `EINTR` (the handshake goes on).
+    pub fn connect(&self, dst: SocketAddr) -> Result<(), c_int> {
+        let dst = self.check_ip(dst)?;
+        if !dst.is_ipv4() || dst.is_ipv4() != self.stack.local_ip().is_ipv4() {
+            return Err(libc::ENETUNREACH);
+        }
+        if !self.stream {
+            let u = self.udp()?;
+            u.connect(dst).map_err(|e| errno_of(&e))?;
+            self.stack.refresh(&u);
+            return Ok(());
+        }
+        let s = match self.obj() {
+            Obj::Listener(_) | Obj::Udp(_) => return Err(libc::EISCONN),
+            Obj::Stream(s) => {
+                return match self.connect_state(&s)? {
+                    true => Err(libc::EISCONN),
+                    false => Err(libc::EALREADY),
+                }
+            }
+            Obj::Fresh => {
+                if lock(&self.bound).is_some_and(|b| b.port() != 0) {
+                    return Err(unsupported("connect", "binding a port before connecting"));
+                }
+                let s =
+                    TcpStream::connect_nonblocking(&self.stack, dst).map_err(|e| errno_of(&e))?;
+                *lock(&self.state) = State::Stream(s.try_clone().expect("never fails"));
+                self.watch()?;
+                self.apply_opts();
+                s
+            }
+        };
+        if self.nb(0) {
+            return Err(libc::EINPROGRESS);
+        }
+        let deadline = lock(&self.opts).sndtimeo.map(|t| Instant::now() + t);
+        loop {
+            if self.connect_state(&s)? {
+                return Ok(());
+            }
+            wait(&self.mirror, libc::POLLOUT, deadline).map_err(|e| match e {
+                libc::EAGAIN => libc::EINPROGRESS,
+                e => e,
+            })?;
+        }
+    }
+
+    /// Whether the handshake is done (`Err` with its error when it failed).
+    fn connect_state(&self, s: &TcpStream) -> Result<bool, c_int> {
+        if let Some(e) = s.take_error().map_err(|e| errno_of(&e))? {
+            return Err(errno_of(&e));
+        }
+        match s.info() {
+            Ok(i) => Ok(!matches!(i.state, TcpState::SynSent)),
+            Err(e) => Err(errno_of(&e)),
+        }
+    }
+
+    /// recv(2)/recvfrom(2) into `buf`: bytes and, for UDP, the sender.
+    ///
+    /// # Errors
+    /// `ENOTCONN`; `EAGAIN`; `EINTR`; the connection's error; `EOPNOTSUPP` for
+    /// MSG_OOB, MSG_PEEK on UDP and MSG_ERRQUEUE.
+    pub fn recv(&self, buf: &mut [u8], flags: c_int) -> Result<(usize, Option<SocketAddr>), c_int> {
+        let known = libc::MSG_DONTWAIT
+            | libc::MSG_PEEK
+            | libc::MSG_WAITALL
+            | libc::MSG_NOSIGNAL
+            | libc::MSG_CMSG_CLOEXEC
+            | libc::MSG_TRUNC;
+        if flags & !known != 0 {
+            return Err(unsupported("recv", "this flag (MSG_OOB, MSG_ERRQUEUE)"));
+        }
+        let nb = self.nb(flags);
+        let timeout = lock(&self.opts).rcvtimeo;
+        match self.obj() {
+            Obj::Fresh | Obj::Listener(_) => Err(libc::ENOTCONN),
+            Obj::Stream(s) => {
+                if flags & libc::MSG_PEEK != 0 {
+                    return self
+                        .run(nb, libc::POLLIN, timeout, &s, || s.peek(buf))
+                        .map(|n| (n, None));
+                }
+                let mut got = self.run(nb, libc::POLLIN, timeout, &s, || (&s).read(buf))?;
+                // MSG_WAITALL: fill the buffer unless EOF, an error or a signal stops it.
+                while flags & libc::MSG_WAITALL != 0 && !nb && got > 0 && got < buf.len() {
+                    match self.run(false, libc::POLLIN, timeout, &s, || {
+                        (&s).read(&mut buf[got..])
+                    }) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got += n,
+                    }
+                }
+                Ok((got, None))
+            }
+            Obj::Udp(u) => {
+                if flags & libc::MSG_PEEK != 0 {
+                    return Err(unsupported("recv", "MSG_PEEK on UDP"));
+                }
+                let (n, from) = self.run(nb, libc::POLLIN, timeout, &u, || u.recv_from(buf))?;
+                Ok((n, Some(from)))
+            }
+        }
+    }
+
+    /// send(2)/sendto(2) of `buf` (to `dst` for UDP). A blocking TCP send returns once
+    /// all is queued, or with what was queued when a signal or timeout stops it.
+    /// `EPIPE` raises SIGPIPE unless MSG_NOSIGNAL, as Linux does.
+    ///
+    /// # Errors
+    /// `EPIPE`, `ECONNRESET`, `EAGAIN`, `EINTR`, `EDESTADDRREQ`, `EMSGSIZE`,
+    /// `EOPNOTSUPP` for MSG_OOB.
+    pub fn send(&self, buf: &[u8], flags: c_int, dst: Option<SocketAddr>) -> Result<usize, c_int> {
+        let known = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | libc::MSG_MORE | libc::MSG_EOR;
+        if flags & !known != 0 {
+            return Err(unsupported(
+                "send",
+                "this flag (MSG_OOB, MSG_CONFIRM, MSG_ZEROCOPY)",
+            ));
+        }
+        let r = self.send_inner(buf, flags, dst);
+        if r == Err(libc::EPIPE) && flags & libc::MSG_NOSIGNAL == 0 {
+            // SAFETY: signalling the calling thread, as the kernel's send does.
+            unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGPIPE) };
+        }
+        r
+    }
+
+    fn send_inner(
+        &self,
+        buf: &[u8],
+        flags: c_int,
+        dst: Option<SocketAddr>,
+    ) -> Result<usize, c_int> {
+        let nb = self.nb(flags);
+        let timeout = lock(&self.opts).sndtimeo;
+        match self.obj() {
+            Obj::Fresh | Obj::Listener(_) if self.stream => Err(libc::EPIPE),
+            Obj::Stream(s) => {
+                let mut done = 0;
+                loop {
+                    match self.run(nb, libc::POLLOUT, timeout, &s, || (&s).write(&buf[done..])) {
+                        Ok(n) => done += n,
+                        Err(e) if done == 0 => return Err(e),
+                        Err(_) => return Ok(done),
+                    }
+                    if done == buf.len() || nb {
+                        return Ok(done);
+                    }
+                }
+            }
+            _ => {
+                let u = self.udp()?;
+                let dst = match dst {
+                    Some(d) => self.check_ip(d)?,
+                    None => u.peer_addr().map_err(|_| libc::EDESTADDRREQ)?,
+                };
+                if buf.len() > 65507 {
+                    return Err(libc::EMSGSIZE);
+                }
+                self.run(nb, libc::POLLOUT, timeout, &u, || u.send_to(buf, dst))
+            }
+        }
+    }
+
+    /// shutdown(2).
+    ///
+    /// # Errors
+    /// `ENOTCONN` unless connected; `EINVAL` for a bad `how`.
+    pub fn shutdown(&self, how: c_int) -> Result<(), c_int> {
+        let how = match how {
+            libc::SHUT_RD => Shutdown::Read,
+            libc::SHUT_WR => Shutdown::Write,
+            libc::SHUT_RDWR => Shutdown::Both,
+            _ => return Err(libc::EINVAL),
+        };
+        match self.obj() {
+            Obj::Stream(s) => {
+                let r = s.shutdown(how).map_err(|e| errno_of(&e));
+                self.stack.refresh(&s);
+                r
+            }
+            _ => Err(libc::ENOTCONN),
+        }
+    }
+
+    /// getsockname(2).
+    pub fn local_addr(&self) -> SocketAddr {
+        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+        match self.obj() {
+            Obj::Stream(s) => s.local_addr().unwrap_or(any),
+            Obj::Udp(u) => u.local_addr().unwrap_or(any),
+            Obj::Listener(l) => l.local_addr().unwrap_or(any),
+            Obj::Fresh => lock(&self.bound).unwrap_or(any),
+        }
+    }
+
+    /// getpeername(2).
+    ///
+    /// # Errors
+    /// `ENOTCONN`.
+    pub fn peer_addr(&self) -> Result<SocketAddr, c_int> {
+        match self.obj() {
+            Obj::Stream(s) => match s.info() {
+                Ok(i) if !matches!(i.state, TcpState::SynSent | TcpState::Closed) => {
+                    s.peer_addr().map_err(|e| errno_of(&e))
+                }
+                _ => Err(libc::ENOTCONN),
+            },
+            Obj::Udp(u) => u.peer_addr().map_err(|_| libc::ENOTCONN),
+            _ => Err(libc::ENOTCONN),
+        }
+    }
+
+    /// Bytes readable now (FIONREAD): the buffered stream bytes up to 64 KiB, or for
+    /// UDP whether a datagram waits (1) or not (0).
+    pub fn readable_len(&self) -> Result<c_int, c_int> {
+        match self.obj() {
+            Obj::Stream(s) => {
+                let mut buf = [0u8; 65536];
+                match s.peek(&mut buf) {
+                    Ok(n) => Ok(n as c_int),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                    Err(e) => Err(errno_of(&e)),
+                }
+            }
+            Obj::Udp(u) => Ok(c_int::from(
+                self.stack.readiness(&u).is_some_and(|e| e.readable),
+            )),
+            Obj::Listener(_) => Err(libc::EINVAL),
+            Obj::Fresh => Ok(0),
+        }
+    }
+
+    /// Whether this is a listening socket (SO_ACCEPTCONN).
+    pub fn is_listener(&self) -> bool {
+        matches!(*lock(&self.state), State::Listener(_))
+    }
+
+    /// The pending error (SO_ERROR), taken.
+    pub fn take_error(&self) -> c_int {
+        match self.obj() {
+            Obj::Stream(s) => match s.take_error() {
+                Ok(Some(e)) => errno_of(&e),
+                _ => 0,
+            },
+            _ => 0,
+        }
+    }
+
+    /// Puts the recorded options onto the engine's connection.
+    pub(crate) fn apply_opts(&self) {
+        if let Obj::Stream(s) = self.obj() {
+            let o = lock(&self.opts).clone();
+            o.apply(&s);
+        }
+    }
+
+    /// Runs `f` with the connection, if connected.
+    pub(crate) fn with_stream<R>(&self, f: impl FnOnce(&TcpStream) -> R) -> Option<R> {
+        match self.obj() {
+            Obj::Stream(s) => Some(f(&s)),
+            _ => None,
+        }
+    }
+}
