@@ -53,9 +53,9 @@ unsafe fn text<'a>(p: *const c_char) -> Result<Option<&'a str>, c_int> {
         .map_err(|_| libc::EINVAL)
 }
 
-/// Builds the stack from the environment with `cfg`'s settings on top. An interface
-/// still held by the AF_XDP socket of a process that just exited (the kernel releases
-/// it a moment later: `EBUSY`) is tried again for up to 3 s.
+/// Builds the stack from the environment with `cfg`'s settings on top. (An interface
+/// still held by the AF_XDP socket of a process that just exited is waited for by the
+/// channel itself.)
 ///
 /// # Errors
 /// The builder's error, as text.
@@ -63,23 +63,9 @@ unsafe fn text<'a>(p: *const c_char) -> Result<Option<&'a str>, c_int> {
 /// # Safety
 /// `cfg` is null or points at a valid config whose strings are NUL-terminated.
 pub unsafe fn build(cfg: *const UlnetConfig) -> Result<Stack, String> {
-    let mut tries = 0;
-    loop {
-        // SAFETY: the caller's contract.
-        let b = unsafe { builder(cfg) }?;
-        match b.build() {
-            Ok(s) => return Ok(s),
-            Err(ulnet_core::net::BuildError::Io(e))
-                if tries < 30
-                    && (e.raw_os_error() == Some(libc::EBUSY)
-                        || e.to_string().to_ascii_lowercase().contains("busy")) =>
-            {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            Err(e) => return Err(e.to_string()),
-        }
-    }
+    // SAFETY: the caller's contract.
+    let b = unsafe { builder(cfg) }?;
+    b.build().map_err(|e| e.to_string())
 }
 
 /// The builder: the environment, then `cfg`.
