@@ -113,6 +113,10 @@ step doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-fe
 step no-std cargo build -p ulnet-stack --no-default-features
 step no-std-link cargo build --manifest-path crates/stack/nostd-check/Cargo.toml \
     --target-dir target/nostd-check
+# The C library's tests link libulnet.so and load libulnet_preload.so from target/debug,
+# and `ulnet run` finds the interposer beside its own binary: test builds do not put
+# cdylibs there (the interposer has no test target at all), so build the workspace first.
+step build cargo build --workspace
 step test run_tests "$@"
 if [[ $RUNNER == nextest ]]; then
     # nextest does not run doctests.

@@ -5,7 +5,8 @@
 //! fork, dup/dup2/F_DUPFD_CLOEXEC, poll and select over mixed sets, FIONREAD,
 //! unsupported flags and options) and tests/c/threads.c (32 connections, 64 threads,
 //! one stack). Kernel peers in namespace B: a threaded Python echo server, a closed
-//! port, socat clients. Needs `cargo test --workspace` (which builds the interposer).
+//! port, socat clients. Needs `cargo build --workspace` first (scripts/test.sh runs it): test builds do not
+//! write the interposer.
 
 mod support;
 
@@ -19,8 +20,8 @@ fn preload() -> PathBuf {
     let p = target_dir().join("libulnet_preload.so");
     assert!(
         p.is_file(),
-        "{} is missing: build the workspace (`cargo test --workspace` builds it, or \
-         `cargo build -p ulnet-preload`)",
+        "{} is missing: run `cargo build --workspace` first (test builds do not \
+         write cdylibs there; scripts/test.sh does it)",
         p.display()
     );
     p

@@ -2,7 +2,7 @@
 //! namespace A of a testbed, talking to the kernel in namespace B; byte-exact where data
 //! moves. Each program is its own process with its own stack (one after another on the
 //! same interface). Needs root, the workspace built (`libulnet_preload.so` beside the
-//! `ulnet` binary: `cargo test --workspace` builds it) and socat, nc, curl, python3,
+//! `ulnet` binary: `cargo build --workspace`, which scripts/test.sh runs first) and socat, nc, curl, python3,
 //! iperf3 (scripts/setup.sh installs them).
 
 use std::io::{BufRead, BufReader};
@@ -44,8 +44,8 @@ fn bed(label: &str, tools: &[&str]) -> Bed {
     let lib = Path::new(ULNET).with_file_name("libulnet_preload.so");
     assert!(
         lib.is_file(),
-        "{} is missing: build the workspace (`cargo build --workspace` or `cargo test \
-         --workspace`), or `cargo build -p ulnet-preload`",
+        "{} is missing: run `cargo build --workspace` first (test builds do not write \
+         cdylibs there; scripts/test.sh does it)",
         lib.display()
     );
     let tb = Testbed::builder()
