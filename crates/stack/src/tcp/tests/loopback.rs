@@ -132,13 +132,25 @@ pub fn transfer(
     link: Link,
     limit: Duration,
 ) -> Outcome {
+    transfer_mtu(cfg_a, cfg_b, total, link, limit, 1500)
+}
+
+/// [`transfer`] over a link of `mtu` bytes.
+pub fn transfer_mtu(
+    cfg_a: TcpConfig,
+    cfg_b: TcpConfig,
+    total: u64,
+    link: Link,
+    limit: Duration,
+    mtu: usize,
+) -> Outcome {
     let a_addr: SocketAddr = A.parse().unwrap();
     let b_addr: SocketAddr = B.parse().unwrap();
     let mut a = Tcp::new(cfg_a, [1; 16]);
     let mut b = Tcp::new(cfg_b, [2; 16]);
     // An Ethernet link between them: the MTU an interface would impose.
-    a.cap_mtu(1500);
-    b.cap_mtu(1500);
+    a.cap_mtu(mtu);
+    b.cap_mtu(mtu);
     let l = b.listen(b_addr, 8).unwrap();
     let mut now = Instant::from_secs(1);
     let start = now;

@@ -4,7 +4,7 @@
 //! budget moderates growth and refuses new connections past its hard limit.
 
 use super::harness::{plain_config, Harness};
-use super::loopback::{transfer, Link, Rng};
+use super::loopback::{transfer, transfer_mtu, Link, Rng};
 use crate::storage::MIN_STORAGE;
 use crate::tcp::{MemLimits, TcpConfig};
 use crate::time::Duration;
@@ -224,6 +224,37 @@ fn issue13_receive_autotuning_reaches_the_max_and_keeps_goodput() {
         assert_eq!(o.a.stats().mem_bytes, 0, "{:?}", o.a.stats());
         assert_eq!(o.b.stats().mem_bytes, 0, "{:?}", o.b.stats());
     }
+}
+
+/// Auto-tuning also starts when one segment is a large part of the first window: with
+/// MTU 65535 (veth's largest; MSS 65495) the first estimate of what the sender needs was
+/// ten segments, 640 KB, which a 128 KiB buffer can never show read in one round trip,
+/// so the buffer stayed at 128 KiB (two segments in flight) for the whole transfer.
+#[test]
+fn receive_autotuning_grows_with_jumbo_segments() {
+    let max = 6 << 20;
+    let config = || TcpConfig {
+        recv_buffer_len: max,
+        recv_buffer_initial: 128 * 1024,
+        send_buffer_len: 4 << 20,
+        ..TcpConfig::default()
+    };
+    let total = 64 * 1024 * 1024;
+    let o = transfer_mtu(
+        config(),
+        config(),
+        total,
+        link(1),
+        Duration::from_secs(120),
+        65535,
+    );
+    assert_eq!(o.received, total);
+    assert_eq!(o.sent_hash, o.received_hash);
+    assert!(
+        o.b.largest_rx_capacity >= 1 << 20,
+        "the receive buffer stayed at {} bytes",
+        o.b.largest_rx_capacity
+    );
 }
 
 /// SEND refused by the budget leaves the connection not writable (an application
