@@ -207,8 +207,9 @@ pub enum SynCookies {
 
 /// How the receiver paces its ACKs. Both keep the rules of RFC 1122 §4.2.3.2 and RFC 5681
 /// §4.2 (an ACK at least every second full-sized segment, within the delay; at once for
-/// out-of-order data and for data that fills a hole) and the quick-ACK mode at a
-/// connection's start; they differ in how ACKs of one receive batch are grouped.
+/// data that fills a hole, and for out-of-order data the first three per hole, then
+/// Linux's SACK compression, `socket/recv.rs`) and the quick-ACK mode at a connection's
+/// start; they differ in how ACKs of one receive batch are grouped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(
     feature = "serde",
@@ -218,17 +219,13 @@ pub enum SynCookies {
 #[non_exhaustive]
 pub enum AckPolicy {
     /// One cumulative ACK per connection per receive batch for in-order data (a stretch
-    /// ACK, as Linux's receiver does per GRO aggregate), and one duplicate ACK per
-    /// out-of-order segment. The default: each ACK costs a frame and, on veth, the
-    /// peer's receive path on our core.
+    /// ACK, as Linux's receiver does per GRO aggregate). The default: each ACK costs a
+    /// frame and, on veth, the peer's receive path on our core.
     #[default]
     PerBatch,
     /// Linux's receiver without GRO, segment by segment (`__tcp_ack_snd_check`): an ACK
-    /// as the second full-sized segment arrives, and for out-of-order data the first
-    /// three duplicate ACKs for one RCV.NXT at once, then SACK compression
-    /// (`tcp_sack_compress`): one ACK after min(1 ms, SRTT/20), or at once after 44
-    /// compressed. What a Linux peer does under loss; the simulator uses it to stand in
-    /// for one.
+    /// as the second full-sized segment arrives. What a Linux peer does; the simulator
+    /// uses it to stand in for one.
     Linux,
 }
 
