@@ -148,6 +148,39 @@ impl Side {
         )
     }
 
+    /// The kernel's address of one family: IPv6 (`v6`, see [`Side::ip6`]) or IPv4.
+    ///
+    /// # Panics
+    /// With `v6` if the testbed was built without IPv6.
+    pub fn ip_of(&self, v6: bool) -> IpAddr {
+        if v6 {
+            self.ip6()
+        } else {
+            self.ip
+        }
+    }
+
+    /// The `n`th spare address of one family ([`Side::spare_ip6`] or [`Side::spare_ip`]).
+    ///
+    /// # Panics
+    /// As those.
+    pub fn spare_of(&self, v6: bool, n: u8) -> IpAddr {
+        if v6 {
+            self.spare_ip6(n)
+        } else {
+            self.spare_ip(n)
+        }
+    }
+
+    /// The testbed subnet's prefix length for `ip`'s family (24 or 64).
+    pub fn prefix_for(&self, ip: IpAddr) -> u8 {
+        if ip.is_ipv6() {
+            self.prefix6_len
+        } else {
+            self.prefix_len
+        }
+    }
+
     /// Runs `program args` in this side's namespace; fails unless it exits with 0.
     ///
     /// # Errors

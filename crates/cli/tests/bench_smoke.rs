@@ -198,3 +198,84 @@ fn smoke_disk() {
 fn smoke_attack() {
     smoke("attack");
 }
+
+/// `--ipv6`: the experiment runs over the testbed's IPv6 addresses (2001:2::/48), which
+/// it records, and passes the same checks as over IPv4.
+fn smoke_ipv6(name: &str) {
+    let out = out_dir(&format!("{name}-v6"));
+    let o = Command::new(ULNET)
+        .args(["bench", name, "--ipv6", "--smoke", "--rounds", "1", "--out"])
+        .arg(&out)
+        .output()
+        .expect("ulnet runs");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "ulnet bench {name} --ipv6 --smoke failed ({}):\n{stdout}\n{stderr}",
+        o.status
+    );
+    check(&out, name, &stdout);
+    let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
+    let results: Results = serde_json::from_str(&text).expect("results.json parses");
+    let r = &results.experiments[0];
+    assert!(
+        r.params
+            .get("family")
+            .is_some_and(|f| f.starts_with("IPv6")),
+        "{:?}",
+        r.params
+    );
+    // Every address the experiment used is an IPv6 one of the benchmarking range.
+    let addresses: Vec<&String> = r
+        .params
+        .iter()
+        .filter(|(k, _)| k.starts_with("addresses"))
+        .map(|(_, v)| v)
+        .collect();
+    assert!(!addresses.is_empty(), "{:?}", r.params);
+    for line in addresses {
+        let ips: Vec<std::net::IpAddr> = line
+            .split([' ', ','])
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert!(
+            !ips.is_empty()
+                && ips.iter().all(|ip| match ip {
+                    std::net::IpAddr::V6(a) => a.segments()[..2] == [0x2001, 2],
+                    std::net::IpAddr::V4(_) => false,
+                }),
+            "{line}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn smoke_hurd_tcp_ipv6() {
+    smoke_ipv6("hurd-tcp");
+}
+
+#[test]
+fn smoke_latency_ipv6() {
+    smoke_ipv6("latency");
+}
+
+#[test]
+fn smoke_udp_echo_ipv6() {
+    smoke_ipv6("udp-echo");
+}
+
+#[test]
+fn ipv6_is_refused_by_an_ipv4_only_experiment() {
+    let o = Command::new(ULNET)
+        .args(["bench", "raw", "--ipv6", "--smoke"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("raw run over IPv4 only") && err.contains("udp-echo"),
+        "{err}"
+    );
+}

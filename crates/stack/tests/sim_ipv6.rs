@@ -1004,3 +1004,106 @@ fn tcp_forward_progress_confirms_the_neighbour() {
     // The receiver learned the sender from its solicitation, then had to probe.
     assert!(sb.nd_solicits_sent >= 2, "{sb}");
 }
+
+/// RFC 4861 §6.3.4: a Router Advertisement's non-zero Cur Hop Limit becomes the hop
+/// limit of the packets we originate; zero ("unspecified by this router") leaves it.
+#[test]
+fn router_advertisement_cur_hop_limit_sets_our_hop_limit() {
+    let (mut sim, mut raw) = raw_setup(|_| {});
+    let all = ulnet_stack::iface::ALL_NODES;
+    let all_mac = ulnet_stack::iface::multicast_mac(all);
+    // Pings from the raw host to node 0's global address; the hop limits of the replies.
+    let mut seq = 0;
+    let mut reply_hop_limits = |sim: &mut Sim, raw: &mut Endpoint| -> Vec<u8> {
+        seq += 1;
+        let req = Icmpv6Repr::EchoRequest {
+            ident: 7,
+            seq_no: seq,
+            data: b"hop",
+        };
+        inject(raw, &[icmp_frame(raw_ll(), ip6(1), mac(1), 64, &req)]);
+        sim.run_for(Duration::from_millis(10));
+        sent_v6(raw)
+            .into_iter()
+            .filter(|(h, p)| h.next_header == IpProtocol::Icmpv6 && p.first() == Some(&129))
+            .map(|(h, _)| h.hop_limit)
+            .collect()
+    };
+    // First an RA with Cur Hop Limit 0: it teaches the raw host's MAC (so replies go
+    // out at once) and leaves the configured hop limit.
+    let mut ob = [0u8; 8];
+    inject(
+        &mut raw,
+        &[icmp_frame(
+            raw_ll(),
+            all,
+            all_mac,
+            255,
+            &ra_hop_limit(0, &mut ob),
+        )],
+    );
+    sim.run_for(Duration::from_millis(10));
+    assert_eq!(
+        reply_hop_limits(&mut sim, &mut raw),
+        vec![64],
+        "the configured ttl"
+    );
+    let mut ob = [0u8; 8];
+    inject(
+        &mut raw,
+        &[icmp_frame(
+            raw_ll(),
+            all,
+            all_mac,
+            255,
+            &ra_hop_limit(37, &mut ob),
+        )],
+    );
+    sim.run_for(Duration::from_millis(10));
+    assert_eq!(reply_hop_limits(&mut sim, &mut raw), vec![37]);
+    let mut ob = [0u8; 8];
+    inject(
+        &mut raw,
+        &[icmp_frame(
+            raw_ll(),
+            all,
+            all_mac,
+            255,
+            &ra_hop_limit(0, &mut ob),
+        )],
+    );
+    sim.run_for(Duration::from_millis(10));
+    assert_eq!(
+        reply_hop_limits(&mut sim, &mut raw),
+        vec![37],
+        "zero: unchanged"
+    );
+    // A forwarded RA (hop limit 254) changes nothing (§6.1.2).
+    let mut ob = [0u8; 8];
+    inject(
+        &mut raw,
+        &[icmp_frame(
+            raw_ll(),
+            all,
+            all_mac,
+            254,
+            &ra_hop_limit(9, &mut ob),
+        )],
+    );
+    sim.run_for(Duration::from_millis(10));
+    assert_eq!(reply_hop_limits(&mut sim, &mut raw), vec![37]);
+}
+
+/// A Router Advertisement with Cur Hop Limit `cur`, the raw host's MAC as its source
+/// link-layer option (written into `ob`), a router lifetime of 1800 s.
+fn ra_hop_limit(cur: u8, ob: &mut [u8; 8]) -> Icmpv6Repr<'_> {
+    let options = one_option(ob, &NdiscOption::SourceLinkLayer(RAW_MAC));
+    Icmpv6Repr::Ndisc(NdiscRepr::RouterAdvert {
+        hop_limit: cur,
+        flags: 0,
+        router_lifetime: 1800,
+        reachable_time: 0,
+        retrans_time: 0,
+        options,
+    })
+}

@@ -176,3 +176,121 @@ fn link_local_peers_get_the_link_local_source() {
     );
     assert_eq!(server.join().unwrap()[0].ip(), IpAddr::from(ll_a));
 }
+
+#[test]
+fn ipv4_wildcard_sockets_take_no_ipv6() {
+    // Linux: an AF_INET socket on 0.0.0.0 receives IPv4 only. A datagram to the IPv6
+    // address on its port finds no socket (port unreachable, RFC 4443 §3.1), a SYN to it
+    // a reset.
+    let (a, b) = pair(&A, &B);
+    let timeout = Some(std::time::Duration::from_millis(300));
+    let sb = UdpSocket::bind(&b, "0.0.0.0:7100").unwrap();
+    sb.set_read_timeout(timeout).unwrap();
+    let sa = UdpSocket::bind(&a, "[::]:0").unwrap();
+    sa.send_to(b"to six", "[2001:2::2]:7100").unwrap();
+    let mut buf = [0u8; 64];
+    let e = sb.recv_from(&mut buf).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
+    let sa4 = UdpSocket::bind(&a, "0.0.0.0:0").unwrap();
+    sa4.send_to(b"to four", "198.18.0.2:7100").unwrap();
+    let (n, from) = sb.recv_from(&mut buf).unwrap();
+    assert_eq!(
+        (&buf[..n], from.ip()),
+        (&b"to four"[..], "198.18.0.1".parse::<IpAddr>().unwrap())
+    );
+
+    let l = TcpListener::bind(&b, "0.0.0.0:81").unwrap();
+    let e = round_trip(&a, "[2001:2::2]:81".parse().unwrap(), b"x").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+    let server = echo(l, 1);
+    let (_, got) = round_trip(&a, "198.18.0.2:81".parse().unwrap(), b"four").unwrap();
+    assert_eq!(got, b"four");
+    server.join().unwrap();
+}
+
+#[test]
+fn wildcards_of_both_families_conflict_unless_v6only() {
+    // Linux (bindv6only=0): `[::]:p` also holds 0.0.0.0:p, so binding the other wildcard
+    // of the pair fails with EADDRINUSE in either order; a v6-only `[::]:p` holds IPv6
+    // only and shares the port with 0.0.0.0:p.
+    let (_a, b) = pair(&A, &B);
+    let in_use = |r: std::io::Result<()>, what: &str| {
+        let e = r.expect_err(what);
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{what}: {e}");
+    };
+    // UDP, [::] first, then 0.0.0.0 first.
+    let u6 = UdpSocket::bind(&b, "[::]:7200").unwrap();
+    in_use(
+        UdpSocket::bind(&b, "0.0.0.0:7200").map(drop),
+        "udp [::] then 0.0.0.0",
+    );
+    in_use(
+        UdpSocket::bind(&b, "198.18.0.2:7200").map(drop),
+        "udp [::] then an IPv4 address",
+    );
+    let u4 = UdpSocket::bind(&b, "0.0.0.0:7201").unwrap();
+    in_use(
+        UdpSocket::bind(&b, "[::]:7201").map(drop),
+        "udp 0.0.0.0 then [::]",
+    );
+    // An IPv6 address and the IPv4 wildcard do not overlap.
+    let u6a = UdpSocket::bind(&b, "[2001:2::2]:7201").unwrap();
+    // v6-only: the IPv4 wildcard may join, and then v6-only cannot be turned off.
+    u6.set_only_v6(true).unwrap();
+    let u4b = UdpSocket::bind(&b, "0.0.0.0:7200").unwrap();
+    in_use(
+        u6.set_only_v6(false),
+        "udp v6-only off while 0.0.0.0 holds the port",
+    );
+    drop((u4, u6a, u4b));
+
+    // TCP listeners, the same rules.
+    let l6 = TcpListener::bind(&b, "[::]:8200").unwrap();
+    in_use(
+        TcpListener::bind(&b, "0.0.0.0:8200").map(drop),
+        "tcp [::] then 0.0.0.0",
+    );
+    let l4 = TcpListener::bind(&b, "0.0.0.0:8201").unwrap();
+    in_use(
+        TcpListener::bind(&b, "[::]:8201").map(drop),
+        "tcp 0.0.0.0 then [::]",
+    );
+    l6.set_only_v6(true).unwrap();
+    let l4b = TcpListener::bind(&b, "0.0.0.0:8200").unwrap();
+    in_use(
+        l6.set_only_v6(false),
+        "tcp v6-only off while 0.0.0.0 holds the port",
+    );
+    drop((l4, l4b, l6));
+    // Closed, the port is free for either again.
+    let _l = TcpListener::bind(&b, "[::]:8201").unwrap();
+    let _u = UdpSocket::bind(&b, "[::]:7201").unwrap();
+}
+
+#[test]
+fn v6only_udp_wildcard_leaves_ipv4_to_the_ipv4_socket() {
+    let (a, b) = pair(&A, &B);
+    let timeout = Some(std::time::Duration::from_secs(5));
+    let u6 = UdpSocket::bind(&b, "[::]:7300").unwrap();
+    u6.set_only_v6(true).unwrap();
+    let u4 = UdpSocket::bind(&b, "0.0.0.0:7300").unwrap();
+    u6.set_read_timeout(timeout).unwrap();
+    u4.set_read_timeout(timeout).unwrap();
+    let sa = UdpSocket::bind(&a, "[::]:0").unwrap();
+    sa.send_to(b"four", "198.18.0.2:7300").unwrap();
+    sa.send_to(b"six", "[2001:2::2]:7300").unwrap();
+    let mut buf = [0u8; 64];
+    let (n, _) = u4.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"four");
+    let (n, _) = u6.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"six");
+    // Without v6-only (and no IPv4 socket), [::] takes IPv4 too.
+    let d = UdpSocket::bind(&b, "[::]:7301").unwrap();
+    d.set_read_timeout(timeout).unwrap();
+    sa.send_to(b"four again", "198.18.0.2:7301").unwrap();
+    let (n, from) = d.recv_from(&mut buf).unwrap();
+    assert_eq!(
+        (&buf[..n], from.ip()),
+        (&b"four again"[..], "198.18.0.1".parse::<IpAddr>().unwrap())
+    );
+}

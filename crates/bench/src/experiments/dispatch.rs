@@ -709,7 +709,7 @@ fn measure(
         ns: b.ns.clone(),
         ifname: b.ifname.clone(),
         macs: (b.mac.0, a.mac.0),
-        ips: (v4(gen_ip)?, v4(to_ip)?),
+        ips: (v4(gen_ip)?.into(), v4(to_ip)?.into()),
         port: PORT,
         payload_len: size,
     };

@@ -3,7 +3,7 @@
 //! namespace). Every loop is bounded in time or bytes.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -85,29 +85,47 @@ pub(crate) struct Flood {
     pub ifname: String,
     /// Source and destination MAC.
     pub macs: ([u8; 6], [u8; 6]),
-    /// Source and destination IPv4 address.
-    pub ips: (Ipv4Addr, Ipv4Addr),
+    /// Source and destination address, both IPv4 or both IPv6.
+    pub ips: (IpAddr, IpAddr),
     /// Destination UDP port.
     pub port: u16,
     /// UDP payload bytes.
     pub payload_len: usize,
 }
 
-/// One Ethernet/IPv4/UDP frame of the flood, checksums filled in.
+/// One Ethernet/IPv4/UDP or Ethernet/IPv6/UDP frame of the flood (by the family of
+/// `f.ips`), checksums filled in.
+///
+/// # Panics
+/// If the two addresses are of different families.
 fn udp_frame(f: &Flood) -> Vec<u8> {
     let udp_len = 8 + f.payload_len;
-    let ip_len = 20 + udp_len;
-    let mut b = Vec::with_capacity(14 + ip_len);
+    let mut b = Vec::with_capacity(14 + 40 + udp_len);
     b.extend_from_slice(&f.macs.1);
     b.extend_from_slice(&f.macs.0);
-    b.extend_from_slice(&0x0800u16.to_be_bytes());
-    let ip_start = b.len();
-    b.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
-    b[ip_start + 2..ip_start + 4].copy_from_slice(&(ip_len as u16).to_be_bytes());
-    b.extend_from_slice(&f.ips.0.octets());
-    b.extend_from_slice(&f.ips.1.octets());
-    let ip_sum = !checksum::data(&b[ip_start..]);
-    b[ip_start + 10..ip_start + 12].copy_from_slice(&ip_sum.to_be_bytes());
+    let ip_start = b.len() + 2;
+    match f.ips {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => {
+            b.extend_from_slice(&0x0800u16.to_be_bytes());
+            b.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+            b[ip_start + 2..ip_start + 4].copy_from_slice(&(20 + udp_len as u16).to_be_bytes());
+            b.extend_from_slice(&src.octets());
+            b.extend_from_slice(&dst.octets());
+            let ip_sum = !checksum::data(&b[ip_start..]);
+            b[ip_start + 10..ip_start + 12].copy_from_slice(&ip_sum.to_be_bytes());
+        }
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            // RFC 8200 §3: version 6, no traffic class or flow label, next header UDP,
+            // hop limit 64.
+            b.extend_from_slice(&0x86ddu16.to_be_bytes());
+            b.extend_from_slice(&[0x60, 0, 0, 0]);
+            b.extend_from_slice(&(udp_len as u16).to_be_bytes());
+            b.extend_from_slice(&[17, 64]);
+            b.extend_from_slice(&src.octets());
+            b.extend_from_slice(&dst.octets());
+        }
+        (src, dst) => panic!("a flood from {src} to {dst}: mixed families"),
+    }
     let udp_start = b.len();
     b.extend_from_slice(&40_000u16.to_be_bytes());
     b.extend_from_slice(&f.port.to_be_bytes());
@@ -115,15 +133,11 @@ fn udp_frame(f: &Flood) -> Vec<u8> {
     b.extend_from_slice(&[0, 0]);
     b.resize(udp_start + udp_len, 0x5a);
     let sum = checksum::combine(&[
-        checksum::pseudo_header(
-            &IpAddr::V4(f.ips.0),
-            &IpAddr::V4(f.ips.1),
-            IpProtocol::Udp,
-            udp_len as u32,
-        ),
+        checksum::pseudo_header(&f.ips.0, &f.ips.1, IpProtocol::Udp, udp_len as u32),
         checksum::data(&b[udp_start..]),
     ]);
-    // RFC 768: a computed zero is sent as all ones.
+    // RFC 768 (and RFC 8200 §8.1, where zero is not allowed at all): a computed zero is
+    // sent as all ones.
     let sum = match !sum {
         0 => 0xffff,
         s => s,
@@ -292,7 +306,7 @@ pub(crate) fn paced_due(rate_pps: u64, elapsed: Duration) -> u64 {
 /// released).
 fn open_generator(f: &Flood) -> io::Result<XdpChannel> {
     let o = XdpOptions {
-        addresses: vec![IpAddr::V4(f.ips.0)],
+        addresses: vec![f.ips.0],
         ..XdpOptions::default()
     };
     XdpChannel::open(&f.ifname, Some(&f.ns), &o).map_err(io_err)
@@ -392,12 +406,20 @@ pub(crate) struct EchoDone {
 pub(crate) const FLOOD_SRC_PORT: u16 = 40_000;
 
 /// Whether `frame` is an echo of a flood to `port`: IPv4/UDP (no IP options, as the echo
-/// sends them) from `port` to [`FLOOD_SRC_PORT`] with `payload_len` bytes of payload.
+/// sends them) or IPv6/UDP (no extension headers) from `port` to [`FLOOD_SRC_PORT`] with
+/// `payload_len` bytes of payload.
 pub(crate) fn is_echo(frame: &[u8], port: u16, payload_len: usize) -> bool {
-    if frame.len() < 42 || frame[12..14] != [0x08, 0x00] || frame[14] != 0x45 || frame[23] != 17 {
-        return false;
-    }
-    let u = &frame[34..42];
+    let v4 =
+        frame.len() >= 42 && frame[12..14] == [0x08, 0x00] && frame[14] == 0x45 && frame[23] == 17;
+    let v6 = frame.len() >= 62
+        && frame[12..14] == [0x86, 0xdd]
+        && frame[14] >> 4 == 6
+        && frame[20] == 17;
+    let u = match (v4, v6) {
+        (true, _) => &frame[34..42],
+        (_, true) => &frame[54..62],
+        _ => return false,
+    };
     u16::from_be_bytes([u[0], u[1]]) == port
         && u16::from_be_bytes([u[2], u[3]]) == FLOOD_SRC_PORT
         && usize::from(u16::from_be_bytes([u[4], u[5]])) == 8 + payload_len
@@ -497,6 +519,7 @@ pub(crate) fn xdp_echo_load(
 #[cfg(test)]
 mod echo_tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn echoes_are_recognised() {
@@ -504,7 +527,10 @@ mod echo_tests {
             ns: String::new(),
             ifname: String::new(),
             macs: ([2; 6], [4; 6]),
-            ips: (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2)),
+            ips: (
+                Ipv4Addr::new(198, 18, 0, 1).into(),
+                Ipv4Addr::new(198, 18, 0, 2).into(),
+            ),
             port: 7,
             payload_len: 100,
         };
@@ -518,5 +544,46 @@ mod echo_tests {
         assert!(!is_echo(&fr, 8, 100));
         assert!(!is_echo(&fr, 7, 64));
         assert!(!is_echo(&fr[..30], 7, 100));
+    }
+
+    #[test]
+    fn ipv6_flood_frames_and_their_echoes() {
+        let (src, dst): (IpAddr, IpAddr) = (
+            "2001:2:0:1::10".parse().unwrap(),
+            "2001:2:0:1::20".parse().unwrap(),
+        );
+        let f = Flood {
+            ns: String::new(),
+            ifname: String::new(),
+            macs: ([2; 6], [4; 6]),
+            ips: (src, dst),
+            port: 7,
+            payload_len: 100,
+        };
+        let mut fr = udp_frame(&f);
+        assert_eq!(fr.len(), 14 + 40 + 8 + 100);
+        assert_eq!(fr[12..14], [0x86, 0xdd]);
+        assert_eq!(u16::from_be_bytes([fr[18], fr[19]]), 108, "payload length");
+        assert_eq!((fr[20], fr[21]), (17, 64), "next header, hop limit");
+        assert_eq!(
+            fr[22..38],
+            match src {
+                IpAddr::V6(a) => a.octets(),
+                _ => unreachable!(),
+            }
+        );
+        // The UDP checksum over the IPv6 pseudo-header verifies (RFC 8200 §8.1).
+        let udp = &fr[54..];
+        let sum = checksum::combine(&[
+            checksum::pseudo_header(&src, &dst, IpProtocol::Udp, udp.len() as u32),
+            checksum::data(udp),
+        ]);
+        assert_eq!(sum, 0xffff);
+        assert!(!is_echo(&fr, 7, 100));
+        fr[54..56].copy_from_slice(&7u16.to_be_bytes());
+        fr[56..58].copy_from_slice(&FLOOD_SRC_PORT.to_be_bytes());
+        assert!(is_echo(&fr, 7, 100));
+        assert!(!is_echo(&fr, 7, 64));
+        assert!(!is_echo(&fr[..60], 7, 100));
     }
 }

@@ -811,6 +811,7 @@ mod tests {
             rounds: 1,
             backends: vec![],
             out: "/tmp".into(),
+            ipv6: false,
         };
         let smoke = cases(&plan(Profile::Smoke));
         assert_eq!(smoke.len(), 2);

@@ -38,6 +38,11 @@ pub trait Experiment: Sync {
     fn tools(&self) -> &'static [&'static str] {
         &[]
     }
+    /// Whether it runs over IPv6 when the plan asks ([`Plan::ipv6`]); an experiment that
+    /// does not is refused by `ulnet bench --ipv6` rather than run over IPv4.
+    fn supports_ipv6(&self) -> bool {
+        false
+    }
     /// Runs it, recording into `ctx`.
     ///
     /// # Errors

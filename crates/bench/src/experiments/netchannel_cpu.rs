@@ -402,7 +402,7 @@ pub(super) fn open_stack(
     wait: WaitMode,
     peers: &[(IpAddr, [u8; 6])],
 ) -> io::Result<(Stack, String)> {
-    let cidr = IpCidr::new(ip, side.prefix_len).ok_or_else(|| io_err("bad prefix"))?;
+    let cidr = IpCidr::new(ip, side.prefix_for(ip)).ok_or_else(|| io_err("bad prefix"))?;
     let builder = || {
         peers.iter().fold(
             Stack::builder()
@@ -415,7 +415,7 @@ pub(super) fn open_stack(
         )
     };
     let mut tries = 0;
-    let rt = loop {
+    let mut rt = loop {
         match builder().build_runtime() {
             Err(e) if e.kind() == io::ErrorKind::ResourceBusy && tries < 50 => {
                 tries += 1;
@@ -424,6 +424,9 @@ pub(super) fn open_stack(
             r => break r?,
         }
     };
+    // An IPv6 address is usable once duplicate address detection passed (RFC 4862
+    // §5.4); with IPv4 only this returns at once.
+    rt.settle_addresses(rt.settle_timeout())?;
     let caps = rt.channel().capabilities();
     let mode = format!("{}, {}", caps.name, caps.mode);
     Ok((Stack::from_runtime(rt, Vec::new())?, mode))

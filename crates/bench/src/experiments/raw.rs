@@ -217,7 +217,7 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
                 ns: ns.ns.clone(),
                 ifname: ns.ifname.clone(),
                 macs: (ns.mac.0, ifname_side.mac.0),
-                ips: (v4(ns.ip)?, v4(dst_ip)?),
+                ips: (v4(ns.ip)?.into(), v4(dst_ip)?.into()),
                 port: PORT,
                 payload_len: payload,
             })
@@ -334,7 +334,7 @@ fn measure_rx(
         "xdp" | "packet" => {
             let mut ch: Box<dyn Channel + Send> = if sys == "xdp" {
                 let o = XdpOptions {
-                    addresses: vec![IpAddr::V4(to_spare.ips.1)],
+                    addresses: vec![to_spare.ips.1],
                     ..XdpOptions::default()
                 };
                 Box::new(open_xdp(&a.ifname, &a.ns, &o)?)

@@ -23,7 +23,7 @@
 //! echo's own transmit (and B's receive of it) runs on the SUT core.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -116,9 +116,16 @@ impl Experiment for UdpEcho {
     fn tools(&self) -> &'static [&'static str] {
         &["ip", "ethtool"]
     }
+    fn supports_ipv6(&self) -> bool {
+        true
+    }
     fn run(&self, ctx: &mut Ctx<'_>) -> io::Result<()> {
+        if ctx.ipv6() {
+            ctx.note("Over IPv6: the generator sends IPv6/UDP frames from a spare address of B's 2001:2:0:<slot>::/64 to the kernel's or ulnet's IPv6 address in A (static neighbours both ways, as over IPv4); the payload is the same, each frame 20 bytes longer.");
+        }
         let tb = Testbed::builder()
             .name_prefix("uecho")
+            .ipv6(ctx.plan.ipv6)
             .build()
             .map_err(io_err)?;
         let r = run_on(ctx, &tb);
@@ -387,19 +394,17 @@ fn views(ctx: &mut Ctx<'_>, big: &[String], small: &[String]) {
     }
 }
 
-fn v4(ip: IpAddr) -> io::Result<Ipv4Addr> {
-    match ip {
-        IpAddr::V4(v) => Ok(v),
-        IpAddr::V6(_) => Err(io_err("the testbed gave an IPv6 address")),
-    }
-}
-
 fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
     let (big, small, window) = sizes(ctx.profile());
     let (a, b) = (tb.a(), tb.b());
     declare(ctx, window);
-    let gen_ip = b.spare_ip(0);
-    let ua = a.spare_ip(0);
+    let v6 = a.ipv6;
+    let gen_ip = b.spare_of(v6, 0);
+    let ua = a.spare_of(v6, 0);
+    ctx.param(
+        "addresses",
+        format!("generator {gen_ip}, kernel A {}, ulnet A {ua}", a.ip_of(v6)),
+    );
     // The kernel in A answers the generator's spare address without ARP (the
     // generator's AF_XDP socket would swallow ARP replies meant for B's kernel).
     a.set_neighbor(gen_ip, b.mac).map_err(io_err)?;
@@ -537,7 +542,7 @@ fn measure(
         let (st, mode) = open_stack(a, ua, WaitMode::Sleep, &[(gen_ip, b.mac.0)])?;
         (ua, Some((st, mode)))
     } else {
-        (a.ip, None)
+        (a.ip_of(a.ipv6), None)
     };
     let at = SocketAddr::new(to_ip, PORT);
     let server: Server = match &stack {
@@ -576,7 +581,7 @@ fn measure(
         ns: b.ns.clone(),
         ifname: b.ifname.clone(),
         macs: (b.mac.0, a.mac.0),
-        ips: (v4(gen_ip)?, v4(to_ip)?),
+        ips: (gen_ip, to_ip),
         port: PORT,
         payload_len: payload,
     };

@@ -79,6 +79,9 @@ pub struct Plan {
     pub backends: Vec<Backend>,
     /// Where the report goes.
     pub out: PathBuf,
+    /// Experiments that take the testbed run over IPv6 (2001:2::/48, RFC 5180) instead
+    /// of IPv4 where they support it (`ulnet bench --ipv6`): ulnet and the kernel alike.
+    pub ipv6: bool,
 }
 
 impl Plan {
@@ -136,6 +139,15 @@ impl<'a> Ctx<'a> {
     /// Rounds per system and case.
     pub fn rounds(&self) -> u32 {
         self.plan.rounds
+    }
+
+    /// Whether the run is over IPv6 ([`Plan::ipv6`]); an experiment that supports it
+    /// also records it as the `family` parameter.
+    pub fn ipv6(&mut self) -> bool {
+        if self.plan.ipv6 {
+            self.param("family", "IPv6 (testbed 2001:2:0:<slot>::/64, RFC 5180)");
+        }
+        self.plan.ipv6
     }
 
     /// Records an exact parameter of the experiment.

@@ -1,7 +1,7 @@
 //! `ulnet bench`: the seed experiments, ulnet against the kernel in one run, with a report.
 //!
 //! ```text
-//! ulnet bench [EXPERIMENT...] [--quick|--full] [--rounds N] [--out DIR] [--backend B]...
+//! ulnet bench [EXPERIMENT...] [--quick|--full] [--rounds N] [--out DIR] [--backend B]... [--ipv6]
 //! ulnet bench list
 //! ulnet bench report DIR      # rewrite DIR's report from its results.json
 //! ```
@@ -41,6 +41,10 @@ pub struct Args {
     /// Only these ulnet backends where an experiment compares backends (repeatable).
     #[arg(long = "backend")]
     pub backends: Vec<Backend>,
+    /// Over IPv6 (the testbed's 2001:2:0:<slot>::/64) instead of IPv4, for ulnet and the
+    /// kernel alike: hurd-tcp, latency and udp-echo; the other experiments refuse it.
+    #[arg(long)]
+    pub ipv6: bool,
 }
 
 fn profile(a: &Args) -> Profile {
@@ -110,6 +114,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let chosen: Vec<&'static dyn Experiment> = if args.experiments.is_empty() {
         experiments::all()
+            .into_iter()
+            .filter(|e| !args.ipv6 || e.supports_ipv6())
+            .collect()
     } else {
         let mut v = Vec::new();
         for name in &args.experiments {
@@ -127,6 +134,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         v
     };
+    if args.ipv6 {
+        let v4_only: Vec<&str> = chosen
+            .iter()
+            .filter(|e| !e.supports_ipv6())
+            .map(|e| e.name())
+            .collect();
+        if !v4_only.is_empty() {
+            bail!(
+                "--ipv6: {} run over IPv4 only; over IPv6: {}",
+                v4_only.join(", "),
+                experiments::all()
+                    .iter()
+                    .filter(|e| e.supports_ipv6())
+                    .map(|e| e.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
     let profile = profile(&args);
     let rounds = args.rounds.unwrap_or(match profile {
         Profile::Smoke => 1,
@@ -144,6 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         rounds,
         backends: args.backends.clone(),
         out: out.clone(),
+        ipv6: args.ipv6,
     };
     run::preflight(&chosen)?;
     install_interrupt_cleanup()?;

@@ -135,6 +135,9 @@ pub(super) struct V6 {
     pub mtu: usize,
     /// The next fragment identification (RFC 7739: started from the secret).
     pub frag_ident: u32,
+    /// The hop limit of the packets we originate, when a Router Advertisement set one
+    /// (RFC 4861 §6.3.4, CurHopLimit); else the configured `ttl`.
+    pub hop_limit: Option<u8>,
 }
 
 impl V6 {
@@ -146,6 +149,7 @@ impl V6 {
             prefixes: Vec::new(),
             mtu,
             frag_ident: 1,
+            hop_limit: None,
         }
     }
 
@@ -462,7 +466,7 @@ impl Core {
             src,
             dst,
             next_header,
-            hop_limit: self.config.ttl,
+            hop_limit: self.v6.hop_limit.unwrap_or(self.config.ttl),
         }
     }
 

@@ -96,7 +96,7 @@ impl Interface {
                 core.neighbor_advert(now, target, flags, options.target_lladdr(), tx);
             }
             NdiscRepr::RouterAdvert {
-                hop_limit: _,
+                hop_limit: cur_hop_limit,
                 router_lifetime,
                 options,
                 ..
@@ -108,6 +108,11 @@ impl Interface {
                     return core.stats.drop(DropReason::NdNotForUs);
                 }
                 core.stats.nd_router_adverts_received += 1;
+                // §6.3.4: a non-zero Cur Hop Limit becomes the hop limit of the packets
+                // we originate; zero leaves it unspecified by this router.
+                if cur_hop_limit != 0 {
+                    core.v6.hop_limit = Some(cur_hop_limit);
+                }
                 core.router_advert(now, src, router_lifetime, options, tx);
             }
             NdiscRepr::RouterSolicit { .. } => {

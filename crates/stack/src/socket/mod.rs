@@ -20,7 +20,7 @@ use core::fmt;
 
 pub use buffer::PacketBuffer;
 pub use icmp::{EchoReply, IcmpSocket};
-pub use set::{AddError, Event, IcmpHandle, InvalidHandle, SocketSet, UdpHandle};
+pub use set::{AddError, Event, IcmpHandle, InvalidHandle, SocketSet, UdpHandle, V6OnlyError};
 pub use udp::{UdpConfig, UdpError, UdpMetadata, UdpSocket};
 
 /// Why a datagram could not be queued for sending.

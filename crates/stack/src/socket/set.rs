@@ -85,6 +85,28 @@ impl fmt::Display for AddError {
 
 impl core::error::Error for AddError {}
 
+/// Why [`SocketSet::set_udp_v6only`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum V6OnlyError {
+    /// The handle is stale.
+    InvalidHandle,
+    /// Taking IPv4 too would overlap a socket bound to `0.0.0.0` or an IPv4 address
+    /// on the same port.
+    AddrInUse,
+}
+
+impl fmt::Display for V6OnlyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            V6OnlyError::InvalidHandle => "invalid socket handle",
+            V6OnlyError::AddrInUse => "address in use",
+        })
+    }
+}
+
+impl core::error::Error for V6OnlyError {}
+
 /// A keyed SipHash-1-3 builder for the demux maps.
 #[derive(Debug, Clone, Copy)]
 struct Keyed {
@@ -132,8 +154,8 @@ pub struct SocketSet {
     icmp: Slots<IcmpSocket>,
     /// Bound endpoint → UDP slot.
     udp_bound: HashMap<SocketAddr, u32, Keyed>,
-    /// Port → number of UDP sockets bound to it (any address).
-    udp_ports: HashMap<u16, u32, Keyed>,
+    /// Port → number of UDP sockets bound to it, IPv4 and IPv6 (any address).
+    udp_ports: HashMap<u16, [u32; 2], Keyed>,
     /// Echo identifier → ICMP slot.
     icmp_idents: HashMap<u16, u32, Keyed>,
     events: VecDeque<Queued>,
@@ -207,29 +229,52 @@ impl SocketSet {
             return Err(AddError::Full);
         }
         let mut local = socket.local_endpoint().unwrap_or(ANY_REMOTE);
+        let v6only = socket.v6only();
         if local.port() == 0 {
-            let port = self.ephemeral(local.ip()).ok_or(AddError::NoPorts)?;
+            let port = self
+                .ephemeral(local.ip(), v6only)
+                .ok_or(AddError::NoPorts)?;
             local.set_port(port);
-        } else if self.udp_in_use(local) {
+        } else if self.udp_in_use(local, v6only) {
             return Err(AddError::AddrInUse);
         }
         socket.set_local(local);
         let h = self.udp.insert(socket).ok_or(AddError::Full)?;
         self.udp_bound.insert(local, h.index);
-        *self.udp_ports.entry(local.port()).or_insert(0) += 1;
+        self.udp_ports.entry(local.port()).or_insert([0; 2])[family(local)] += 1;
         Ok(UdpHandle(h))
     }
 
-    fn udp_in_use(&self, local: SocketAddr) -> bool {
-        udp_in_use(&self.udp_bound, &self.udp_ports, local)
+    fn udp_in_use(&self, local: SocketAddr, v6only: bool) -> bool {
+        udp_in_use(&self.udp_bound, &self.udp_ports, &self.udp, local, v6only)
     }
 
     /// An ephemeral port free for `ip` (RFC 6056 §3.3.4).
-    fn ephemeral(&mut self, ip: IpAddr) -> Option<u16> {
-        let (bound, ports) = (&self.udp_bound, &self.udp_ports);
+    fn ephemeral(&mut self, ip: IpAddr, v6only: bool) -> Option<u16> {
+        let (bound, ports, slots) = (&self.udp_bound, &self.udp_ports, &self.udp);
         self.ports.next(ip, ANY_REMOTE, |port| {
-            udp_in_use(bound, ports, SocketAddr::new(ip, port))
+            udp_in_use(bound, ports, slots, SocketAddr::new(ip, port), v6only)
         })
+    }
+
+    /// Makes the UDP socket of `handle`, if bound to `[::]`, take IPv6 only (`on`) or
+    /// IPv4 too, as `IPV6_V6ONLY` (RFC 3493 §5.3).
+    ///
+    /// # Errors
+    /// [`V6OnlyError::InvalidHandle`] for a stale handle; [`V6OnlyError::AddrInUse`]
+    /// turning it off while another socket is bound to IPv4 on the port (Linux refuses
+    /// that overlap at `bind(2)`).
+    pub fn set_udp_v6only(&mut self, handle: UdpHandle, on: bool) -> Result<(), V6OnlyError> {
+        let s = self.udp.get(handle.0).ok_or(V6OnlyError::InvalidHandle)?;
+        let local = s.local_endpoint().unwrap_or(ANY_REMOTE);
+        let v4_on_port = self.udp_ports.get(&local.port()).is_some_and(|n| n[0] > 0);
+        if !on && local.is_ipv6() && local.ip().is_unspecified() && v4_on_port {
+            return Err(V6OnlyError::AddrInUse);
+        }
+        if let Some(s) = self.udp.get_mut(handle.0) {
+            s.set_v6only(on);
+        }
+        Ok(())
     }
 
     /// An ephemeral port for a listener or other socket on `ip` that the set does not
@@ -270,8 +315,8 @@ impl SocketSet {
         if let Some(local) = s.local_endpoint() {
             self.udp_bound.remove(&local);
             if let Some(n) = self.udp_ports.get_mut(&local.port()) {
-                *n -= 1;
-                if *n == 0 {
+                n[family(local)] -= 1;
+                if *n == [0; 2] {
                     self.udp_ports.remove(&local.port());
                 }
             }
@@ -334,11 +379,12 @@ impl SocketSet {
             return Some(i);
         }
         // Dual stack as for TCP listeners (RFC 3493 §3.7, Linux bindv6only=0): an IPv4
-        // datagram no IPv4 socket claims goes to a `[::]` socket on its port; a
-        // `0.0.0.0` socket never takes IPv6.
+        // datagram no IPv4 socket claims goes to a `[::]` socket on its port unless that
+        // one is v6-only; a `0.0.0.0` socket never takes IPv6.
         if dst.is_ipv4() {
             let any6 = SocketAddr::new(IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED), dst.port());
-            return self.udp_bound.get(&any6).copied();
+            let i = *self.udp_bound.get(&any6)?;
+            return self.udp.at(i).is_some_and(|s| !s.v6only()).then_some(i);
         }
         None
     }
@@ -485,19 +531,40 @@ impl SocketSet {
     }
 }
 
+/// Index of `a`'s family in the per-port counts.
+fn family(a: SocketAddr) -> usize {
+    usize::from(a.is_ipv6())
+}
+
+/// Whether binding `local` (a `[::]` one v6-only or not) would overlap a bound socket,
+/// as Linux decides for UDP without SO_REUSEADDR: the addresses a socket receives on
+/// overlap on the same port. `0.0.0.0` covers every IPv4 address, `[::]` every IPv6 one
+/// and, unless v6-only, every IPv4 one too (RFC 3493 §3.7 and §5.3).
 fn udp_in_use(
     bound: &HashMap<SocketAddr, u32, Keyed>,
-    ports: &HashMap<u16, u32, Keyed>,
+    ports: &HashMap<u16, [u32; 2], Keyed>,
+    slots: &Slots<UdpSocket>,
     local: SocketAddr,
+    v6only: bool,
 ) -> bool {
-    if local.ip().is_unspecified() {
-        return ports.contains_key(&local.port());
+    let port = local.port();
+    let [v4, v6] = ports.get(&port).copied().unwrap_or([0; 2]);
+    let any4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+    let any6 = SocketAddr::new(IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED), port);
+    let dual_any6 = || {
+        bound
+            .get(&any6)
+            .and_then(|&i| slots.at(i))
+            .is_some_and(|s| !s.v6only())
+    };
+    match (local.ip(), local.ip().is_unspecified()) {
+        (IpAddr::V4(_), true) => v4 > 0 || dual_any6(),
+        (IpAddr::V4(_), false) => {
+            bound.contains_key(&local) || bound.contains_key(&any4) || dual_any6()
+        }
+        (IpAddr::V6(_), true) => v6 > 0 || (!v6only && v4 > 0),
+        (IpAddr::V6(_), false) => bound.contains_key(&local) || bound.contains_key(&any6),
     }
-    bound.contains_key(&local)
-        || bound.contains_key(&SocketAddr::new(
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            local.port(),
-        ))
 }
 
 #[cfg(test)]
@@ -539,6 +606,53 @@ mod tests {
             set.add_icmp(IcmpSocket::new(2, 1, 64)).unwrap_err(),
             AddError::Full
         );
+    }
+
+    #[test]
+    fn wildcards_overlap_across_families_as_on_linux() {
+        // RFC 3493 §3.7 / §5.3 with Linux's bindv6only=0: `[::]:p` covers IPv4 on p
+        // unless v6-only; `0.0.0.0:p` covers IPv4 only.
+        let mut set = SocketSet::new(16, 1);
+        let any6 = set.add_udp(bound("[::]:7")).unwrap();
+        for a in ["0.0.0.0:7", "198.18.0.1:7", "[2001:2::1]:7", "[::]:7"] {
+            assert_eq!(
+                set.add_udp(bound(a)).unwrap_err(),
+                AddError::AddrInUse,
+                "{a}"
+            );
+        }
+        set.set_udp_v6only(any6, true).unwrap();
+        let v4 = set.add_udp(bound("0.0.0.0:7")).unwrap();
+        assert_eq!(
+            set.set_udp_v6only(any6, false).unwrap_err(),
+            V6OnlyError::AddrInUse
+        );
+        // IPv4 to the v6-only wildcard's port goes to the IPv4 socket, IPv6 to it.
+        let i4 = set.udp_slot_for("198.18.0.1:7".parse().unwrap());
+        let i6 = set.udp_slot_for("[2001:2::1]:7".parse().unwrap());
+        assert_eq!((i4, i6), (Some(v4.0.index), Some(any6.0.index)));
+        set.remove_udp(v4).unwrap();
+        assert_eq!(set.udp_slot_for("198.18.0.1:7".parse().unwrap()), None);
+        set.set_udp_v6only(any6, false).unwrap();
+        assert_eq!(
+            set.udp_slot_for("198.18.0.1:7".parse().unwrap()),
+            Some(any6.0.index)
+        );
+        // 0.0.0.0 first: [::] refused, an IPv6 address and a v6-only [::] are not.
+        set.add_udp(bound("0.0.0.0:8")).unwrap();
+        assert_eq!(
+            set.add_udp(bound("[::]:8")).unwrap_err(),
+            AddError::AddrInUse
+        );
+        set.add_udp(bound("[2001:2::1]:8")).unwrap();
+        let mut only6 = bound("[::]:9");
+        only6.set_v6only(true);
+        set.add_udp(bound("0.0.0.0:9")).unwrap();
+        set.add_udp(only6).unwrap();
+        // An IPv4 wildcard datagram never reaches an IPv6 socket, nor the reverse.
+        assert_eq!(set.udp_slot_for("[2001:2::1]:10".parse().unwrap()), None);
+        set.add_udp(bound("0.0.0.0:10")).unwrap();
+        assert_eq!(set.udp_slot_for("[2001:2::1]:10".parse().unwrap()), None);
     }
 
     #[test]
@@ -613,8 +727,8 @@ mod tests {
         // Removal takes the endpoint out of the map; the port is free again.
         set.remove_udp(exact[0]).unwrap();
         assert_eq!(set.deliver_udp(dst, meta(), b"x"), None);
-        assert!(!set.udp_in_use(dst));
-        assert!(set.udp_in_use(SocketAddr::new([198, 18, 0, 3].into(), 20000)));
+        assert!(!set.udp_in_use(dst, false));
+        assert!(set.udp_in_use(SocketAddr::new([198, 18, 0, 3].into(), 20000), false));
         set.set_secret([9; 16]);
         let dst = SocketAddr::new([198, 18, 0, 1].into(), 1007);
         assert_eq!(set.deliver_udp(dst, meta(), b"y"), Some(false));

@@ -97,6 +97,11 @@ impl<T> Slots<T> {
             .flatten()
     }
 
+    /// The item in slot `index`, shared (as [`Slots::at_mut`]).
+    pub(crate) fn at(&self, index: u32) -> Option<&T> {
+        self.slots.get(index as usize)?.item.as_ref()
+    }
+
     /// The item in slot `index`, whatever its generation (the demux maps hold indices
     /// of live sockets only).
     pub(crate) fn at_mut(&mut self, index: u32) -> Option<&mut T> {

@@ -69,6 +69,8 @@ pub struct UdpSocket {
     peer: Option<SocketAddr>,
     /// An ICMP error waiting to fail the next send or receive (Linux's `sk_err`).
     error: Option<UdpError>,
+    /// Bound to `[::]`: IPv6 only (`IPV6_V6ONLY`, RFC 3493 §5.3), or IPv4 too.
+    v6only: bool,
     rx: PacketBuffer<UdpMetadata>,
     tx: PacketBuffer<SocketAddr>,
     stats: UdpSocketStats,
@@ -90,6 +92,7 @@ impl UdpSocket {
             local: None,
             peer: None,
             error: None,
+            v6only: false,
             rx: PacketBuffer::new(config.rx_datagram_count, config.rx_len),
             tx: PacketBuffer::new(config.tx_datagram_count, config.tx_len),
             stats: UdpSocketStats::default(),
@@ -113,6 +116,20 @@ impl UdpSocket {
     /// The bound endpoint (`None` before binding).
     pub fn local_endpoint(&self) -> Option<SocketAddr> {
         self.local
+    }
+
+    /// Whether a socket on `[::]` takes IPv6 only ([`set_v6only`](Self::set_v6only)).
+    pub fn v6only(&self) -> bool {
+        self.v6only
+    }
+
+    /// Before the socket joins a set: on `[::]`, take IPv6 datagrams only (`true`, like
+    /// `IPV6_V6ONLY`) or IPv4 ones too that no IPv4 socket claims (`false`, the
+    /// default, as Linux with `bindv6only=0`). Meaningless on other addresses. Once the
+    /// socket is in a set, [`SocketSet::set_udp_v6only`](super::SocketSet::set_udp_v6only)
+    /// changes it, checking that no other socket then overlaps.
+    pub fn set_v6only(&mut self, on: bool) {
+        self.v6only = on;
     }
 
     /// Connects to `peer` (or disconnects with `None`): ICMP port-unreachable messages

@@ -109,6 +109,13 @@ impl Tcp {
     /// # Errors
     /// [`SocketError::InvalidHandle`] for a stale handle.
     pub fn set_listener_v6only(&mut self, l: ListenerHandle, on: bool) -> Result<(), SocketError> {
+        let local = self
+            .listener_ref(l)
+            .ok_or(SocketError::InvalidHandle)?
+            .local;
+        if !on && self.v4_wildcard_listening(local) {
+            return Err(SocketError::AddressInUse);
+        }
         self.listener_mut(l)
             .ok_or(SocketError::InvalidHandle)?
             .v6only = on;

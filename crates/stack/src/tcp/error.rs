@@ -116,6 +116,9 @@ error_enum! {
         InvalidHandle => "invalid socket handle",
         /// The call makes no sense in the socket's state (e.g. shutdown before connect).
         InvalidState => "operation invalid in this state",
+        /// The change would make the socket overlap another's address and port (a `[::]`
+        /// listener leaving v6-only while a `0.0.0.0` one holds its port).
+        AddressInUse => "address already in use",
     }
 }
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use ulnet_stack::iface::Interface;
 use ulnet_stack::tcp::{
-    self as etcp, Algorithm, Keepalive, ListenerHandle, ListenerLimits, RecvError, SocketHandle,
-    SocketOption, State, Tcp, TcpInfo,
+    self as etcp, Algorithm, Keepalive, ListenerHandle, ListenerLimits, RecvError, SocketError,
+    SocketHandle, SocketOption, State, Tcp, TcpInfo,
 };
 
 use super::error::{self, err, no_tcp};
@@ -659,16 +659,21 @@ impl TcpListener {
     /// For a listener on `[::]`: refuse IPv4 connections (`true`, like `IPV6_V6ONLY`)
     /// or take those no IPv4 listener on the port claims (`false`, the default, as
     /// Linux with `net.ipv6.bindv6only=0`; accepted IPv4 peers are reported as IPv4
-    /// addresses, not v4-mapped `::ffff:a.b.c.d`). No effect on other listeners.
+    /// addresses, not v4-mapped `::ffff:a.b.c.d`). No effect on other listeners. Linux
+    /// sets `IPV6_V6ONLY` before `bind(2)`; here it may change later, within the same
+    /// rule: a `0.0.0.0` listener on the port and a `[::]` one that is not v6-only
+    /// overlap.
     ///
     /// # Errors
+    /// `AddrInUse` turning it off while a `0.0.0.0` listener holds the port;
     /// `NotConnected` when the stack stopped.
     pub fn set_only_v6(&self, on: bool) -> io::Result<()> {
         let l = self.inner.l;
         self.inner.stack.with(|iface| {
-            tcp(iface)?
-                .set_listener_v6only(l, on)
-                .map_err(|e| err(io::ErrorKind::NotConnected, e))
+            tcp(iface)?.set_listener_v6only(l, on).map_err(|e| match e {
+                SocketError::AddressInUse => err(io::ErrorKind::AddrInUse, e),
+                _ => err(io::ErrorKind::NotConnected, e),
+            })
         })
     }
 

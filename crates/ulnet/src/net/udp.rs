@@ -12,7 +12,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use ulnet_stack::iface::Interface;
-use ulnet_stack::socket::{RecvError, SendError, UdpConfig, UdpHandle, UdpSocket as EngineUdp};
+use ulnet_stack::socket::{
+    RecvError, SendError, UdpConfig, UdpHandle, UdpSocket as EngineUdp, V6OnlyError,
+};
 
 use super::error::{self, err};
 use super::poll::Source;
@@ -142,6 +144,29 @@ impl UdpSocket {
     /// `NotConnected` before [`connect`](Self::connect).
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         get(&self.inner.peer).ok_or_else(|| err(io::ErrorKind::NotConnected, "not connected"))
+    }
+
+    /// For a socket on `[::]`: receive IPv6 datagrams only (`true`, like
+    /// `IPV6_V6ONLY`) or IPv4 ones too that no IPv4 socket on the port claims (`false`,
+    /// the default, as Linux with `net.ipv6.bindv6only=0`; their senders are reported as
+    /// IPv4 addresses). Linux sets it before `bind(2)`; here it may change later within
+    /// the same rule: `0.0.0.0` (or an IPv4 address) and a `[::]` socket that is not
+    /// v6-only overlap on a port.
+    ///
+    /// # Errors
+    /// `AddrInUse` turning it off while an IPv4 socket holds the port; `NotConnected`
+    /// when the socket is gone.
+    pub fn set_only_v6(&self, on: bool) -> io::Result<()> {
+        let h = self.inner.h;
+        self.inner.stack.with(|iface| {
+            iface
+                .sockets_mut()
+                .set_udp_v6only(h, on)
+                .map_err(|e| match e {
+                    V6OnlyError::AddrInUse => err(io::ErrorKind::AddrInUse, e),
+                    _ => err(io::ErrorKind::NotConnected, e),
+                })
+        })
     }
 
     /// Another handle to the same socket.

@@ -268,7 +268,7 @@ impl Env {
             ns: a.ns.clone(),
             ifname: a.ifname.clone(),
             macs: (a.mac.octets(), b.mac.octets()),
-            ips: (a_ip, b_ip),
+            ips: (a_ip.into(), b_ip.into()),
             port: PORT,
             payload_len: PAYLOAD_LEN,
         });
@@ -277,7 +277,7 @@ impl Env {
             ns: a.ns.clone(),
             ifname: TAP_NAME.into(),
             macs: (TAP_PEER_MAC, tap_mac),
-            ips: (TAP_PEER_IP, b_ip),
+            ips: (TAP_PEER_IP.into(), b_ip.into()),
             port: PORT,
             payload_len: PAYLOAD_LEN,
         });

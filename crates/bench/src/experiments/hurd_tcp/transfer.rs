@@ -233,7 +233,7 @@ pub(crate) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStac
         .close_linger(Duration::from_millis(500));
     let (builder, caps, ip, forwarding): (_, Capabilities, IpAddr, bool) = match backend {
         Backend::Xdp => {
-            let ip = a.spare_ip(0);
+            let ip = a.spare_of(a.ipv6, 0);
             let o = XdpOptions {
                 addresses: vec![ip],
                 ..XdpOptions::default()
@@ -245,7 +245,7 @@ pub(crate) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStac
             (builder, caps, ip, false)
         }
         Backend::Packet => {
-            let ip = a.spare_ip(1);
+            let ip = a.spare_of(a.ipv6, 1);
             let ch = PacketChannel::open(&a.ifname, Some(&a.ns), &PacketOptions::default())
                 .map_err(io::Error::from)?;
             let (builder, caps) = on_veth(builder, a, ip, ch)?;
@@ -319,7 +319,7 @@ fn on_veth<C: Channel + Send + 'static>(
     let builder = builder
         .interface(&a.ifname)
         .mac(mac)
-        .address_cidr(cidr(ip, a.prefix_len)?)
+        .address_cidr(cidr(ip, a.prefix_for(ip))?)
         .channel(ch);
     Ok((builder, caps))
 }
@@ -383,7 +383,7 @@ pub(crate) fn timed_sink(side: &Side, at: SocketAddr, cpu: usize) -> io::Result<
 
 /// The peer in B sends; the kernel's socket in A receives (the system under test).
 pub(crate) fn kernel_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
-    let at = SocketAddr::new(tb.a().ip, port);
+    let at = SocketAddr::new(tb.a().ip_of(tb.a().ipv6), port);
     let w = Window::start()?;
     let sink = timed_sink(tb.a(), at, SUT_CPU)?;
     let sent = load::tcp_send(&tb.b().ns, at, bytes).and_then(|s| join(s, "sender"));
@@ -401,7 +401,7 @@ pub(crate) fn kernel_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metri
 /// the window as for every row. iperf3 checks no bytes.
 pub(super) fn iperf3_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
     let (a, b) = (tb.a(), tb.b());
-    let (ip, port) = (a.ip.to_string(), port.to_string());
+    let (ip, port) = (a.ip_of(a.ipv6).to_string(), port.to_string());
     let _server = a
         .spawn(
             "taskset",
@@ -497,7 +497,7 @@ pub(super) fn iperf3_figures(j: &serde_json::Value) -> Option<Iperf3> {
 
 /// The kernel's socket in A sends (the system under test) to the peer in B.
 pub(crate) fn kernel_tx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<Metrics> {
-    let at = SocketAddr::new(tb.b().ip, port);
+    let at = SocketAddr::new(tb.b().ip_of(tb.b().ipv6), port);
     let w = Window::start()?;
     let sink = timed_sink(tb.b(), at, LOAD_CPU)?;
     let sent = load::tcp_send_on(&tb.a().ns, at, bytes, SUT_CPU).and_then(|s| join(s, "sender"));
@@ -575,7 +575,7 @@ fn ulnet_tx_with(
     bytes: u64,
     app: impl FnOnce(&Stack, SocketAddr) -> io::Result<u64>,
 ) -> io::Result<Metrics> {
-    let at = SocketAddr::new(b.ip, port);
+    let at = SocketAddr::new(b.ip_of(b.ipv6), port);
     let w = Window::start()?;
     let sink = timed_sink(b, at, LOAD_CPU)?;
     let sent = app(&u.stack, at);
@@ -671,9 +671,9 @@ pub(super) fn ulnet_tx_tokio(
 /// The peer in B sends to ulnet's discard app running inside the loop (engine only).
 pub(super) fn engine_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<(Metrics, String)> {
     let a = tb.a();
-    let ip = a.spare_ip(0);
-    let cidr = cidr(ip, a.prefix_len)?;
-    let rt = retry_busy(|| {
+    let ip = a.spare_of(a.ipv6, 0);
+    let cidr = cidr(ip, a.prefix_for(ip))?;
+    let mut rt = retry_busy(|| {
         Stack::builder()
             .backend(Backend::Xdp)
             .interface(&a.ifname)
@@ -683,6 +683,8 @@ pub(super) fn engine_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<(Metr
             .build_runtime()
             .map_err(io::Error::from)
     })?;
+    // An IPv6 address is usable once duplicate address detection passed (RFC 4862 §5.4).
+    rt.settle_addresses(rt.settle_timeout())?;
     let caps = rt.channel().capabilities();
     let mode = format!(
         "{} ({}), link MTU {}, largest frame {}",

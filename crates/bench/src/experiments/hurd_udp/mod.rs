@@ -258,7 +258,7 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
             ns: b.ns.clone(),
             ifname: b.ifname.clone(),
             macs: (b.mac.0, a.mac.0),
-            ips: (v4(b.ip)?, dst),
+            ips: (v4(b.ip)?.into(), dst.into()),
             port: PORT,
             payload_len: PAYLOAD,
         })

@@ -138,9 +138,30 @@ impl Tcp {
         )
     }
 
-    /// Registers a listener on `local`; `None` when one already owns it.
+    /// Registers a listener on `local`; `None` when one already owns it, or when the
+    /// two wildcards of a port would overlap: as Linux with `bindv6only=0`, `[::]:p`
+    /// (not v6-only) also holds `0.0.0.0:p` (RFC 3493 §5.3), so either refuses the
+    /// other, in both orders.
     pub(in crate::tcp) fn add_listener(&mut self, l: Listener) -> Option<ListenerHandle> {
         if self.listen_map.contains_key(&l.local) {
+            return None;
+        }
+        let port = l.local.port();
+        let clash = match l.local.ip() {
+            IpAddr::V4(a) if a.is_unspecified() => {
+                self.listen_map.get(&any6(port)).is_some_and(|&i| {
+                    self.listeners
+                        .get(i as usize)
+                        .and_then(|s| s.listener.as_ref())
+                        .is_some_and(|x| !x.v6only)
+                })
+            }
+            IpAddr::V6(a) if a.is_unspecified() && !l.v6only => {
+                self.listen_map.contains_key(&any4(port))
+            }
+            _ => false,
+        };
+        if clash {
             return None;
         }
         let local = l.local;
@@ -163,6 +184,14 @@ impl Tcp {
             index: index as u32,
             generation: self.listeners[index].generation,
         })
+    }
+
+    /// Whether a listener holds `0.0.0.0` on `local`'s port (what a `[::]` listener on it
+    /// may not overlap unless v6-only).
+    pub(in crate::tcp) fn v4_wildcard_listening(&self, local: SocketAddr) -> bool {
+        local.ip().is_unspecified()
+            && local.is_ipv6()
+            && self.listen_map.contains_key(&any4(local.port()))
     }
 
     pub(super) fn listener_slot(&mut self, l: ListenerHandle) -> Option<&mut ListenerSlot> {
@@ -301,4 +330,14 @@ impl Tcp {
         }
         None
     }
+}
+
+/// `0.0.0.0:port`.
+fn any4(port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED), port)
+}
+
+/// `[::]:port`.
+fn any6(port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED), port)
 }
