@@ -358,6 +358,42 @@ fn iperf_ok(o: &Output, what: &str) {
     assert!(bytes > 1_000_000, "{what}: only {bytes} bytes received");
 }
 
+/// A UDP test's two JSON reports: the client sent over 1 MB; the server received whole
+/// 1400-byte datagrams, no more than were sent, and at least 95 % of them (the rest it
+/// counts lost: iperf3 numbers its datagrams).
+fn udp_counts(client: &Output, server: &Output, what: &str) {
+    iperf_ok(client, &format!("{what} (client)"));
+    let json = |o: &Output, side: &str| -> serde_json::Value {
+        let s = String::from_utf8_lossy(&o.stdout);
+        // A retry's failed attempt may print a report first: the last one counts.
+        let last = s.rfind("\n{").map_or(0, |i| i + 1);
+        serde_json::from_str(&s[last..])
+            .unwrap_or_else(|e| panic!("{what}: the {side}'s report is not JSON ({e}): {s}"))
+    };
+    let c = json(client, "client");
+    let srv = json(server, "server");
+    assert!(
+        srv.get("error").is_none(),
+        "{what}: server: {}",
+        srv["error"]
+    );
+    let n = |v: &serde_json::Value, sum: &str, k: &str| v["end"][sum][k].as_u64().unwrap_or(0);
+    let (sent, sent_pk) = (n(&c, "sum_sent", "bytes"), n(&c, "sum_sent", "packets"));
+    let got = n(&srv, "sum_received", "bytes");
+    let lost = n(&srv, "sum_received", "lost_packets");
+    let got_pk = got / 1400;
+    let msg = format!(
+        "{what}: client sent {sent} bytes in {sent_pk} datagrams; server received {got} \
+         bytes, counted {lost} datagrams lost"
+    );
+    assert!(sent > 1_000_000 && sent == sent_pk * 1400, "{msg}");
+    assert!(
+        got % 1400 == 0 && got <= sent && got_pk + lost <= sent_pk,
+        "{msg}"
+    );
+    assert!(got_pk * 20 >= sent_pk * 19, "{msg}");
+}
+
 #[test]
 fn iperf3_unmodified_on_ulnet_as_server_and_client() {
     let t = bed("runi", &["iperf3"]);
@@ -375,6 +411,34 @@ fn iperf3_unmodified_on_ulnet_as_server_and_client() {
         iperf_ok(&o, &format!("kernel client {args:?} to iperf3 -s on ulnet"));
     }
     drop(server);
+    // UDP to a server on ulnet: iperf3 binds a UDP socket to its control port, connects
+    // it to the client's first datagram and binds another to the same port for the next
+    // stream (SO_REUSEADDR; crates/capi/src/udpshare.rs). One stream and two; the
+    // server's JSON (bytes received) against the client's (bytes sent).
+    for streams in ["1", "2"] {
+        let server = start(
+            t.ulnet(
+                0,
+                &["iperf3", "--forceflush", "-J", "-s", "-1", "-p", "5303"],
+            ),
+            "",
+        );
+        let o = run(t.peer(
+            30,
+            &format!(
+                "for i in $(seq 50); do iperf3 -J -u -b 50M -l 1400 -t 2 -c {ip} -p 5303 -P {streams} \
+                 && exit 0; sleep 0.2; done; exit 1"
+            ),
+        ));
+        let s = server
+            .wait_timeout(Duration::from_secs(20))
+            .expect("iperf3 -s -1");
+        udp_counts(
+            &o,
+            &s,
+            &format!("kernel UDP client -P {streams} to iperf3 -s on ulnet"),
+        );
+    }
     // Client on ulnet: TCP, reverse, four streams, UDP.
     for args in [&[][..], &["-R"], &["-P", "4"], &["-u", "-b", "200M"]] {
         let kernel = start(
