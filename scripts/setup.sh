@@ -16,7 +16,8 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 # socat, netcat-openbsd and curl are the kernel peers in interop tests and baselines;
 # nginx, wrk and apache2-utils (ab) are the server and load of `ulnet run`'s test;
 # tshark/tcpdump check what ulnet puts on the wire; gcc/pkg-config link Rust crates;
-# sockperf cross-checks the bench's latency figures, fio its disk figures, taskset pins its peers, and
+# redis-server/redis-tools (redis-benchmark, redis-cli) are another unmodified program and its load;
+# sockperf cross-checks the bench's latency figures and is `ulnet run`'s latency peer, fio its disk figures, taskset pins its peers, and
 # fonts-dejavu-core is the font the bench's plots are drawn with.
 PACKAGES=(
     "iproute2:ip"
@@ -38,6 +39,8 @@ PACKAGES=(
     "pkg-config:pkg-config"
     "linux-perf:perf"
     "sockperf:sockperf"
+    "redis-server:redis-server"
+    "redis-tools:redis-benchmark"
     "fio:fio"
     "bpftrace:bpftrace"
     "util-linux:taskset"

@@ -19,5 +19,6 @@ pub mod mirror;
 pub mod opts;
 pub mod sock;
 pub mod sys;
+mod udpshare;
 
 pub use api::*;

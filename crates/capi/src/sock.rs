@@ -9,7 +9,7 @@ use std::ffi::c_int;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use ulnet_core::net::{Source, Stack, TcpListener, TcpStream, UdpSocket};
@@ -18,6 +18,7 @@ use ulnet_core::stack::tcp::State as TcpState;
 use crate::mirror::{Level, Mirror};
 use crate::opts::Opts;
 use crate::sys;
+use crate::udpshare::{Group, Member};
 
 /// The errno Linux gives for what an `io::Error` of ulnet says.
 pub fn errno_of(e: &io::Error) -> c_int {
@@ -76,6 +77,25 @@ pub(crate) enum State {
     Listener(TcpListener),
     Stream(TcpStream),
     Udp(UdpSocket),
+    /// One of several UDP sockets on a port (`udpshare.rs`).
+    Shared(Shared),
+}
+
+/// A UDP socket's place in a shared port; leaves the group when the socket goes.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    group: Arc<Group>,
+    member: Arc<Member>,
+}
+
+/// Leaves the group when the last handle of the membership goes (the socket closed).
+#[derive(Debug)]
+struct Membership(Shared);
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        self.0.group.leave(&self.0.member);
+    }
 }
 
 /// One engine object, taken out of the state's lock for one call.
@@ -84,7 +104,12 @@ enum Obj {
     Listener(TcpListener),
     Stream(TcpStream),
     Udp(UdpSocket),
+    Shared(Shared),
 }
+
+/// The UDP sockets bound so far, by port, so a second bind to a port can find the
+/// first socket and share it (`udpshare.rs`); dead entries are pruned at each bind.
+static UDP_BOUND: Mutex<Vec<(u16, Weak<Sock>)>> = Mutex::new(Vec::new());
 
 /// A ulnet socket; one per socket(2) or accept(2), shared by every descriptor number
 /// that names it (dup).
@@ -100,6 +125,10 @@ pub struct Sock {
     state: Mutex<State>,
     bound: Mutex<Option<SocketAddr>>,
     pub(crate) opts: Mutex<Opts>,
+    /// This socket, for the table of bound UDP ports.
+    me: Weak<Sock>,
+    /// Set when this socket is a member of a shared port.
+    membership: Mutex<Option<Arc<Membership>>>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -134,7 +163,7 @@ impl Sock {
         nonblocking: bool,
     ) -> Result<(Arc<Sock>, c_int), c_int> {
         let (mirror, fd) = Mirror::new()?;
-        let s = Sock {
+        let s = Arc::new_cyclic(|me| Sock {
             family,
             stream,
             mirror: Arc::new(mirror),
@@ -143,11 +172,13 @@ impl Sock {
             state: Mutex::new(State::Fresh),
             bound: Mutex::new(None),
             opts: Mutex::new(Opts::default()),
-        };
+            me: me.clone(),
+            membership: Mutex::new(None),
+        });
         if nonblocking {
             s.set_nonblocking(fd, true)?;
         }
-        Ok((Arc::new(s), fd))
+        Ok((s, fd))
     }
 
     /// Wraps an accepted or connected engine socket.
@@ -171,6 +202,7 @@ impl Sock {
             State::Listener(l) => Obj::Listener(l.try_clone().expect("never fails")),
             State::Stream(s) => Obj::Stream(s.try_clone().expect("never fails")),
             State::Udp(u) => Obj::Udp(u.try_clone().expect("never fails")),
+            State::Shared(s) => Obj::Shared(s.clone()),
         }
     }
 
@@ -178,7 +210,8 @@ impl Sock {
     fn watch(&self) -> Result<(), c_int> {
         let m = Arc::clone(&self.mirror);
         let r = match &*lock(&self.state) {
-            State::Fresh => return Ok(()),
+            // A shared port's group watches its engine socket.
+            State::Fresh | State::Shared(_) => return Ok(()),
             State::Listener(l) => self
                 .stack
                 .watch(l, Arc::new(move |ev, e| m.set(Level::of(ev, true), e))),
@@ -243,15 +276,77 @@ impl Sock {
             return Err(libc::EINVAL);
         }
         if !self.stream {
-            let u = UdpSocket::bind(&self.stack, a).map_err(|e| errno_of(&e))?;
+            let u = match UdpSocket::bind(&self.stack, a) {
+                Ok(u) => u,
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                    drop((st, b));
+                    return self.share(a);
+                }
+                Err(e) => return Err(errno_of(&e)),
+            };
             u.set_nonblocking(true).map_err(|e| errno_of(&e))?;
+            let port = u.local_addr().map_or(0, |l| l.port());
             *st = State::Udp(u);
             drop(st);
             *b = Some(a);
             drop(b);
+            self.note_udp_port(port);
             return self.watch();
         }
         *b = Some(a);
+        Ok(())
+    }
+
+    fn note_udp_port(&self, port: u16) {
+        let mut t = lock(&UDP_BOUND);
+        t.retain(|(_, w)| w.strong_count() > 0);
+        t.push((port, self.me.clone()));
+    }
+
+    /// Whether this socket and `other` may share a port: both asked for SO_REUSEADDR,
+    /// or both for SO_REUSEPORT (Linux's rule for UDP, `udp_lib_lport_inuse`).
+    fn may_share(&self, other: &Sock) -> bool {
+        let (a, b) = (lock(&self.opts).clone(), lock(&other.opts).clone());
+        (a.reuseaddr && b.reuseaddr) || (a.reuseport && b.reuseport)
+    }
+
+    /// bind(2) of a UDP socket to a port a ulnet UDP socket has: shares it when both
+    /// asked for reuse (`udpshare.rs`), else `EADDRINUSE`.
+    fn share(&self, a: SocketAddr) -> Result<(), c_int> {
+        let port = a.port();
+        let owner = lock(&UDP_BOUND)
+            .iter()
+            .filter(|(p, _)| *p == port)
+            .filter_map(|(_, w)| w.upgrade())
+            .find(|o| !std::ptr::eq(Arc::as_ptr(o), self));
+        let Some(owner) = owner.filter(|o| self.may_share(o)) else {
+            return Err(libc::EADDRINUSE);
+        };
+        let group = {
+            let mut ost = lock(&owner.state);
+            match &*ost {
+                State::Shared(s) => Arc::clone(&s.group),
+                State::Udp(u) => {
+                    let reuseport = lock(&owner.opts).reuseport;
+                    let u = u.try_clone().expect("never fails");
+                    let (g, m) = Group::new(&self.stack, u, Arc::clone(&owner.mirror), reuseport)?;
+                    let sh = Shared {
+                        group: Arc::clone(&g),
+                        member: m,
+                    };
+                    *lock(&owner.membership) = Some(Arc::new(Membership(sh.clone())));
+                    *ost = State::Shared(sh);
+                    g
+                }
+                _ => return Err(libc::EADDRINUSE),
+            }
+        };
+        let m = group.join(Arc::clone(&self.mirror), lock(&self.opts).reuseport);
+        let sh = Shared { group, member: m };
+        *lock(&self.membership) = Some(Arc::new(Membership(sh.clone())));
+        *lock(&self.state) = State::Shared(sh);
+        *lock(&self.bound) = Some(a);
+        self.note_udp_port(port);
         Ok(())
     }
 
@@ -267,7 +362,7 @@ impl Sock {
         let mut st = lock(&self.state);
         match &*st {
             State::Listener(_) => return Ok(()),
-            State::Stream(_) | State::Udp(_) => return Err(libc::EINVAL),
+            State::Stream(_) | State::Udp(_) | State::Shared(_) => return Err(libc::EINVAL),
             State::Fresh => {}
         }
         let a = lock(&self.bound).unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
@@ -349,13 +444,17 @@ impl Sock {
             return Err(libc::ENETUNREACH);
         }
         if !self.stream {
+            if let Obj::Shared(sh) = self.obj() {
+                sh.member.connect(dst);
+                return Ok(());
+            }
             let u = self.udp()?;
             u.connect(dst).map_err(|e| errno_of(&e))?;
             self.stack.refresh(&u);
             return Ok(());
         }
         let s = match self.obj() {
-            Obj::Listener(_) | Obj::Udp(_) => return Err(libc::EISCONN),
+            Obj::Listener(_) | Obj::Udp(_) | Obj::Shared(_) => return Err(libc::EISCONN),
             Obj::Stream(s) => {
                 return match self.connect_state(&s)? {
                     true => Err(libc::EISCONN),
@@ -444,6 +543,21 @@ impl Sock {
                 let (n, from) = self.run(nb, libc::POLLIN, timeout, &u, || u.recv_from(buf))?;
                 Ok((n, Some(from)))
             }
+            Obj::Shared(sh) => {
+                if flags & libc::MSG_PEEK != 0 {
+                    return Err(unsupported("recv", "MSG_PEEK on UDP"));
+                }
+                let deadline = timeout.map(|t| Instant::now() + t);
+                loop {
+                    match sh.member.try_recv(&sh.group, buf) {
+                        Err(libc::EAGAIN) if !nb => {
+                            wait(sh.member.mirror(), libc::POLLIN, deadline)?;
+                        }
+                        Ok((n, from)) => return Ok((n.min(buf.len()), Some(from))),
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
         }
     }
 
@@ -493,6 +607,17 @@ impl Sock {
                     }
                 }
             }
+            Obj::Shared(sh) => {
+                let u = sh.group.sock();
+                let dst = match dst {
+                    Some(d) => self.check_ip(d)?,
+                    None => sh.member.peer().ok_or(libc::EDESTADDRREQ)?,
+                };
+                if buf.len() > 65507 {
+                    return Err(libc::EMSGSIZE);
+                }
+                self.run(nb, libc::POLLOUT, timeout, u, || u.send_to(buf, dst))
+            }
             _ => {
                 let u = self.udp()?;
                 let dst = match dst {
@@ -534,6 +659,7 @@ impl Sock {
         match self.obj() {
             Obj::Stream(s) => s.local_addr().unwrap_or(any),
             Obj::Udp(u) => u.local_addr().unwrap_or(any),
+            Obj::Shared(sh) => sh.group.sock().local_addr().unwrap_or(any),
             Obj::Listener(l) => l.local_addr().unwrap_or(any),
             Obj::Fresh => lock(&self.bound).unwrap_or(any),
         }
@@ -552,6 +678,7 @@ impl Sock {
                 _ => Err(libc::ENOTCONN),
             },
             Obj::Udp(u) => u.peer_addr().map_err(|_| libc::ENOTCONN),
+            Obj::Shared(sh) => sh.member.peer().ok_or(libc::ENOTCONN),
             _ => Err(libc::ENOTCONN),
         }
     }
@@ -571,6 +698,7 @@ impl Sock {
             Obj::Udp(u) => Ok(c_int::from(
                 self.stack.readiness(&u).is_some_and(|e| e.readable),
             )),
+            Obj::Shared(sh) => Ok(c_int::from(sh.member.has_datagram())),
             Obj::Listener(_) => Err(libc::EINVAL),
             Obj::Fresh => Ok(0),
         }

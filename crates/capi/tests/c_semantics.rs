@@ -154,3 +154,72 @@ fn process_and_socket_semantics_under_the_interposer() {
         "the bytes differ"
     );
 }
+
+/// Peer of tests/c/udp_share.c, in namespace B: sockets A and B, the exchange the C
+/// program describes; prints "peer done".
+const UDP_SHARE_PEER: &str = r#"
+import socket, sys
+dst = (sys.argv[1], int(sys.argv[2]))
+a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+a.settimeout(0.2)
+b.settimeout(10)
+for _ in range(150):
+    a.sendto(b"hello1", dst)
+    try:
+        d, src = a.recvfrom(100)
+    except socket.timeout:
+        continue
+    assert d == b"ack1" and src == dst, (d, src)
+    break
+else:
+    sys.exit("no ack1")
+a.sendto(b"data-A", dst)
+b.sendto(b"hello2", dst)
+d, src = b.recvfrom(100)
+assert d == b"ack2" and src == dst, (d, src)
+a.sendto(b"late-A", dst)
+d, src = b.recvfrom(100)
+assert d == b"ack3" and src == dst, (d, src)
+print("peer done")
+"#;
+
+/// Two UDP sockets on one port with SO_REUSEADDR, the first connected (what
+/// `iperf3 -s` does for a UDP test): each datagram reaches the right socket, poll shows
+/// each readable exactly when a datagram for it waits, and a socket without
+/// SO_REUSEADDR is refused the port.
+#[test]
+fn udp_sockets_share_a_port_like_linux() {
+    let _ = preload();
+    let tb = testbed("capiu");
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    ulnet_bench::preflight::require_tool("python3").unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new();
+    let exe = scratch.path("udp_share");
+    compile(&["crates/capi/tests/c/udp_share.c"], &exe, false);
+    let (ip, env) = ulnet_env(&a, 0);
+    let peer = {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &b.ns, "timeout", "60", "python3", "-c"])
+            .arg(UDP_SHARE_PEER)
+            .args([&ip.to_string(), "7400"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        ulnet_bench::exec::ChildGuard::spawn(c).expect("python3 peer")
+    };
+    let o = run_preloaded(&a.ns, &env, &exe, &["7400"], 60);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("done, 0 failures"),
+        "udp_share: {}",
+        text(&o)
+    );
+    let p = peer
+        .wait_timeout(Duration::from_secs(20))
+        .expect("the peer did not finish");
+    assert!(
+        p.status.success() && String::from_utf8_lossy(&p.stdout).contains("peer done"),
+        "peer: {}",
+        text(&p)
+    );
+}

@@ -12,7 +12,7 @@ use ulnet_bench::results::{Results, View};
 const ULNET: &str = env!("CARGO_BIN_EXE_ulnet");
 
 /// Every experiment `ulnet bench list` must name, with its seed.
-const EXPERIMENTS: [(&str, &str); 11] = [
+const EXPERIMENTS: [(&str, &str); 12] = [
     ("hurd-tcp", "000"),
     ("hurd-udp", "000"),
     ("doorbell", "001"),
@@ -24,6 +24,7 @@ const EXPERIMENTS: [(&str, &str); 11] = [
     ("dispatch", "002"),
     ("disk", "003"),
     ("attack", "-"),
+    ("same-binary", "-"),
 ];
 
 fn out_dir(name: &str) -> PathBuf {
@@ -278,4 +279,11 @@ fn ipv6_is_refused_by_an_ipv4_only_experiment() {
         err.contains("raw run over IPv4 only") && err.contains("udp-echo"),
         "{err}"
     );
+}
+
+/// Needs `libulnet_preload.so` beside the binary (`cargo build --workspace`, as
+/// scripts/test.sh does first): the ulnet rows run the servers under `ulnet run`.
+#[test]
+fn smoke_same_binary() {
+    smoke("same-binary");
 }

@@ -2,8 +2,9 @@
 //! namespace A of a testbed, talking to the kernel in namespace B; byte-exact where data
 //! moves. Each program is its own process with its own stack (one after another on the
 //! same interface). Needs root, the workspace built (`libulnet_preload.so` beside the
-//! `ulnet` binary: `cargo build --workspace`, which scripts/test.sh runs first) and socat, nc, curl, python3,
-//! iperf3 (scripts/setup.sh installs them).
+//! `ulnet` binary: `cargo build --workspace`, which scripts/test.sh runs first) and
+//! socat, nc, curl, python3, iperf3, nginx, ab, wrk, redis-server, redis-tools and
+//! sockperf (scripts/setup.sh installs them).
 
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
@@ -358,6 +359,42 @@ fn iperf_ok(o: &Output, what: &str) {
     assert!(bytes > 1_000_000, "{what}: only {bytes} bytes received");
 }
 
+/// A UDP test's two JSON reports: the client sent over 1 MB; the server received whole
+/// 1400-byte datagrams, no more than were sent, and at least 95 % of them (the rest it
+/// counts lost: iperf3 numbers its datagrams).
+fn udp_counts(client: &Output, server: &Output, what: &str) {
+    iperf_ok(client, &format!("{what} (client)"));
+    let json = |o: &Output, side: &str| -> serde_json::Value {
+        let s = String::from_utf8_lossy(&o.stdout);
+        // A retry's failed attempt may print a report first: the last one counts.
+        let last = s.rfind("\n{").map_or(0, |i| i + 1);
+        serde_json::from_str(&s[last..])
+            .unwrap_or_else(|e| panic!("{what}: the {side}'s report is not JSON ({e}): {s}"))
+    };
+    let c = json(client, "client");
+    let srv = json(server, "server");
+    assert!(
+        srv.get("error").is_none(),
+        "{what}: server: {}",
+        srv["error"]
+    );
+    let n = |v: &serde_json::Value, sum: &str, k: &str| v["end"][sum][k].as_u64().unwrap_or(0);
+    let (sent, sent_pk) = (n(&c, "sum_sent", "bytes"), n(&c, "sum_sent", "packets"));
+    let got = n(&srv, "sum_received", "bytes");
+    let lost = n(&srv, "sum_received", "lost_packets");
+    let got_pk = got / 1400;
+    let msg = format!(
+        "{what}: client sent {sent} bytes in {sent_pk} datagrams; server received {got} \
+         bytes, counted {lost} datagrams lost"
+    );
+    assert!(sent > 1_000_000 && sent == sent_pk * 1400, "{msg}");
+    assert!(
+        got % 1400 == 0 && got <= sent && got_pk + lost <= sent_pk,
+        "{msg}"
+    );
+    assert!(got_pk * 20 >= sent_pk * 19, "{msg}");
+}
+
 #[test]
 fn iperf3_unmodified_on_ulnet_as_server_and_client() {
     let t = bed("runi", &["iperf3"]);
@@ -375,6 +412,34 @@ fn iperf3_unmodified_on_ulnet_as_server_and_client() {
         iperf_ok(&o, &format!("kernel client {args:?} to iperf3 -s on ulnet"));
     }
     drop(server);
+    // UDP to a server on ulnet: iperf3 binds a UDP socket to its control port, connects
+    // it to the client's first datagram and binds another to the same port for the next
+    // stream (SO_REUSEADDR; crates/capi/src/udpshare.rs). One stream and two; the
+    // server's JSON (bytes received) against the client's (bytes sent).
+    for streams in ["1", "2"] {
+        let server = start(
+            t.ulnet(
+                0,
+                &["iperf3", "--forceflush", "-J", "-s", "-1", "-p", "5303"],
+            ),
+            "",
+        );
+        let o = run(t.peer(
+            30,
+            &format!(
+                "for i in $(seq 50); do iperf3 -J -u -b 50M -l 1400 -t 2 -c {ip} -p 5303 -P {streams} \
+                 && exit 0; sleep 0.2; done; exit 1"
+            ),
+        ));
+        let s = server
+            .wait_timeout(Duration::from_secs(20))
+            .expect("iperf3 -s -1");
+        udp_counts(
+            &o,
+            &s,
+            &format!("kernel UDP client -P {streams} to iperf3 -s on ulnet"),
+        );
+    }
     // Client on ulnet: TCP, reverse, four streams, UDP.
     for args in [&[][..], &["-R"], &["-P", "4"], &["-u", "-b", "200M"]] {
         let kernel = start(
@@ -471,4 +536,171 @@ fn nginx_unmodified_on_ulnet_serves_kernel_clients() {
         !log.contains("[alert]") && !log.contains("[crit]") && !log.contains("[emerg]"),
         "{log}"
     );
+}
+
+/// `redis-server` (one process, no persistence: a forked BGSAVE child could not use the
+/// parent's ulnet sockets) on ulnet under the kernel's `redis-benchmark`: every request
+/// of four commands answered (the server's own command counts say so), and a 1 MB value
+/// set and read back byte-exact by `redis-cli`.
+#[test]
+fn redis_unmodified_on_ulnet_under_redis_benchmark() {
+    let t = bed("runr", &["redis-server", "redis-benchmark", "redis-cli"]);
+    let dir = t.path("redis");
+    std::fs::create_dir_all(&dir).unwrap();
+    let _server = start(
+        t.ulnet(
+            0,
+            &[
+                "redis-server",
+                "--port",
+                "6390",
+                "--bind",
+                &t.ip.to_string(),
+                "--protected-mode",
+                "no",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--dir",
+                dir.to_str().unwrap(),
+            ],
+        ),
+        "Ready to accept connections",
+    );
+    let cli = format!("redis-cli -h {} -p 6390", t.ip);
+    let n = 20_000;
+    let o = run(t.peer(
+        120,
+        &format!(
+            "redis-benchmark -h {} -p 6390 -n {n} -c 20 -t set,get,incr,lpush --csv",
+            t.ip
+        ),
+    ));
+    let s = text(&o);
+    assert!(o.status.success(), "redis-benchmark: {s}");
+    for cmd in ["SET", "GET", "INCR", "LPUSH"] {
+        assert!(
+            s.contains(&format!("\"{cmd}\",")),
+            "redis-benchmark: no {cmd} row: {s}"
+        );
+    }
+    // The server counted every request: redis-benchmark issues exactly n of each.
+    let o = run(t.peer(30, &format!("{cli} INFO commandstats")));
+    let stats = text(&o);
+    for cmd in ["set", "get", "incr", "lpush"] {
+        let calls = stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+            .and_then(|r| r.split(',').next())
+            .and_then(|c| c.parse::<u64>().ok());
+        assert_eq!(calls, Some(n), "{cmd} calls on the server: {stats}");
+    }
+    // 1 MB of random bytes in, the same out (`--raw` adds one newline).
+    let value = t.path("value");
+    write_random(&value, 1_000_000);
+    let o = run(t.peer(30, &format!("{cli} -x SET big < {}", value.display())));
+    assert!(
+        o.status.success() && text(&o).contains("OK"),
+        "SET: {}",
+        text(&o)
+    );
+    let out = t.path("value-out");
+    let o = run(t.peer(30, &format!("{cli} --raw GET big > {}", out.display())));
+    assert!(o.status.success(), "GET: {}", text(&o));
+    let mut got = std::fs::read(&out).unwrap();
+    assert_eq!(
+        got.pop(),
+        Some(b'\n'),
+        "redis-cli --raw ends with a newline"
+    );
+    std::fs::write(&out, got).unwrap();
+    assert_same(&value, &out, "a 1 MB value through redis on ulnet");
+}
+
+/// `sockperf server` on ulnet, UDP and TCP, with the kernel's `sockperf ping-pong`
+/// for 2 s: it reports observations (and so latency percentiles) and no error.
+#[test]
+fn sockperf_unmodified_on_ulnet_ping_pong() {
+    let t = bed("runs", &["sockperf"]);
+    let ip = t.ip.to_string();
+    for (port, tcp) in [("11111", false), ("11112", true)] {
+        let mut args = vec!["sockperf", "server", "-i", &ip, "-p", port];
+        if tcp {
+            args.push("--tcp");
+        }
+        let _server = start(t.ulnet(0, &args), "to block on socket");
+        let o = run(t.peer(
+            30,
+            &format!(
+                "sockperf ping-pong -i {ip} -p {port} -t 2 {}",
+                if tcp { "--tcp" } else { "" }
+            ),
+        ));
+        let s = text(&o);
+        let what = if tcp { "TCP" } else { "UDP" };
+        // "Total 9165 observations" (after a colour escape).
+        let observations = s
+            .split("Total ")
+            .filter_map(|r| r.split(' ').next()?.parse::<u64>().ok())
+            .next()
+            .unwrap_or(0);
+        assert!(
+            o.status.success()
+                && observations > 100
+                && s.contains("percentile 99.000")
+                && s.contains("# dropped messages = 0;")
+                && !s.contains("ERROR"),
+            "sockperf ping-pong {what} against sockperf server on ulnet: {s}"
+        );
+    }
+}
+
+/// `python3 -m http.server` (Debian's /usr/bin/python3) on ulnet serves 100 MB to the
+/// kernel's curl, byte-exact.
+#[test]
+fn python_http_server_unmodified_on_ulnet_serves_100_mb() {
+    let t = bed("runp", &["curl", "/usr/bin/python3"]);
+    let www = t.path("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let big = www.join("big");
+    write_random(&big, 100_000_000);
+    let _http = start(
+        {
+            let mut c = t.ulnet(
+                0,
+                &[
+                    "/usr/bin/python3",
+                    "-u",
+                    "-m",
+                    "http.server",
+                    "8001",
+                    "--bind",
+                    &t.ip.to_string(),
+                    "--directory",
+                    www.to_str().unwrap(),
+                ],
+            );
+            c.stdin(Stdio::null());
+            c
+        },
+        "Serving HTTP",
+    );
+    let out = t.path("got");
+    let o = run(t.peer(
+        120,
+        &format!(
+            "curl -sS --fail -o {} http://{}:8001/big",
+            out.display(),
+            t.ip
+        ),
+    ));
+    assert!(
+        o.status.success(),
+        "curl from http.server on ulnet: {}",
+        text(&o)
+    );
+    assert_same(&big, &out, "python3 -m http.server on ulnet, 100 MB");
 }

@@ -16,6 +16,7 @@ mod load;
 mod loss;
 mod netchannel_cpu;
 mod raw;
+mod same_binary;
 mod udp_echo;
 
 use std::time::Duration;
@@ -69,6 +70,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &dispatch::Dispatch,
         &disk::Disk,
         &attack::Attack,
+        &same_binary::SameBinary,
     ]
 }
 

@@ -208,6 +208,20 @@ impl UdpSocket {
         Ok(())
     }
 
+    /// Dissolves the association [`connect`](Self::connect) made, as `connect(2)` with
+    /// `AF_UNSPEC` does: datagrams from every sender are received again, and `send`
+    /// needs a destination. The C library uses it when a second socket shares this one's
+    /// port (`SO_REUSEADDR`) and it sorts the datagrams itself.
+    pub fn disconnect(&self) {
+        set(&self.inner.peer, None);
+        let h = self.inner.h;
+        self.inner.stack.with(|iface| {
+            if let Ok(s) = iface.sockets_mut().udp_mut(h) {
+                s.connect(None);
+            }
+        });
+    }
+
     /// Non-blocking mode.
     ///
     /// # Errors
