@@ -1107,3 +1107,58 @@ fn ra_hop_limit(cur: u8, ob: &mut [u8; 8]) -> Icmpv6Repr<'_> {
         options,
     })
 }
+
+/// RFC 4861 §6.3.4: a Router Advertisement's MTU option (1400 here, below the link's
+/// 1500) is the IPv6 link MTU, and new TCP connections over IPv6 take their MSS from it
+/// (1400 - 60 = 1340), as from a path MTU; without it the SYN offered 1440 and every
+/// full-sized segment would have been fragmented by its sender.
+#[test]
+fn router_advertisement_mtu_sets_the_mss_of_new_connections() {
+    let (mut sim, mut raw) = raw_setup(|_| {});
+    sim.iface(0)
+        .set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
+    let peer: Ipv6Addr = "2001:2::9".parse().unwrap();
+    sim.iface(0)
+        .add_static_neighbor(IpAddr::V6(peer), RAW_MAC)
+        .unwrap();
+    let syn_mss = |sim: &mut Sim, raw: &mut Endpoint, port: u16| -> u16 {
+        let now = sim.now();
+        let a = SocketAddr::new(ip6a(1), port);
+        sim.iface(0)
+            .tcp_mut()
+            .unwrap()
+            .connect(now, a, SocketAddr::new(IpAddr::V6(peer), 80))
+            .unwrap();
+        sim.run_for(Duration::from_millis(10));
+        let syn = sent_v6(raw)
+            .into_iter()
+            .find(|(h, p)| h.next_header == IpProtocol::Tcp && p.len() >= 20 && p[13] & 0x02 != 0)
+            .expect("a SYN");
+        let tcp = syn.1;
+        let opts = &tcp[20..usize::from(tcp[12] >> 4) * 4];
+        let mut i = 0;
+        while i + 1 < opts.len() {
+            match opts[i] {
+                0 => break,
+                1 => i += 1,
+                2 => return u16::from_be_bytes([opts[i + 2], opts[i + 3]]),
+                _ => i += usize::from(opts[i + 1]).max(2),
+            }
+        }
+        panic!("no MSS option in {tcp:?}");
+    };
+    let _ = collect(&mut raw);
+    assert_eq!(syn_mss(&mut sim, &mut raw, 40000), 1440);
+    let mut ob = [0u8; 8];
+    let options = one_option(&mut ob, &NdiscOption::Mtu(1400));
+    let all = ulnet_stack::iface::ALL_NODES;
+    let all_mac = ulnet_stack::iface::multicast_mac(all);
+    inject(
+        &mut raw,
+        &[icmp_frame(raw_ll(), all, all_mac, 255, &ra(1800, options))],
+    );
+    sim.run_for(Duration::from_millis(10));
+    assert_eq!(sim.iface(0).ipv6_mtu(), 1400);
+    let _ = collect(&mut raw);
+    assert_eq!(syn_mss(&mut sim, &mut raw, 40001), 1340);
+}

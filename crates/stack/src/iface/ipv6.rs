@@ -345,7 +345,13 @@ impl Interface {
         tx: &mut dyn TxSink,
     ) {
         match upper {
-            IpProtocol::Icmpv6 => self.process_icmpv6(now, d, tx),
+            IpProtocol::Icmpv6 => {
+                self.process_icmpv6(now, d, tx);
+                // A Router Advertisement may have changed the IPv6 link MTU.
+                if let Some(tcp) = self.tcp.as_mut() {
+                    tcp.set_v6_link_mtu(self.core.v6.mtu);
+                }
+            }
             IpProtocol::Udp => self.process_udp6(now, d, tx),
             IpProtocol::Tcp => self.process_tcp6(now, d, tx),
             IpProtocol::Ipv6NoNxt => {

@@ -87,6 +87,7 @@ impl Interface {
     /// jumbo link gets jumbo segments without a second setting.
     pub fn set_tcp(&mut self, mut tcp: Tcp) -> Option<Tcp> {
         tcp.cap_mtu(self.core.config.mtu);
+        tcp.set_v6_link_mtu(self.core.v6.mtu);
         self.tcp.replace(tcp)
     }
 

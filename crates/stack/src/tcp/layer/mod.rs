@@ -119,6 +119,8 @@ pub struct Tcp {
     pending_rst: VecDeque<(IpAddr, IpAddr, TcpRepr<'static>)>,
     scratch: Vec<u8>,
     path_mtu: HashMap<IpAddr, usize, KeyedState>,
+    /// The IPv6 link MTU (`set_v6_link_mtu`; `usize::MAX` until the interface says).
+    v6_link_mtu: usize,
     pub(super) last_now: Instant,
     live: usize,
     /// The generation a newly created slot starts at: above that of every slot the slab
@@ -160,6 +162,7 @@ impl Tcp {
             pending_rst: VecDeque::new(),
             scratch,
             path_mtu: HashMap::with_hasher(KeyedState::new(&isn_key, 5)),
+            v6_link_mtu: usize::MAX,
             last_now: Instant::ZERO,
             live: 0,
             gen_base: 0,
@@ -911,7 +914,18 @@ impl Tcp {
     }
 
     pub(super) fn mtu_for(&self, remote: IpAddr) -> usize {
-        self.path_mtu.get(&remote).copied().unwrap_or(self.cfg.mtu)
+        match self.path_mtu.get(&remote) {
+            Some(&m) => m,
+            None if remote.is_ipv6() => self.cfg.mtu.min(self.v6_link_mtu),
+            None => self.cfg.mtu,
+        }
+    }
+
+    /// The IPv6 link MTU, which a Router Advertisement's MTU option may set below the
+    /// interface's (RFC 4861 §6.3.4): new IPv6 connections derive their MSS from it, as
+    /// from a path MTU (RFC 8201 §5.1 keeps it as the ceiling of every path MTU).
+    pub(crate) fn set_v6_link_mtu(&mut self, mtu: usize) {
+        self.v6_link_mtu = mtu;
     }
 
     /// Sets the path MTU towards `remote` (IP header included): new connections derive
