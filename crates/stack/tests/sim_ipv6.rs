@@ -292,8 +292,20 @@ fn icmp_frame(
     )
 }
 
-/// What came out of node 0 as parsed IPv6 packets (header, bytes after it).
+/// What came out of node 0 as parsed IPv6 packets (header, bytes after it), without
+/// the Router Solicitations of its start-up (`router_solicitations_at_start_up`).
 fn sent_v6(raw: &mut Endpoint) -> Vec<(Ipv6Repr, Vec<u8>)> {
+    sent_v6_all(raw)
+        .into_iter()
+        .filter(|(h, b)| !is_rs(h, b))
+        .collect()
+}
+
+fn is_rs(h: &Ipv6Repr, b: &[u8]) -> bool {
+    h.next_header == IpProtocol::Icmpv6 && b.first() == Some(&133)
+}
+
+fn sent_v6_all(raw: &mut Endpoint) -> Vec<(Ipv6Repr, Vec<u8>)> {
     collect(raw)
         .into_iter()
         .filter_map(|f| {
@@ -1161,4 +1173,54 @@ fn router_advertisement_mtu_sets_the_mss_of_new_connections() {
     assert_eq!(sim.iface(0).ipv6_mtu(), 1400);
     let _ = collect(&mut raw);
     assert_eq!(syn_mss(&mut sim, &mut raw, 40001), 1340);
+}
+
+/// RFC 4861 §6.3.7: once its link-local address is usable, a host sends Router
+/// Solicitations to all-routers (from that address, with its link-layer address, hop
+/// limit 255), at most three, four seconds apart, and stops when an advertisement
+/// arrives; with `accept_ra` off it sends none.
+#[test]
+fn router_solicitations_at_start_up() {
+    let rs_sent = |raw: &mut Endpoint| -> Vec<Ipv6Repr> {
+        sent_v6_all(raw)
+            .into_iter()
+            .filter(|(h, b)| is_rs(h, b))
+            .map(|(h, _)| h)
+            .collect()
+    };
+    // No router answers: three solicitations, then silence.
+    let (mut sim, mut raw) = raw_setup(|_| {});
+    sim.run_for(Duration::from_millis(100));
+    let first = rs_sent(&mut raw);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let all_routers: Ipv6Addr = "ff02::2".parse().unwrap();
+    assert_eq!(first[0].dst_addr, all_routers);
+    assert!(first[0].src_addr.is_unicast_link_local());
+    assert_eq!(first[0].hop_limit, 255);
+    sim.run_for(Duration::from_secs(3));
+    assert!(rs_sent(&mut raw).is_empty(), "the next one waits 4 s");
+    sim.run_for(Duration::from_secs(30));
+    assert_eq!(rs_sent(&mut raw).len(), 2, "two more, then no more");
+    assert_eq!(sim.iface(0).stats().nd_router_solicits_sent, 3);
+
+    // A router answers the first: no second solicitation.
+    let (mut sim, mut raw) = raw_setup(|_| {});
+    sim.run_for(Duration::from_millis(100));
+    assert_eq!(rs_sent(&mut raw).len(), 1);
+    let mut ob = [0u8; 8];
+    let options = one_option(&mut ob, &NdiscOption::SourceLinkLayer(RAW_MAC));
+    let all = ulnet_stack::iface::ALL_NODES;
+    let all_mac = ulnet_stack::iface::multicast_mac(all);
+    inject(
+        &mut raw,
+        &[icmp_frame(raw_ll(), all, all_mac, 255, &ra(1800, options))],
+    );
+    sim.run_for(Duration::from_secs(30));
+    assert!(rs_sent(&mut raw).is_empty());
+    assert_eq!(sim.iface(0).ipv6_router(), Some(raw_ll()));
+
+    // Not accepting advertisements: not soliciting them either.
+    let (mut sim, mut raw) = raw_setup(|c| c.accept_ra = false);
+    sim.run_for(Duration::from_secs(30));
+    assert!(rs_sent(&mut raw).is_empty());
 }

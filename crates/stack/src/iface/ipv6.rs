@@ -26,7 +26,7 @@ use ulnet_wire::{
 
 use super::pending::{AnyHeader, Ip6Header};
 use super::{Core, DropReason, Interface, TxSink};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 
 /// The fixed IPv6 header.
 pub(crate) const HEADER_LEN: usize = ulnet_wire::ipv6::HEADER_LEN;
@@ -36,6 +36,9 @@ pub const MIN_MTU: usize = 1280;
 
 /// The all-nodes link-local multicast group (RFC 4291 §2.7.1).
 pub const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+
+/// The all-routers link-local multicast group (RFC 4291 §2.7.1).
+pub const ALL_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 2);
 
 /// The solicited-node multicast address of `a`: ff02::1:ffXX:XXXX with the low 24 bits
 /// of `a` (RFC 4291 §2.7.1).
@@ -138,6 +141,14 @@ pub(super) struct V6 {
     /// The hop limit of the packets we originate, when a Router Advertisement set one
     /// (RFC 4861 §6.3.4, CurHopLimit); else the configured `ttl`.
     pub hop_limit: Option<u8>,
+    /// Router Solicitations sent so far (RFC 4861 §6.3.7).
+    pub rs_sent: u8,
+    /// When the next solicitation step is due (`None`: not scheduled yet).
+    pub rs_next: Option<Instant>,
+    /// No more solicitations: an advertisement arrived, or all were sent.
+    pub rs_done: bool,
+    /// The start-up delay before the first solicitation, from the interface's secret.
+    pub rs_delay: Duration,
 }
 
 impl V6 {
@@ -150,6 +161,10 @@ impl V6 {
             mtu,
             frag_ident: 1,
             hop_limit: None,
+            rs_sent: 0,
+            rs_next: None,
+            rs_done: false,
+            rs_delay: Duration::ZERO,
         }
     }
 

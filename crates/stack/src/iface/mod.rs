@@ -307,6 +307,11 @@ impl Interface {
         self.core.v6.frag_ident =
             u32::from_le_bytes([secret[4], secret[5], secret[6], secret[7]]) | 1;
         self.core.idents = ident::IpIdents::new(&secret);
+        // RFC 4861 §6.3.7: the first Router Solicitation waits a random time up to
+        // MAX_RTR_SOLICITATION_DELAY (1 s), so hosts starting together do not all ask at once.
+        self.core.v6.rs_delay = crate::time::Duration::from_millis(
+            u64::from(u16::from_le_bytes([secret[8], secret[9]])) % 1000,
+        );
     }
 
     /// The sockets.

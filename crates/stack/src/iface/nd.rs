@@ -22,7 +22,7 @@ use ulnet_wire::{
 
 use super::ipv6::{
     multicast_mac, solicited_node, with_interface_id, Addr6, AddrOrigin, AddrState, Delivery6,
-    Ipv6AddrInfo, ALL_NODES,
+    Ipv6AddrInfo, ALL_NODES, ALL_ROUTERS,
 };
 use super::pending::Ip6Header;
 use super::route::{IpCidr, Route};
@@ -113,6 +113,9 @@ impl Interface {
                 if cur_hop_limit != 0 {
                     core.v6.hop_limit = Some(cur_hop_limit);
                 }
+                // §6.3.7: a host stops soliciting once it has an advertisement.
+                core.v6.rs_done = true;
+                core.v6.rs_next = None;
                 core.router_advert(now, src, router_lifetime, options, tx);
             }
             NdiscRepr::RouterSolicit { .. } => {
@@ -398,6 +401,59 @@ impl Core {
                 self.stats.dad_solicits_sent += 1;
             }
         }
+        self.poll_router_solicit(now, tx);
+    }
+
+    /// RFC 4861 §6.3.7: once the link-local address is usable (after DAD), a host
+    /// accepting Router Advertisements sends up to MAX_RTR_SOLICITATIONS (3) Router
+    /// Solicitations to all-routers, RTR_SOLICITATION_INTERVAL (4 s) apart, the first
+    /// after a random delay of up to 1 s, and stops when an advertisement arrives; so a
+    /// router's prefix, MTU and default route come at once rather than with its next
+    /// unsolicited advertisement (up to 600 s later, §6.2.1).
+    fn poll_router_solicit(&mut self, now: Instant, tx: &mut dyn TxSink) {
+        const MAX_RTR_SOLICITATIONS: u8 = 3;
+        const RTR_SOLICITATION_INTERVAL: Duration = Duration::from_secs(4);
+        if !self.config.accept_ra || self.v6.rs_done {
+            return;
+        }
+        let Some(ll) = self
+            .v6
+            .addrs
+            .iter()
+            .find(|a| a.info.addr.is_unicast_link_local() && a.info.state == AddrState::Preferred)
+            .map(|a| a.info.addr)
+        else {
+            return;
+        };
+        match self.v6.rs_next {
+            None => {
+                self.v6.rs_next = Some(now + self.v6.rs_delay);
+                if !self.v6.rs_delay.is_zero() {
+                    return;
+                }
+            }
+            Some(t) if t > now => return,
+            Some(_) => {}
+        }
+        if self.v6.rs_sent >= MAX_RTR_SOLICITATIONS {
+            self.v6.rs_done = true;
+            self.v6.rs_next = None;
+            return;
+        }
+        self.v6.rs_sent += 1;
+        self.v6.rs_next = Some(now + RTR_SOLICITATION_INTERVAL);
+        let mut ob = [0u8; 8];
+        let options = one_option(&mut ob, &NdiscOption::SourceLinkLayer(self.config.mac));
+        let rs = Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit { options });
+        let h = Ip6Header {
+            src: ll,
+            dst: ALL_ROUTERS,
+            next_header: IpProtocol::Icmpv6,
+            hop_limit: ND_HOP_LIMIT,
+        };
+        if self.send_icmpv6_to(tx, multicast_mac(ALL_ROUTERS), h, &rs) {
+            self.stats.nd_router_solicits_sent += 1;
+        }
     }
 
     /// When DAD or a lifetime next needs [`poll_v6`](Self::poll_v6).
@@ -411,6 +467,7 @@ impl Core {
             .flat_map(|a| [a.next_at, a.valid_until])
             .chain(self.v6.prefixes.iter().map(|(_, t)| *t))
             .chain([self.v6.router.map(|(_, t)| t)])
+            .chain([self.v6.rs_next.filter(|_| !self.v6.rs_done)])
             .flatten()
             .min()
     }

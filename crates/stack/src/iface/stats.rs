@@ -226,6 +226,8 @@ pub struct Stats {
     pub nd_bad_mtu_options: u64,
     /// Prefixes not taken: route table or SLAAC address limit full.
     pub nd_prefixes_refused: u64,
+    /// Router Solicitations sent at start-up (RFC 4861 §6.3.7).
+    pub nd_router_solicits_sent: u64,
     /// DAD solicitations sent (RFC 4862 §5.4.2).
     pub dad_solicits_sent: u64,
     /// Addresses that passed DAD.
@@ -272,6 +274,7 @@ impl Default for Stats {
             nd_bad_mtu_options: 0,
             nd_prefixes_refused: 0,
             dad_solicits_sent: 0,
+            nd_router_solicits_sent: 0,
             dad_completed: 0,
             dad_duplicates: 0,
             icmp_param_problems_sent: 0,
@@ -347,6 +350,11 @@ impl fmt::Display for Stats {
         writeln!(f, "nd_bad_mtu_options {}", self.nd_bad_mtu_options)?;
         writeln!(f, "nd_prefixes_refused {}", self.nd_prefixes_refused)?;
         writeln!(f, "dad_solicits_sent {}", self.dad_solicits_sent)?;
+        writeln!(
+            f,
+            "nd_router_solicits_sent {}",
+            self.nd_router_solicits_sent
+        )?;
         writeln!(f, "dad_completed {}", self.dad_completed)?;
         writeln!(f, "dad_duplicates {}", self.dad_duplicates)?;
         writeln!(
