@@ -59,6 +59,7 @@ use ulnet::stage::{self as ustage, Stage};
 
 use super::load::{self, Flood};
 use super::netchannel_cpu::{join, open_stack};
+use super::udp_echo::echo_loop;
 use super::Experiment;
 use crate::exec::ChildGuard;
 use crate::harness::{io_err, Ctx, Metrics, Plan, Profile, Window};
@@ -924,33 +925,6 @@ fn hook_cost() -> f64 {
     let c = ustage::now().wrapping_sub(t0) as f64 / N as f64;
     ustage::set_enabled(false);
     c
-}
-
-/// Sends every datagram back to its sender until `stop`; returns how many it echoed.
-fn echo_loop(
-    mut recv: impl FnMut(&mut [u8]) -> io::Result<(usize, SocketAddr)>,
-    mut send: impl FnMut(&[u8], SocketAddr) -> io::Result<usize>,
-    stop: &AtomicBool,
-) -> io::Result<u64> {
-    let mut buf = [0u8; 2048];
-    let mut n = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        match recv(&mut buf) {
-            Ok((len, from)) => {
-                send(&buf[..len], from)?;
-                n += 1;
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// The calling thread's kernel id (from `/proc/thread-self`, a link to `PID/task/TID`).

@@ -633,8 +633,8 @@ fn measure(
 }
 
 /// Sends every datagram back to its sender until `stop`; returns how many it echoed.
-/// A read timeout only rechecks `stop`.
-fn echo_loop(
+/// A read timeout only rechecks `stop`. (`dispatch` echoes with it too.)
+pub(super) fn echo_loop(
     mut recv: impl FnMut(&mut [u8]) -> io::Result<(usize, SocketAddr)>,
     mut send: impl FnMut(&[u8], SocketAddr) -> io::Result<usize>,
     stop: &AtomicBool,
