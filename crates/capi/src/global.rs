@@ -214,6 +214,11 @@ pub fn shutdown_all() {
         drop(m);
     }
     let s = lock(&STACK).take();
+    // Datagrams a program sent just before exiting still leave (a shared UDP port's
+    // engine socket is held by the demultiplexer, so no socket's drop waits for it).
+    if let Some(stack) = &s {
+        let _ = stack.flush_datagrams(std::time::Duration::from_secs(1));
+    }
     drop(s);
 }
 

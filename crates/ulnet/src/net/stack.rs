@@ -179,6 +179,26 @@ impl Stack {
         self.inner.handle.with(|iface, _| f(iface))
     }
 
+    /// Waits, at most `limit`, until no UDP socket has datagrams queued for sending: what
+    /// an exiting process does so that a datagram `send_to` accepted still leaves, as the
+    /// kernel's would (a socket's own drop waits for its queue; this is for sockets that
+    /// outlive the caller's view of them, e.g. one engine socket shared by several C
+    /// sockets). True when everything left.
+    pub fn flush_datagrams(&self, limit: Duration) -> bool {
+        let handle = self.handle();
+        let deadline = std::time::Instant::now() + limit;
+        let mut g = handle.lock();
+        while g.sockets().udp_sockets().any(|(_, s)| s.tx_queued() > 0) {
+            let now = std::time::Instant::now();
+            if now >= deadline || !self.is_running() {
+                return false;
+            }
+            handle.wake();
+            g = handle.wait_change(g, (deadline - now).min(Duration::from_millis(20)));
+        }
+        true
+    }
+
     /// Whether the loop still runs.
     pub fn is_running(&self) -> bool {
         !self.inner.registry.is_closed()
