@@ -35,9 +35,18 @@ fn out_dir(name: &str) -> PathBuf {
 
 /// Runs one experiment in the smoke profile and checks its results and report.
 fn smoke(name: &str) {
-    let out = out_dir(name);
+    let out = run_smoke(name, &[]);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Runs `ulnet bench NAME --smoke --rounds 1` with `extra` arguments, checks its
+/// results, and returns the output directory (the caller removes it).
+fn run_smoke(name: &str, extra: &[&str]) -> PathBuf {
+    let out = out_dir(&format!("{name}{}", extra.join("")));
     let o = Command::new(ULNET)
-        .args(["bench", name, "--smoke", "--rounds", "1", "--out"])
+        .args(["bench", name])
+        .args(extra)
+        .args(["--smoke", "--rounds", "1", "--out"])
         .arg(&out)
         .output()
         .expect("ulnet runs");
@@ -45,11 +54,12 @@ fn smoke(name: &str) {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         o.status.success(),
-        "ulnet bench {name} --smoke failed ({}):\n{stdout}\n{stderr}",
+        "ulnet bench {name} {} --smoke failed ({}):\n{stdout}\n{stderr}",
+        extra.join(" "),
         o.status
     );
     check(&out, name, &stdout);
-    let _ = std::fs::remove_dir_all(&out);
+    out
 }
 
 fn check(out: &Path, name: &str, stdout: &str) {
@@ -203,20 +213,7 @@ fn smoke_attack() {
 /// `--ipv6`: the experiment runs over the testbed's IPv6 addresses (2001:2::/48), which
 /// it records, and passes the same checks as over IPv4.
 fn smoke_ipv6(name: &str) {
-    let out = out_dir(&format!("{name}-v6"));
-    let o = Command::new(ULNET)
-        .args(["bench", name, "--ipv6", "--smoke", "--rounds", "1", "--out"])
-        .arg(&out)
-        .output()
-        .expect("ulnet runs");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "ulnet bench {name} --ipv6 --smoke failed ({}):\n{stdout}\n{stderr}",
-        o.status
-    );
-    check(&out, name, &stdout);
+    let out = run_smoke(name, &["--ipv6"]);
     let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
     let results: Results = serde_json::from_str(&text).expect("results.json parses");
     let r = &results.experiments[0];
