@@ -185,10 +185,23 @@ impl Stack {
     /// outlive the caller's view of them, e.g. one engine socket shared by several C
     /// sockets). True when everything left.
     pub fn flush_datagrams(&self, limit: Duration) -> bool {
+        self.wait_while(limit, |set| {
+            set.udp_sockets().any(|(_, s)| s.tx_queued() > 0)
+        })
+    }
+
+    /// Wakes the loop and waits, at most `limit`, while `pending` holds for the socket
+    /// set (re-checked at each change the loop signals); false when time ran out or the
+    /// loop stopped first.
+    pub(crate) fn wait_while(
+        &self,
+        limit: Duration,
+        pending: impl Fn(&ulnet_stack::socket::SocketSet) -> bool,
+    ) -> bool {
         let handle = self.handle();
         let deadline = std::time::Instant::now() + limit;
         let mut g = handle.lock();
-        while g.sockets().udp_sockets().any(|(_, s)| s.tx_queued() > 0) {
+        while pending(g.sockets()) {
             let now = std::time::Instant::now();
             if now >= deadline || !self.is_running() {
                 return false;

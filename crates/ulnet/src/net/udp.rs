@@ -37,18 +37,9 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let h = self.h;
         // Datagrams already queued still go out (bounded wait, like a close).
-        let handle = self.stack.handle();
-        let deadline = std::time::Instant::now() + Duration::from_secs(1);
-        let mut g = handle.lock();
-        while g.sockets().udp(h).is_ok_and(|s| s.tx_queued() > 0) && self.stack.is_running() {
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                break;
-            }
-            handle.wake();
-            g = handle.wait_change(g, (deadline - now).min(Duration::from_millis(20)));
-        }
-        drop(g);
+        let _ = self.stack.wait_while(Duration::from_secs(1), |set| {
+            set.udp(h).is_ok_and(|s| s.tx_queued() > 0)
+        });
         // Under one lock: the reactor must never see the entry without the socket.
         self.stack.with(|iface| {
             self.stack.registry().remove(Key::Udp(h));
