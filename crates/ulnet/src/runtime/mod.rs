@@ -226,9 +226,17 @@ impl<C: Channel> Runtime<C> {
     /// A runtime driving `iface` over `channel`, waiting as `mode` says, with time from
     /// `clock`.
     ///
+    /// The first runtime of a process also fixes the allocator's trim and mmap thresholds
+    /// (`ulnet_channel::sys::heap::bound_retention`), so that the memory it gives back
+    /// after a peak leaves the process (docs/memory.md).
+    ///
     /// # Errors
     /// Creating the eventfd failed.
     pub fn new(channel: C, iface: Interface, mode: WaitMode, clock: Clock) -> io::Result<Self> {
+        static RETENTION: std::sync::Once = std::sync::Once::new();
+        RETENTION.call_once(|| {
+            let _ = ulnet_channel::sys::heap::bound_retention();
+        });
         let now = clock.now();
         // A manual clock does not move while the loop spins: it would never sleep.
         let spin = match clock {
