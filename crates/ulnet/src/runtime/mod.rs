@@ -361,10 +361,7 @@ impl<C: Channel> Runtime<C> {
             // the loop does not sleep before that (`sleep` checks).
             self.driver.drain_events(iface);
             if self.trim.due(now) {
-                let mem = iface.tcp().map_or(0, |t| {
-                    t.stats().mem_bytes + t.connection_count() as u64 * trim::CONN_BYTES
-                });
-                trim_heap = self.trim.look(now, mem);
+                trim_heap = self.trim.look(now, trim::engine_mem(&iface));
                 if trim_heap {
                     // First let the engine give back what a peak of connections left
                     // (its slab and tables), so the trim can return those pages too.
@@ -454,7 +451,8 @@ impl<C: Channel> Runtime<C> {
             let iface = self.shared.lock();
             // The heap trim's next look, while one may come due (the tail of a mass
             // close leaves no other reason to wake).
-            [iface.poll_at(), app.poll_at(), self.trim.wake_at()]
+            let look = self.trim.wake_at(trim::engine_mem(&iface));
+            [iface.poll_at(), app.poll_at(), look]
                 .into_iter()
                 .flatten()
                 .min()
