@@ -361,7 +361,7 @@ impl<C: Channel> Runtime<C> {
             // the loop does not sleep before that (`sleep` checks).
             self.driver.drain_events(iface);
             if self.trim.due(now) {
-                trim_heap = self.trim.look(now, trim::engine_mem(&iface));
+                trim_heap = self.trim.look(now, trim::engine_mem(iface));
                 if trim_heap {
                     // First let the engine give back what a peak of connections left
                     // (its slab and tables), so the trim can return those pages too.
