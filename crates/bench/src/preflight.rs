@@ -24,6 +24,8 @@ pub fn package_of(tool: &str) -> &'static str {
         "tshark" => "tshark",
         "tcpdump" => "tcpdump",
         "python3" => "python3",
+        "trafgen" => "netsniff-ng",
+        "taskset" => "util-linux",
         _ => "unknown package",
     }
 }

@@ -17,6 +17,7 @@ mod loss;
 mod netchannel_cpu;
 mod raw;
 mod same_binary;
+mod trafgen;
 mod udp_echo;
 
 use std::time::Duration;

@@ -33,8 +33,9 @@ use ulnet::runtime::WaitMode;
 
 use super::load::{self, Flood};
 use super::netchannel_cpu::{join, open_stack};
+use super::trafgen::{self, EchoCounter};
 use super::Experiment;
-use crate::harness::{io_err, online_cpus, Ctx, Metrics, Plan, Profile, Window};
+use crate::harness::{io_err, online_cpus, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU};
 use crate::results::{ExperimentResult, Metric, PlotKind, PlotView, SystemKind, TableView, View};
 use crate::summary::Summary;
 use crate::testbed::{Side, Testbed};
@@ -97,6 +98,95 @@ fn case_id(payload: usize, pps: u64) -> String {
     format!("{payload}B-{pps}pps")
 }
 
+/// The cross-check with an independent generator (trafgen) and counter (nftables) of a
+/// profile: offered loads of 1 KB datagrams (Mb/s; `None`: unpaced, as fast as trafgen
+/// goes), the window of a paced point, and the datagrams of the unpaced one. Around the
+/// knee the bench's own sweep finds (1.25 Gb/s on this machine). trafgen's paced mode
+/// sends one datagram per system call; it kept its rate up to 183 kpps (1.5 Gb/s) over a
+/// second here, but sent 61,000 datagrams asked at 122 kpps in 0.18 s: its pacing needs
+/// about a second to settle, hence windows of a second or more. The unpaced point reaches
+/// past the knee.
+fn xcheck_sizes(p: Profile) -> (Vec<Option<u64>>, Duration, u64) {
+    let all = vec![Some(750), Some(1000), Some(1250), Some(1500), None];
+    p.pick(
+        (vec![Some(1000), None], Duration::from_secs(1), 50_000),
+        (all.clone(), Duration::from_secs(1), 200_000),
+        (all.clone(), Duration::from_secs(2), 600_000),
+        (all, Duration::from_secs(2), 600_000),
+    )
+}
+
+/// The case of a cross-check point.
+fn xcheck_id(pps: Option<u64>) -> String {
+    pps.map_or_else(
+        || "xcheck-1024B-max".into(),
+        |p| format!("xcheck-1024B-{p}pps"),
+    )
+}
+
+/// The cross-check's sentence: per system, the highest paced trafgen load echoed with
+/// < 1% loss and the unpaced echo rate, beside the sweep's knee and its highest echo rate.
+fn xcheck_verdict(r: &ExperimentResult, s: &Summary) -> Option<String> {
+    let xc: Vec<&str> = r
+        .cases
+        .iter()
+        .filter(|c| c.params.contains_key("payload_bytes_xcheck"))
+        .map(|c| c.id.as_str())
+        .collect();
+    if xc.is_empty() {
+        return None;
+    }
+    let sweep: Vec<&str> = r
+        .cases
+        .iter()
+        .filter(|c| c.params.get("payload_bytes") == Some(&(BIG as f64)))
+        .map(|c| c.id.as_str())
+        .collect();
+    let knee = |cases: &[&str], sys: &str| {
+        cases
+            .iter()
+            .filter(|c| !c.ends_with("-max"))
+            .filter(|c| s.median(c, sys, "loss_pct").is_some_and(|l| l < 1.0))
+            .filter_map(|c| s.median(c, sys, "offered_mbps"))
+            .max_by(f64::total_cmp)
+    };
+    let top = |cases: &[&str], sys: &str| {
+        cases
+            .iter()
+            .filter_map(|c| s.median(c, sys, "echoed_mbps"))
+            .max_by(f64::total_cmp)
+    };
+    let f = |v: Option<f64>| v.map_or("none".to_owned(), |v| format!("{v:.0} Mb/s"));
+    let unpaced = xc.iter().find(|c| c.ends_with("-max"));
+    let parts: Vec<String> = [KERNEL, ULNET]
+        .iter()
+        .map(|sys| {
+            format!(
+                "{sys}: trafgen's highest paced load under 1% loss {} (the sweep's knee {}), unpaced trafgen (offered {}) echoed {} (the sweep's highest echo rate {})",
+                f(knee(&xc, sys)),
+                f(knee(&sweep, sys)),
+                f(unpaced.and_then(|c| s.median(c, sys, "offered_mbps"))),
+                f(unpaced.and_then(|c| s.median(c, sys, "echoed_mbps"))),
+                f(top(&sweep, sys)),
+            )
+        })
+        .collect();
+    Some(format!(
+        "Cross-check with an independent generator and counter (trafgen, nftables), 1 KB: {}.",
+        parts.join("; ")
+    ))
+}
+
+/// Who offers the load and counts the echoes.
+#[derive(Clone, Copy)]
+enum Gen {
+    /// The bench's AF_XDP generator ([`load::xdp_echo_load`]).
+    Xdp,
+    /// trafgen and an nftables counter ([`trafgen::echo_load`]): `count` datagrams, paced
+    /// at the point's rate or (`paced` false) unpaced.
+    Trafgen { paced: bool, count: u64 },
+}
+
 impl Experiment for UdpEcho {
     fn name(&self) -> &'static str {
         "udp-echo"
@@ -110,11 +200,13 @@ impl Experiment for UdpEcho {
     fn estimate(&self, plan: &Plan) -> Duration {
         let (big, small, w) = sizes(plan.profile);
         let points = (big.len() + small.len()) as u32;
+        let (xc, xw, _) = xcheck_sizes(plan.profile);
         (w + OVERHEAD + DRAIN / 4) * (points * plan.rounds * SYSTEMS.len() as u32)
+            + (xw + OVERHEAD + DRAIN) * (xc.len() as u32 * plan.rounds * 2)
             + Duration::from_secs(1)
     }
     fn tools(&self) -> &'static [&'static str] {
-        &["ip", "ethtool"]
+        &["ip", "ethtool", "trafgen", "nft", "taskset"]
     }
     fn supports_ipv6(&self) -> bool {
         true
@@ -261,6 +353,7 @@ impl Experiment for UdpEcho {
         if out.is_empty() {
             out.push("Missing ulnet or kernel figures: no verdict.".into());
         }
+        out.extend(xcheck_verdict(r, s));
         out
     }
 }
@@ -468,7 +561,7 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
             if default {
                 set_offloads(a, b, true)?;
             }
-            let r = measure(sys, a, b, gen_ip, ua, payload, pps, window);
+            let r = measure(sys, a, b, gen_ip, ua, payload, pps, window, Gen::Xdp);
             // Off again whatever happened: ulnet's raw reader needs them off.
             if default {
                 set_offloads(a, b, false)?;
@@ -480,10 +573,68 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
             Ok(m)
         });
     }
+    cross_check(ctx, a, b, gen_ip, ua);
     if let Some(m) = mode {
         ctx.system_setup(ULNET, "channel", format!("xdp ({m})"));
     }
     Ok(())
+}
+
+/// The same echo services under load from an independent generator and counter
+/// (`trafgen` and an nftables counter, see [`trafgen`]): the knee the sweep finds
+/// should not be the bench generator's own.
+fn cross_check(ctx: &mut Ctx<'_>, a: &Side, b: &Side, gen_ip: IpAddr, ua: IpAddr) {
+    let (points, window, unpaced) = xcheck_sizes(ctx.profile());
+    ctx.note(format!("Cross-check (cases xcheck-*): the kernel's and ulnet's echo services as above, but the load from netsniff-ng's trafgen (one process on CPU {LOAD_CPU}, the same frames as the bench's generator; paced with its --rate for {window:?}, or unpaced for {unpaced} datagrams) and the echoes counted by an nftables counter at B's ingress, read {DRAIN:?} after trafgen ends. The bench's code neither paces, nor counts what was sent, nor counts the echoes. Offered = what trafgen reports sent over the wall time of its process (its own time report is not the span). trafgen's paced mode makes a system call per datagram; its ceiling shows as offered below the target; the unpaced point reaches beyond the knee."));
+    let ids: Vec<String> = points
+        .iter()
+        .map(|p| xcheck_id(p.map(|m| pps_of_mbps(m, BIG))))
+        .collect();
+    ctx.view(View::Table(TableView {
+        title: "Cross-check, 1 KB datagrams: trafgen's load, echoes counted by nftables".into(),
+        cases: ids,
+        systems: vec![KERNEL.into(), ULNET.into()],
+        metrics: vec![
+            Metric::more("echoed_mbps", "echoed (Mb/s)", 0),
+            Metric::plain("offered_mbps", "offered (Mb/s)", 0),
+            Metric::plain("offered_kpps", "offered (kpps)", 1),
+            Metric::more("echoed_kpps", "echoed (kpps)", 1),
+            Metric::less("loss_pct", "loss (%)", 2),
+            Metric::less("sut_cores", "echo service CPU (cores)", 2),
+        ],
+        baselines: vec![KERNEL.into()],
+        ratio_metric: None,
+    }));
+    for p in points {
+        let pps = p.map_or(0, |m| pps_of_mbps(m, BIG));
+        let id = xcheck_id(p.map(|_| pps));
+        let label = p.map_or_else(
+            || format!("cross-check: 1024 B unpaced, {unpaced} datagrams (trafgen)"),
+            |m| {
+                format!(
+                    "cross-check: 1024 B at {m} Mb/s ({} kpps, trafgen)",
+                    pps / 1000
+                )
+            },
+        );
+        ctx.case(
+            &id,
+            &label,
+            &[
+                ("payload_bytes_xcheck", BIG as f64),
+                ("target_pps", pps as f64),
+            ],
+        );
+        let gen = Gen::Trafgen {
+            paced: p.is_some(),
+            count: p.map_or(unpaced, |_| {
+                (pps as f64 * window.as_secs_f64()).round() as u64
+            }),
+        };
+        ctx.alternate(&id, &[KERNEL, ULNET], |sys, _| {
+            measure(sys, a, b, gen_ip, ua, BIG, pps, window, gen).map(|(m, _)| m)
+        });
+    }
 }
 
 /// Turns the offloads the testbed switched off on (the kernel's defaults) or off again,
@@ -537,6 +688,7 @@ fn measure(
     payload: usize,
     pps: u64,
     window: Duration,
+    gen: Gen,
 ) -> io::Result<(Metrics, Option<String>)> {
     let (to_ip, stack) = if sys == ULNET {
         let (st, mode) = open_stack(a, ua, WaitMode::Sleep, &[(gen_ip, b.mac.0)])?;
@@ -585,14 +737,36 @@ fn measure(
         port: PORT,
         payload_len: payload,
     };
+    let counter = match gen {
+        Gen::Trafgen { .. } => Some(EchoCounter::install(&flood)),
+        Gen::Xdp => None,
+    };
     let drops0 = udp_rcvbuf_errors(&a.ns);
     let r = (|| {
         let w = Window::start()?;
-        let g = load::xdp_echo_load(flood, pps, window, u64::MAX, DRAIN)?;
-        let done = join(g, "generator")?;
+        let done = match (gen, &counter) {
+            (Gen::Trafgen { paced, count }, Some(c)) => {
+                let c = c.as_ref().map_err(|e| io_err(format!("nft: {e}")))?;
+                let d = trafgen::echo_load(&flood, c, paced.then_some(pps), count, DRAIN)?;
+                // trafgen is another process: its CPU is in the machine's figure only.
+                load::EchoDone {
+                    sent: load::Done {
+                        count: d.sent,
+                        elapsed: d.elapsed,
+                        cpu: Duration::ZERO,
+                    },
+                    echoed: d.echoed,
+                }
+            }
+            _ => join(
+                load::xdp_echo_load(flood, pps, window, u64::MAX, DRAIN)?,
+                "generator",
+            )?,
+        };
         let cpu = w.finish(done.sent.cpu)?;
         Ok::<_, io::Error>((done, cpu))
     })();
+    drop(counter);
     let (thread, stop) = server;
     stop.store(true, Ordering::Relaxed);
     let echoed_by_server = join(thread, "echo service");
@@ -628,7 +802,9 @@ fn measure(
         "socket_drops_pct".into(),
         100.0 * socket_drops as f64 / sent,
     );
-    m.insert("generator_cores".into(), done.sent.cpu.as_secs_f64() / span);
+    if matches!(gen, Gen::Xdp) {
+        m.insert("generator_cores".into(), done.sent.cpu.as_secs_f64() / span);
+    }
     Ok((m, mode))
 }
 
