@@ -9,7 +9,7 @@ use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use libc::socklen_t;
-use ulnet_core::net::{Algorithm, Keepalive, TcpStream};
+use ulnet_core::net::{Algorithm, Keepalive, SocketOption, TcpStream};
 use ulnet_core::stack::tcp::State as TcpState;
 
 use crate::sock::{lock, Sock};
@@ -28,8 +28,14 @@ pub struct Opts {
     pub(crate) quickack: bool,
     /// SO_LINGER: on, seconds.
     pub(crate) linger: Option<u32>,
+    /// SO_RCVBUF and SO_SNDBUF as getsockopt reports them (doubled, as Linux does).
     pub(crate) rcvbuf: c_int,
     pub(crate) sndbuf: c_int,
+    /// The program set SO_RCVBUF / SO_SNDBUF / TCP_MAXSEG: the engine gets them (and a
+    /// set receive buffer turns auto-tuning off, Linux's SOCK_RCVBUF_LOCK).
+    pub(crate) rcvbuf_set: bool,
+    pub(crate) sndbuf_set: bool,
+    pub(crate) maxseg_set: bool,
     pub(crate) rcvtimeo: Option<Duration>,
     pub(crate) sndtimeo: Option<Duration>,
     pub(crate) broadcast: bool,
@@ -59,6 +65,9 @@ impl Default for Opts {
             linger: None,
             rcvbuf: 131_072,
             sndbuf: 16_384,
+            rcvbuf_set: false,
+            sndbuf_set: false,
+            maxseg_set: false,
             rcvtimeo: None,
             sndtimeo: None,
             broadcast: false,
@@ -87,6 +96,40 @@ impl Opts {
         let ut =
             (self.user_timeout_ms > 0).then(|| Duration::from_millis(self.user_timeout_ms.into()));
         let _ = s.set_user_timeout(ut);
+    }
+
+    /// What the engine's connection gets before its SYN (connect) or SYN-ACK (from a
+    /// listener): the options `apply` sets, and the buffer sizes and MSS the program set,
+    /// which shape the SYN (window scale, RFC 7323 §2.3; MSS option, RFC 9293 §3.7.1).
+    /// The engine gets the sizes the program asked for: Linux doubles them for its own
+    /// bookkeeping (`skb` overhead) and offers about the asked size as window.
+    pub fn engine_options(&self) -> Vec<SocketOption> {
+        let mut v = vec![
+            SocketOption::NoDelay(self.nodelay),
+            SocketOption::Keepalive(self.keepalive.then(|| self.keepalive_timing())),
+            SocketOption::DelayedAck(!self.quickack),
+            SocketOption::Congestion(self.congestion),
+            SocketOption::UserTimeout((self.user_timeout_ms > 0).then(|| {
+                ulnet_core::stack::time::Duration::from_millis(self.user_timeout_ms.into())
+            })),
+        ];
+        v.extend(self.buffer_options());
+        v
+    }
+
+    /// The buffer sizes and MSS the program set, as engine options.
+    pub fn buffer_options(&self) -> Vec<SocketOption> {
+        let mut v = Vec::new();
+        if self.rcvbuf_set {
+            v.push(SocketOption::RecvBuffer(self.rcvbuf as usize / 2));
+        }
+        if self.sndbuf_set {
+            v.push(SocketOption::SendBuffer(self.sndbuf as usize / 2));
+        }
+        if self.maxseg_set {
+            v.push(SocketOption::MaxSegment(self.maxseg as u16));
+        }
+        v
     }
 
     fn keepalive_timing(&self) -> Keepalive {
@@ -157,6 +200,10 @@ pub unsafe fn set(
     // SAFETY: as above.
     let timeval = || unsafe { read_timeval(v, len) };
     let mut o = lock(&s.opts);
+    // What reaches the engine's connection or listener: by default every option
+    // `Opts::apply` sets; the buffer sizes and MSS alone (re-applying a buffer size
+    // on every setsockopt would be refused once data is held).
+    let mut push = Push::All;
     match (level, opt) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int()? != 0,
         (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuseport = int()? != 0,
@@ -164,9 +211,19 @@ pub unsafe fn set(
         (libc::SOL_SOCKET, libc::SO_BROADCAST) => o.broadcast = int()? != 0,
         (libc::SOL_SOCKET, libc::SO_OOBINLINE) => o.oobinline = int()? != 0,
         (libc::SOL_SOCKET, libc::SO_PRIORITY) => o.priority = int()?,
-        // Linux doubles the value for its bookkeeping and reports the double.
-        (libc::SOL_SOCKET, libc::SO_RCVBUF) => o.rcvbuf = int()?.clamp(1152, i32::MAX / 2) * 2,
-        (libc::SOL_SOCKET, libc::SO_SNDBUF) => o.sndbuf = int()?.clamp(2304, i32::MAX / 2) * 2,
+        // Linux (`sock_setsockopt`): the value is capped by net.core.rmem_max/wmem_max,
+        // doubled for bookkeeping, at least SOCK_MIN_RCVBUF/SOCK_MIN_SNDBUF, and
+        // getsockopt reports the double; a set size is locked (no auto-tuning).
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
+            o.rcvbuf = buffer_size(int()?, limits().0, 1152);
+            o.rcvbuf_set = true;
+            push = Push::Engine(SocketOption::RecvBuffer(o.rcvbuf as usize / 2));
+        }
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
+            o.sndbuf = buffer_size(int()?, limits().1, 2304);
+            o.sndbuf_set = true;
+            push = Push::Engine(SocketOption::SendBuffer(o.sndbuf as usize / 2));
+        }
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = timeval()?,
         (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo = timeval()?,
         (libc::SOL_SOCKET, libc::SO_LINGER) => {
@@ -195,6 +252,8 @@ pub unsafe fn set(
                 return Err(libc::EINVAL);
             }
             o.maxseg = m;
+            o.maxseg_set = true;
+            push = Push::Engine(SocketOption::MaxSegment(m as u16));
         }
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
             if v.is_null() {
@@ -228,8 +287,60 @@ pub unsafe fn set(
     let now = o.clone();
     // The connection is updated outside the option lock (it takes the stack's).
     drop(o);
-    s.with_stream(|st| now.apply(st));
+    match push {
+        // Linux never fails setsockopt for a size it cannot apply now: a connection
+        // holding data keeps its buffer (the engine refuses to shrink offered window,
+        // RFC 9293 §3.8.6) and the size is still reported.
+        Push::Engine(e) => {
+            s.with_stream(|st| st.set_option(e));
+        }
+        Push::All => {
+            s.with_stream(|st| now.apply(st));
+        }
+    }
+    s.with_listener(|l| {
+        for e in now.engine_options() {
+            let _ = l.set_option(e);
+        }
+    });
     Ok(())
+}
+
+/// Which engine options a setsockopt call changes.
+enum Push {
+    /// Everything `Opts::apply` sets.
+    All,
+    /// This one option.
+    Engine(SocketOption),
+}
+
+/// Linux's `net.core.rmem_max` and `wmem_max` (the caps on SO_RCVBUF and SO_SNDBUF),
+/// read once from the host; Linux's defaults (212992) when unreadable.
+fn limits() -> (c_int, c_int) {
+    static L: std::sync::OnceLock<(c_int, c_int)> = std::sync::OnceLock::new();
+    *L.get_or_init(|| {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .ok()
+                .and_then(|s| s.trim().parse::<c_int>().ok())
+                .filter(|&v| v > 0)
+                .unwrap_or(212_992)
+        };
+        (
+            read("/proc/sys/net/core/rmem_max"),
+            read("/proc/sys/net/core/wmem_max"),
+        )
+    })
+}
+
+/// The size SO_RCVBUF/SO_SNDBUF records for `v`: capped by `max`, doubled, at least
+/// twice `min_half` (Linux's `__sock_set_rcvbuf`, with SOCK_MIN_RCVBUF = 2304 and
+/// SOCK_MIN_SNDBUF = 4608).
+/// (A negative value is a huge unsigned one to Linux: the cap.)
+fn buffer_size(v: c_int, max: c_int, min_half: c_int) -> c_int {
+    let max = max.clamp(min_half, i32::MAX / 2);
+    let v = if v < 0 { max } else { v.min(max) };
+    v.max(min_half) * 2
 }
 
 fn positive(v: c_int, max: u32) -> Result<u32, c_int> {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use ulnet_core::net::{Source, Stack, TcpListener, TcpStream, UdpSocket};
+use ulnet_core::net::{ConnectOptions, Source, Stack, TcpListener, TcpStream, UdpSocket};
 use ulnet_core::stack::tcp::State as TcpState;
 
 use crate::mirror::{Level, Mirror};
@@ -368,6 +368,11 @@ impl Sock {
         let a = lock(&self.bound).unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
         let l = TcpListener::bind(&self.stack, a).map_err(|e| errno_of(&e))?;
         l.set_nonblocking(true).map_err(|e| errno_of(&e))?;
+        // Accepted connections inherit the listener's options before their SYN-ACK
+        // (Linux clones the listener's socket: buffer sizes, hence the window scale).
+        for o in lock(&self.opts).engine_options() {
+            l.set_option(o).map_err(|e| errno_of(&e))?;
+        }
         *lock(&self.bound) = l.local_addr().ok();
         *st = State::Listener(l);
         drop(st);
@@ -465,8 +470,13 @@ impl Sock {
                 if lock(&self.bound).is_some_and(|b| b.port() != 0) {
                     return Err(unsupported("connect", "binding a port before connecting"));
                 }
-                let s =
-                    TcpStream::connect_nonblocking(&self.stack, dst).map_err(|e| errno_of(&e))?;
+                // The options set so far shape the SYN (window scale, MSS).
+                let mut how = ConnectOptions::new().nonblocking(true);
+                for o in lock(&self.opts).engine_options() {
+                    how = how.option(o);
+                }
+                let s = TcpStream::connect_with(&self.stack, dst, &how)
+                    .map_err(|e| errno_of(&e))?;
                 *lock(&self.state) = State::Stream(s.try_clone().expect("never fails"));
                 self.watch()?;
                 self.apply_opts();
@@ -725,6 +735,14 @@ impl Sock {
         if let Obj::Stream(s) = self.obj() {
             let o = lock(&self.opts).clone();
             o.apply(&s);
+        }
+    }
+
+    /// Runs `f` with the listener, if listening.
+    pub(crate) fn with_listener<R>(&self, f: impl FnOnce(&TcpListener) -> R) -> Option<R> {
+        match self.obj() {
+            Obj::Listener(l) => Some(f(&l)),
+            _ => None,
         }
     }
 

@@ -1,0 +1,137 @@
+/*
+ * Socket options and calls ulnet applies like Linux (issue 16), checked with plain libc
+ * calls under the interposer (LD_PRELOAD=libulnet_preload.so, as `ulnet run` does). The
+ * kernel peers are tests/c/opts_peer.py in namespace B; what goes over the wire (window,
+ * window scale, TOS, TTL) is checked by the test from a capture there.
+ *
+ *   opts rcvbuf-connect PEER_IP PORT BYTES   SO_RCVBUF 4096 before connect; read BYTES
+ *   opts rcvbuf-listen PORT BYTES            SO_RCVBUF 4096 on a listener; accept, read
+ *
+ * Prints "ok NAME" or "FAIL NAME: why" per check and "done, N failures"; exits with N.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(name, cond, ...)                                                   \
+    do {                                                                         \
+        if (cond) {                                                              \
+            printf("ok %s\n", name);                                             \
+        } else {                                                                 \
+            printf("FAIL %s: ", name);                                           \
+            printf(__VA_ARGS__);                                                 \
+            printf(" (errno %d %s)\n", errno, strerror(errno));                  \
+            failures++;                                                          \
+        }                                                                        \
+        fflush(stdout);                                                          \
+    } while (0)
+
+static struct sockaddr_in addr_of(const char *ip, int port) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
+        fprintf(stderr, "bad address %s\n", ip);
+        exit(100);
+    }
+    return a;
+}
+
+static int getint(int fd, int level, int opt) {
+    int v = -1;
+    socklen_t len = sizeof v;
+    if (getsockopt(fd, level, opt, &v, &len) < 0)
+        return -1;
+    return v;
+}
+
+/* Reads until EOF; true when exactly `want` bytes of the pattern (i*7+3)&255 came. */
+static int read_pattern(int fd, long want, long *got) {
+    static char buf[65536];
+    long n = 0;
+    int same = 1;
+    for (;;) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        for (ssize_t i = 0; i < r; i++)
+            if ((unsigned char)buf[i] != (unsigned char)((n + i) * 7 + 3))
+                same = 0;
+        n += r;
+    }
+    *got = n;
+    return same && n == want;
+}
+
+/* The SO_RCVBUF a program setting 4096 reads back: doubled (rmem_max is far above). */
+#define SMALL_RCVBUF 4096
+
+static void rcvbuf_connect(const char *ip, int port, long bytes) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int v = SMALL_RCVBUF;
+    int r = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+    CHECK("rcvbuf-set", r == 0 && getint(fd, SOL_SOCKET, SO_RCVBUF) == 2 * SMALL_RCVBUF,
+          "set %d, reads %d", r, getint(fd, SOL_SOCKET, SO_RCVBUF));
+    struct sockaddr_in a = addr_of(ip, port);
+    r = connect(fd, (struct sockaddr *)&a, sizeof a);
+    CHECK("rcvbuf-connect", r == 0, "connect %d", r);
+    long got = 0;
+    int same = read_pattern(fd, bytes, &got);
+    CHECK("rcvbuf-connect-bytes-exact", same, "%ld of %ld bytes, same %d", got, bytes, same);
+    CHECK("rcvbuf-connect-still-reads-back", getint(fd, SOL_SOCKET, SO_RCVBUF) == 2 * SMALL_RCVBUF,
+          "reads %d", getint(fd, SOL_SOCKET, SO_RCVBUF));
+    close(fd);
+}
+
+static void rcvbuf_listen(int port, long bytes) {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1, v = SMALL_RCVBUF;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int r = setsockopt(l, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    if (r < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4) < 0) {
+        perror("listen");
+        exit(100);
+    }
+    printf("listening\n");
+    fflush(stdout);
+    int c = accept(l, NULL, NULL);
+    CHECK("rcvbuf-accept", c >= 0, "accept %d", c);
+    CHECK("rcvbuf-inherited", getint(c, SOL_SOCKET, SO_RCVBUF) == 2 * SMALL_RCVBUF,
+          "the accepted socket reads %d", getint(c, SOL_SOCKET, SO_RCVBUF));
+    long got = 0;
+    int same = read_pattern(c, bytes, &got);
+    CHECK("rcvbuf-listen-bytes-exact", same, "%ld of %ld bytes, same %d", got, bytes, same);
+    close(c);
+    close(l);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: see the comment at the top of opts.c\n");
+        return 100;
+    }
+    const char *mode = argv[1];
+    if (!strcmp(mode, "rcvbuf-connect") && argc == 5)
+        rcvbuf_connect(argv[2], atoi(argv[3]), atol(argv[4]));
+    else if (!strcmp(mode, "rcvbuf-listen") && argc == 4)
+        rcvbuf_listen(atoi(argv[2]), atol(argv[3]));
+    else {
+        fprintf(stderr, "unknown mode or arguments: %s\n", mode);
+        return 100;
+    }
+    printf("done, %d failures\n", failures);
+    return failures;
+}
