@@ -9,7 +9,7 @@ use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use libc::socklen_t;
-use ulnet_core::net::{Algorithm, Keepalive, SocketOption, TcpStream};
+use ulnet_core::net::{Algorithm, IpFields, Keepalive, SocketOption, TcpStream};
 use ulnet_core::stack::tcp::State as TcpState;
 
 use crate::sock::{lock, Sock};
@@ -41,8 +41,14 @@ pub struct Opts {
     pub(crate) broadcast: bool,
     pub(crate) oobinline: bool,
     pub(crate) priority: c_int,
+    /// IP_TOS as read back (for TCP without the ECN bits, as Linux keeps them).
     pub(crate) tos: c_int,
+    /// IP_TTL; `ttl_set` unless the program never set it or set -1 (the default).
     pub(crate) ttl: c_int,
+    pub(crate) ttl_set: bool,
+    /// IPV6_TCLASS and IPV6_UNICAST_HOPS (-1: the default) of an AF_INET6 socket.
+    pub(crate) tclass: c_int,
+    pub(crate) hops: c_int,
     pub(crate) v6only: bool,
     pub(crate) user_timeout_ms: u32,
     pub(crate) maxseg: c_int,
@@ -75,6 +81,9 @@ impl Default for Opts {
             priority: 0,
             tos: 0,
             ttl: 64,
+            ttl_set: false,
+            tclass: 0,
+            hops: -1,
             v6only: false,
             user_timeout_ms: 0,
             maxseg: 536,
@@ -113,8 +122,21 @@ impl Opts {
                 ulnet_core::stack::time::Duration::from_millis(self.user_timeout_ms.into())
             })),
         ];
+        let ip = self.ip_fields();
+        v.push(SocketOption::Tos(ip.tos));
+        v.push(SocketOption::HopLimit(ip.hop_limit));
         v.extend(self.buffer_options());
         v
+    }
+
+    /// The TOS and TTL of what the socket sends: IP_TOS and IP_TTL (ulnet sockets
+    /// carry IPv4 only, so IPV6_TCLASS and IPV6_UNICAST_HOPS, which Linux applies to
+    /// IPv6 traffic only, change nothing on the wire).
+    pub fn ip_fields(&self) -> IpFields {
+        IpFields {
+            tos: self.tos as u8,
+            hop_limit: self.ttl_set.then_some(self.ttl as u8),
+        }
     }
 
     /// The buffer sizes and MSS the program set, as engine options.
@@ -268,14 +290,35 @@ pub unsafe fn set(
                 _ => return Err(libc::ENOENT),
             };
         }
-        (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = int()? & 0xff,
+        (libc::IPPROTO_IP, libc::IP_TOS) => {
+            // Linux (`__ip_sock_set_tos`): a TCP socket's ECN bits stay TCP's
+            // (RFC 3168 §6.1.1); UDP sends the whole byte.
+            let mask = if s.stream { 0xfc } else { 0xff };
+            o.tos = int()? & mask;
+            push = Push::Ip;
+        }
         (libc::IPPROTO_IP, libc::IP_TTL) => {
             let t = int()?;
-            o.ttl = if t == -1 {
-                64
+            (o.ttl, o.ttl_set) = if t == -1 {
+                (64, false)
             } else {
-                positive(t, 255)? as c_int
+                (positive(t, 255)? as c_int, true)
             };
+            push = Push::Ip;
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if s.family == libc::AF_INET6 => {
+            let t = int()?;
+            if !(-1..=255).contains(&t) {
+                return Err(libc::EINVAL);
+            }
+            o.tclass = t.max(0);
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS) if s.family == libc::AF_INET6 => {
+            let t = int()?;
+            if !(-1..=255).contains(&t) {
+                return Err(libc::EINVAL);
+            }
+            o.hops = t;
         }
         (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => o.mtu_discover = int()?,
         (libc::IPPROTO_IP, libc::IP_RECVERR) => o.recverr = int()? != 0,
@@ -297,6 +340,14 @@ pub unsafe fn set(
         Push::All => {
             s.with_stream(|st| now.apply(st));
         }
+        Push::Ip => {
+            let ip = now.ip_fields();
+            s.with_stream(|st| {
+                let _ = st.set_option(SocketOption::Tos(ip.tos));
+                let _ = st.set_option(SocketOption::HopLimit(ip.hop_limit));
+            });
+            s.set_udp_ip_fields(ip);
+        }
     }
     s.with_listener(|l| {
         for e in now.engine_options() {
@@ -312,6 +363,8 @@ enum Push {
     All,
     /// This one option.
     Engine(SocketOption),
+    /// The TOS and TTL (TCP or UDP).
+    Ip,
 }
 
 /// Linux's `net.core.rmem_max` and `wmem_max` (the caps on SO_RCVBUF and SO_SNDBUF),
@@ -445,6 +498,11 @@ pub unsafe fn get(
         (libc::IPPROTO_TCP, libc::TCP_INFO) => tcp_info(s),
         (libc::IPPROTO_IP, libc::IP_TOS) => i(o.tos),
         (libc::IPPROTO_IP, libc::IP_TTL) => i(o.ttl),
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if s.family == libc::AF_INET6 => i(o.tclass),
+        // -1 reads back as the default hop limit, as on Linux.
+        (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS) if s.family == libc::AF_INET6 => {
+            i(if o.hops < 0 { 64 } else { o.hops })
+        }
         (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => i(o.mtu_discover),
         (libc::IPPROTO_IP, libc::IP_RECVERR) => b(o.recverr),
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => b(o.v6only),

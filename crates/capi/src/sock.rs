@@ -285,6 +285,8 @@ impl Sock {
                 Err(e) => return Err(errno_of(&e)),
             };
             u.set_nonblocking(true).map_err(|e| errno_of(&e))?;
+            let ip = lock(&self.opts).ip_fields();
+            u.set_ip_fields(ip).map_err(|e| errno_of(&e))?;
             let port = u.local_addr().map_or(0, |l| l.port());
             *st = State::Udp(u);
             drop(st);
@@ -475,8 +477,8 @@ impl Sock {
                 for o in lock(&self.opts).engine_options() {
                     how = how.option(o);
                 }
-                let s = TcpStream::connect_with(&self.stack, dst, &how)
-                    .map_err(|e| errno_of(&e))?;
+                let s =
+                    TcpStream::connect_with(&self.stack, dst, &how).map_err(|e| errno_of(&e))?;
                 *lock(&self.state) = State::Stream(s.try_clone().expect("never fails"));
                 self.watch()?;
                 self.apply_opts();
@@ -735,6 +737,15 @@ impl Sock {
         if let Obj::Stream(s) = self.obj() {
             let o = lock(&self.opts).clone();
             o.apply(&s);
+        }
+    }
+
+    /// Puts IP_TOS/IP_TTL onto a UDP socket's engine socket. A shared port's members
+    /// send through one engine socket: there the fields are recorded but not applied
+    /// (one member's TOS would become every member's).
+    pub(crate) fn set_udp_ip_fields(&self, ip: ulnet_core::net::IpFields) {
+        if let Obj::Udp(u) = self.obj() {
+            let _ = u.set_ip_fields(ip);
         }
     }
 

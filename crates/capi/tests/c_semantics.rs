@@ -288,8 +288,15 @@ fn windows_at_most(pkts: &[String], max: u64, what: &str) {
         let Some(win) = field(p, ", win") else {
             continue;
         };
-        let w = if p.contains("Flags [S") { win } else { win << shift };
-        assert!(w <= max, "{what}: a window of {w} bytes (shift {shift}): {p}");
+        let w = if p.contains("Flags [S") {
+            win
+        } else {
+            win << shift
+        };
+        assert!(
+            w <= max,
+            "{what}: a window of {w} bytes (shift {shift}): {p}"
+        );
         n += 1;
     }
     assert!(n > 50, "{what}: only {n} segments from ulnet captured");
@@ -363,4 +370,74 @@ fn so_rcvbuf_sets_the_window_the_kernel_sees() {
         4096,
         "SO_RCVBUF on a listener",
     );
+}
+
+/// Checks that every packet in `pkts` carries TOS `tos` and TTL `ttl` (and that there are
+/// at least `min`).
+fn tos_ttl_all(pkts: &[String], tos: u64, ttl: u64, min: usize, what: &str) {
+    for p in pkts {
+        assert_eq!(
+            (field(p, "(tos "), field(p, " ttl ")),
+            (Some(tos), Some(ttl)),
+            "{what}: {p}"
+        );
+    }
+    assert!(pkts.len() >= min, "{what}: only {} packets", pkts.len());
+}
+
+/// IP_TOS and IP_TTL reach the IP header of every segment and datagram, as on Linux:
+/// TCP keeps only the DSCP bits (its ECN field is its own, RFC 3168 §6.1.1), UDP sends
+/// the whole byte. TCP moves its bytes exactly meanwhile.
+#[test]
+fn ip_tos_and_ttl_reach_the_wire() {
+    let _ = preload();
+    let tb = testbed("capit");
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    ulnet_bench::preflight::require_tool("python3").unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new();
+    let exe = scratch.path("opts");
+    compile(&["crates/capi/tests/c/opts.c"], &exe, false);
+    let (ip, env) = ulnet_env(&a, 0);
+    let peer_py = repo().join("crates/capi/tests/c/opts_peer.py");
+    let peer_py = peer_py.to_str().unwrap();
+    let pcap = scratch.path("tos.pcap");
+    let env = with_pcap(&env, &pcap);
+
+    let mut peer = spawn_in(
+        &b.ns,
+        &[],
+        Path::new("python3"),
+        &[peer_py, "send", &b.ip.to_string(), "7510", "200000"],
+    );
+    wait_line(&mut peer, "listening");
+    let o = run_preloaded(
+        &a.ns,
+        &env,
+        &exe,
+        &["tos-tcp", &b.ip.to_string(), "7510", "200000"],
+        60,
+    );
+    assert!(o.status.success(), "tos-tcp: {}", text(&o));
+    let _ = peer.wait_timeout(Duration::from_secs(20));
+    let tcp = pcap_packets(&pcap, &format!("src host {ip} and tcp port 7510"));
+    tos_ttl_all(&tcp, 0xb8, 33, 5, "TCP");
+
+    let mut peer = spawn_in(
+        &b.ns,
+        &[],
+        Path::new("python3"),
+        &[peer_py, "udp", &b.ip.to_string(), "7511", "3"],
+    );
+    wait_line(&mut peer, "listening");
+    let o = run_preloaded(
+        &a.ns,
+        &env,
+        &exe,
+        &["tos-udp", &b.ip.to_string(), "7511"],
+        60,
+    );
+    assert!(o.status.success(), "tos-udp: {}", text(&o));
+    let _ = peer.wait_timeout(Duration::from_secs(20));
+    let udp = pcap_packets(&pcap, &format!("src host {ip} and udp port 7511"));
+    tos_ttl_all(&udp, 0xb9, 33, 3, "UDP");
 }

@@ -6,6 +6,8 @@
  *
  *   opts rcvbuf-connect PEER_IP PORT BYTES   SO_RCVBUF 4096 before connect; read BYTES
  *   opts rcvbuf-listen PORT BYTES            SO_RCVBUF 4096 on a listener; accept, read
+ *   opts tos-tcp PEER_IP PORT BYTES          IP_TOS 0xb9 (EF, ECT(1)), IP_TTL 33; connect, read
+ *   opts tos-udp PEER_IP PORT                IP_TOS 0xb9, IP_TTL 33; 3 datagrams, 3 answers
  *
  * Prints "ok NAME" or "FAIL NAME: why" per check and "done, N failures"; exits with N.
  */
@@ -118,6 +120,48 @@ static void rcvbuf_listen(int port, long bytes) {
     close(l);
 }
 
+static void tos_tcp(const char *ip, int port, long bytes) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int tos = 0xb9, ttl = 33;
+    int r = setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+    /* Linux keeps a TCP socket's ECN bits: the DSCP part is set and read back. */
+    CHECK("tos-tcp-set", r == 0 && getint(fd, IPPROTO_IP, IP_TOS) == 0xb8, "set %d, reads %#x", r,
+          getint(fd, IPPROTO_IP, IP_TOS));
+    r = setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl);
+    CHECK("ttl-tcp-set", r == 0 && getint(fd, IPPROTO_IP, IP_TTL) == 33, "set %d, reads %d", r,
+          getint(fd, IPPROTO_IP, IP_TTL));
+    struct sockaddr_in a = addr_of(ip, port);
+    r = connect(fd, (struct sockaddr *)&a, sizeof a);
+    CHECK("tos-tcp-connect", r == 0, "connect %d", r);
+    long got = 0;
+    int same = read_pattern(fd, bytes, &got);
+    CHECK("tos-tcp-bytes-exact", same, "%ld of %ld bytes", got, bytes);
+    close(fd);
+}
+
+static void tos_udp(const char *ip, int port) {
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    int tos = 0xb9, ttl = 33;
+    int r = setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+    CHECK("tos-udp-set", r == 0 && getint(fd, IPPROTO_IP, IP_TOS) == 0xb9, "set %d, reads %#x", r,
+          getint(fd, IPPROTO_IP, IP_TOS));
+    r = setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl);
+    CHECK("ttl-udp-set", r == 0 && getint(fd, IPPROTO_IP, IP_TTL) == 33, "set %d", r);
+    struct timeval tv = {.tv_sec = 1};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = addr_of(ip, port);
+    int answers = 0;
+    /* The peer may not be bound yet: retry until three answers came (bounded). */
+    for (int i = 0; i < 40 && answers < 3; i++) {
+        sendto(fd, "x", 1, 0, (struct sockaddr *)&a, sizeof a);
+        char buf[16];
+        if (recv(fd, buf, sizeof buf, 0) == 2 && !memcmp(buf, "ok", 2))
+            answers++;
+    }
+    CHECK("tos-udp-answers", answers == 3, "%d answers", answers);
+    close(fd);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: see the comment at the top of opts.c\n");
@@ -128,6 +172,10 @@ int main(int argc, char **argv) {
         rcvbuf_connect(argv[2], atoi(argv[3]), atol(argv[4]));
     else if (!strcmp(mode, "rcvbuf-listen") && argc == 4)
         rcvbuf_listen(atoi(argv[2]), atol(argv[3]));
+    else if (!strcmp(mode, "tos-tcp") && argc == 5)
+        tos_tcp(argv[2], atoi(argv[3]), atol(argv[4]));
+    else if (!strcmp(mode, "tos-udp") && argc == 4)
+        tos_udp(argv[2], atoi(argv[3]));
     else {
         fprintf(stderr, "unknown mode or arguments: %s\n", mode);
         return 100;

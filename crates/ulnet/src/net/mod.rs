@@ -45,3 +45,4 @@ pub use tcp::{ConnectOptions, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
 pub use ulnet_stack::tcp::{Algorithm, Keepalive, ListenerLimits, SocketOption, TcpInfo};
+pub use ulnet_stack::IpFields;

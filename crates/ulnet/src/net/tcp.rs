@@ -274,10 +274,7 @@ impl TcpStream {
                     ))
                 }
                 Some(l) if !l.ip().is_unspecified() => l,
-                l => SocketAddr::new(
-                    source_for(iface, remote.ip())?,
-                    l.map_or(0, |l| l.port()),
-                ),
+                l => SocketAddr::new(source_for(iface, remote.ip())?, l.map_or(0, |l| l.port())),
             };
             let h = tcp(iface)?
                 .connect_with(now, local, remote, &opts.options)

@@ -43,6 +43,7 @@ use crate::tcp::stats::{ConnCounters, TcpInfo, TcpStats};
 use crate::tcp::table::FourTuple;
 use crate::tcp::timers::Timers;
 use crate::tcp::timewait::TimeWaitInit;
+use crate::{IpFields, ECN_MASK};
 
 pub(crate) mod input;
 mod mem;
@@ -92,6 +93,8 @@ pub(crate) struct Socket {
     /// SOCK_RCVBUF_LOCK): no growth with use.
     tx_locked: bool,
     rx_locked: bool,
+    /// TOS and TTL of what this connection sends (`SocketOption::Tos`, `HopLimit`).
+    ip: IpFields,
     /// SEND found no room and the memory budget refused more storage: not writable
     /// until an ACK frees some or a retry (`mem.rs`) finds the budget has room.
     tx_starved: bool,
@@ -244,6 +247,7 @@ impl Socket {
             asm: Assembler::new(cfg.max_ooo_ranges),
             tx_locked: false,
             rx_locked: false,
+            ip: IpFields::default(),
             tx_starved: false,
             drs: mem::Drs::default(),
             fin_queued: false,
@@ -666,10 +670,18 @@ impl Socket {
                     self.ack_now = true;
                 }
             }
+            SocketOption::Tos(t) => self.ip.tos = t & !ECN_MASK,
+            SocketOption::HopLimit(h) => self.ip.hop_limit = h,
             SocketOption::RecvBuffer(_)
             | SocketOption::SendBuffer(_)
             | SocketOption::MaxSegment(_) => {}
         }
+    }
+
+    /// The IP header fields of this connection's segments.
+    #[inline]
+    pub(crate) fn ip_fields(&self) -> IpFields {
+        self.ip
     }
 
     /// The connection's state.
