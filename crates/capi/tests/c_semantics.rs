@@ -441,3 +441,45 @@ fn ip_tos_and_ttl_reach_the_wire() {
     let udp = pcap_packets(&pcap, &format!("src host {ip} and udp port 7511"));
     tos_ttl_all(&udp, 0xb9, 33, 3, "UDP");
 }
+
+/// bind(2) before connect(2) on TCP, as Linux: the bound port is the connection's local
+/// end (port 0 picks one at bind, which getsockname shows); a taken port is
+/// `EADDRINUSE` at bind, also a listener's with SO_REUSEADDR on both.
+#[test]
+fn tcp_bind_before_connect_like_linux() {
+    let _ = preload();
+    let tb = testbed("capib");
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    ulnet_bench::preflight::require_tool("python3").unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new();
+    let exe = scratch.path("opts");
+    compile(&["crates/capi/tests/c/opts.c"], &exe, false);
+    let (_, env) = ulnet_env(&a, 0);
+    let peer_py = repo().join("crates/capi/tests/c/opts_peer.py");
+    let mut peer = spawn_in(
+        &b.ns,
+        &[],
+        Path::new("python3"),
+        &[
+            peer_py.to_str().unwrap(),
+            "names",
+            &b.ip.to_string(),
+            "7520",
+            "2",
+        ],
+    );
+    wait_line(&mut peer, "listening");
+    let o = run_preloaded(
+        &a.ns,
+        &env,
+        &exe,
+        &["bind-connect", &b.ip.to_string(), "7520", "7521"],
+        60,
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("done, 0 failures"),
+        "bind-connect: {}",
+        text(&o)
+    );
+}

@@ -8,6 +8,8 @@
  *   opts rcvbuf-listen PORT BYTES            SO_RCVBUF 4096 on a listener; accept, read
  *   opts tos-tcp PEER_IP PORT BYTES          IP_TOS 0xb9 (EF, ECT(1)), IP_TTL 33; connect, read
  *   opts tos-udp PEER_IP PORT                IP_TOS 0xb9, IP_TTL 33; 3 datagrams, 3 answers
+ *   opts bind-connect PEER_IP PORT LPORT     bind before connect (port 0, then LPORT); the
+ *                                            peer (opts_peer.py names) says which port it saw
  *
  * Prints "ok NAME" or "FAIL NAME: why" per check and "done, N failures"; exits with N.
  */
@@ -162,6 +164,71 @@ static void tos_udp(const char *ip, int port) {
     close(fd);
 }
 
+static int local_port(int fd) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    if (getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+        return -1;
+    return ntohs(a.sin_port);
+}
+
+/* Connects fd to the names peer; returns the port it saw us come from. */
+static int seen_port(int fd, const struct sockaddr_in *to) {
+    if (connect(fd, (const struct sockaddr *)to, sizeof *to) < 0)
+        return -1;
+    char line[64] = {0};
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof line - 1 && (r = read(fd, line + n, sizeof line - 1 - n)) > 0)
+        n += r;
+    char ip[32];
+    int port = -1;
+    if (sscanf(line, "%31s %d", ip, &port) != 2)
+        return -1;
+    return port;
+}
+
+static void bind_connect(const char *ip, int port, int lport) {
+    struct sockaddr_in to = addr_of(ip, port);
+    struct sockaddr_in any = {.sin_family = AF_INET};
+
+    int a = socket(AF_INET, SOCK_STREAM, 0);
+    int r = bind(a, (struct sockaddr *)&any, sizeof any);
+    int p = local_port(a);
+    CHECK("bind-port-0-picks", r == 0 && p >= 32768 && p <= 60999, "bind %d, getsockname port %d", r, p);
+    int b = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in same = {.sin_family = AF_INET, .sin_port = htons(p)};
+    r = bind(b, (struct sockaddr *)&same, sizeof same);
+    CHECK("bind-taken-eaddrinuse", r < 0 && errno == EADDRINUSE, "bind gave %d", r);
+    close(b);
+    int seen = seen_port(a, &to);
+    CHECK("bind-0-connect-uses-it", seen == p && local_port(a) == p, "bound %d, peer saw %d, getsockname %d",
+          p, seen, local_port(a));
+    close(a);
+
+    a = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in mine = {.sin_family = AF_INET, .sin_port = htons(lport)};
+    r = bind(a, (struct sockaddr *)&mine, sizeof mine);
+    CHECK("bind-port", r == 0 && local_port(a) == lport, "bind %d, port %d", r, local_port(a));
+    seen = seen_port(a, &to);
+    CHECK("bind-port-connect-uses-it", seen == lport, "peer saw %d", seen);
+    close(a);
+
+    /* A port a listener holds cannot be bound, even with SO_REUSEADDR on both. */
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in lp = {.sin_family = AF_INET, .sin_port = htons(lport + 1)};
+    r = bind(l, (struct sockaddr *)&lp, sizeof lp);
+    int r2 = listen(l, 4);
+    b = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(b, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int r3 = bind(b, (struct sockaddr *)&lp, sizeof lp);
+    CHECK("bind-listener-port-eaddrinuse", r == 0 && r2 == 0 && r3 < 0 && errno == EADDRINUSE,
+          "bind %d listen %d, second bind %d", r, r2, r3);
+    close(b);
+    close(l);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: see the comment at the top of opts.c\n");
@@ -174,6 +241,8 @@ int main(int argc, char **argv) {
         rcvbuf_listen(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(mode, "tos-tcp") && argc == 5)
         tos_tcp(argv[2], atoi(argv[3]), atol(argv[4]));
+    else if (!strcmp(mode, "bind-connect") && argc == 5)
+        bind_connect(argv[2], atoi(argv[3]), atoi(argv[4]));
     else if (!strcmp(mode, "tos-udp") && argc == 4)
         tos_udp(argv[2], atoi(argv[3]));
     else {
