@@ -483,3 +483,39 @@ fn tcp_bind_before_connect_like_linux() {
         text(&o)
     );
 }
+
+/// POLLHUP/EPOLLHUP as Linux's `tcp_poll` reports them: not for the peer's FIN alone
+/// (that is POLLIN|POLLRDHUP), but once both directions are shut (its FIN and our
+/// shutdown(SHUT_WR)), and at once after shutdown(SHUT_RDWR); poll and epoll agree.
+#[test]
+fn pollhup_when_both_directions_are_shut() {
+    let _ = preload();
+    let tb = testbed("capih");
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    ulnet_bench::preflight::require_tool("python3").unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new();
+    let exe = scratch.path("opts");
+    compile(&["crates/capi/tests/c/opts.c"], &exe, false);
+    let (_, env) = ulnet_env(&a, 0);
+    let peer_py = repo().join("crates/capi/tests/c/opts_peer.py");
+    let mut peer = spawn_in(
+        &b.ns,
+        &[],
+        Path::new("python3"),
+        &[
+            peer_py.to_str().unwrap(),
+            "close",
+            &b.ip.to_string(),
+            "7530",
+            "2",
+        ],
+    );
+    wait_line(&mut peer, "listening");
+    let o = run_preloaded(&a.ns, &env, &exe, &["hup", &b.ip.to_string(), "7530"], 60);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("done, 0 failures"),
+        "hup: {}",
+        text(&o)
+    );
+}

@@ -8,6 +8,8 @@
  *   opts rcvbuf-listen PORT BYTES            SO_RCVBUF 4096 on a listener; accept, read
  *   opts tos-tcp PEER_IP PORT BYTES          IP_TOS 0xb9 (EF, ECT(1)), IP_TTL 33; connect, read
  *   opts tos-udp PEER_IP PORT                IP_TOS 0xb9, IP_TTL 33; 3 datagrams, 3 answers
+ *   opts hup PEER_IP PORT                    POLLHUP/EPOLLHUP when both directions are shut
+ *                                            (peer: opts_peer.py close, 2 connections)
  *   opts bind-connect PEER_IP PORT LPORT     bind before connect (port 0, then LPORT); the
  *                                            peer (opts_peer.py names) says which port it saw
  *
@@ -229,6 +231,79 @@ static void bind_connect(const char *ip, int port, int lport) {
     close(l);
 }
 
+static short polled(int fd, int ms) {
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP};
+    if (poll(&p, 1, ms) < 0)
+        return -1;
+    return p.revents;
+}
+
+/* The events a level-triggered epoll set holding only fd reports now. */
+static unsigned epolled(int ep) {
+    struct epoll_event e;
+    int n = epoll_wait(ep, &e, 1, 0);
+    return n == 1 ? e.events : 0;
+}
+
+/* Polls until `want` shows (bounded: 10 s), then returns what poll says. (POLLOUT is
+ * ready all along, so poll returns at once: the wait is the sleep.) */
+static short wait_for(int fd, short want) {
+    short r = 0;
+    for (int i = 0; i < 500; i++) {
+        r = polled(fd, 0);
+        if ((r & want) == want)
+            break;
+        usleep(20000);
+    }
+    return r;
+}
+
+static void hup(const char *ip, int port) {
+    struct sockaddr_in to = addr_of(ip, port);
+    /* The peer closes at once: its FIN alone is end of input, not a hang-up. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr *)&to, sizeof to) < 0) {
+        perror("connect");
+        exit(100);
+    }
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP, .data.fd = fd};
+    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+    short r = wait_for(fd, POLLRDHUP);
+    unsigned e = epolled(ep);
+    CHECK("peer-fin-rdhup-not-hup",
+          (r & (POLLIN | POLLRDHUP | POLLOUT)) == (POLLIN | POLLRDHUP | POLLOUT) && !(r & POLLHUP) &&
+              (e & EPOLLRDHUP) && !(e & EPOLLHUP),
+          "poll %#x epoll %#x", r, e);
+    /* Our side shut too: both directions are, POLLHUP (Linux tcp_poll: SHUTDOWN_MASK). */
+    shutdown(fd, SHUT_WR);
+    r = wait_for(fd, POLLHUP);
+    e = epolled(ep);
+    CHECK("both-shut-hup", (r & (POLLHUP | POLLIN | POLLRDHUP)) == (POLLHUP | POLLIN | POLLRDHUP) &&
+                               (e & (EPOLLHUP | EPOLLIN | EPOLLRDHUP)) == (EPOLLHUP | EPOLLIN | EPOLLRDHUP),
+          "poll %#x epoll %#x", r, e);
+    char c;
+    CHECK("both-shut-eof", read(fd, &c, 1) == 0, "read did not give EOF");
+    close(ep);
+    close(fd);
+
+    /* shutdown(SHUT_RDWR) hangs up at once, whatever the peer did. */
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr *)&to, sizeof to) < 0) {
+        perror("connect");
+        exit(100);
+    }
+    ep = epoll_create1(0);
+    ev.data.fd = fd;
+    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+    shutdown(fd, SHUT_RDWR);
+    r = polled(fd, 0);
+    e = epolled(ep);
+    CHECK("shut-rdwr-hup", (r & POLLHUP) && (e & EPOLLHUP), "poll %#x epoll %#x", r, e);
+    close(ep);
+    close(fd);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: see the comment at the top of opts.c\n");
@@ -243,6 +318,8 @@ int main(int argc, char **argv) {
         tos_tcp(argv[2], atoi(argv[3]), atol(argv[4]));
     else if (!strcmp(mode, "bind-connect") && argc == 5)
         bind_connect(argv[2], atoi(argv[3]), atoi(argv[4]));
+    else if (!strcmp(mode, "hup") && argc == 4)
+        hup(argv[2], atoi(argv[3]));
     else if (!strcmp(mode, "tos-udp") && argc == 4)
         tos_udp(argv[2], atoi(argv[3]));
     else {

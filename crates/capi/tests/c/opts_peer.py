@@ -8,8 +8,8 @@ Usage:
                                          address and port ("peer IP PORT"), send it back
                                          as "IP PORT\\n", close; prints "listening"
   opts_peer.py udp ADDR PORT COUNT       receive COUNT datagrams, answer each with "ok"
-  opts_peer.py fin ADDR PORT             listen; accept one, read until EOF, close
-                                         (FIN); prints "listening"
+  opts_peer.py close ADDR PORT COUNT     listen; accept COUNT connections, closing each
+                                         at once (FIN); prints "listening"
 """
 import socket
 import sys
@@ -66,14 +66,11 @@ elif mode == "udp":
     for _ in range(int(sys.argv[4])):
         d, src = s.recvfrom(2048)
         s.sendto(b"ok", src)
-elif mode == "fin":
+elif mode == "close":
     s = listener()
-    c, _ = s.accept()
-    c.settimeout(30)
-    while c.recv(65536):
-        pass
-    c.close()
-    time.sleep(2)
+    for _ in range(int(sys.argv[4])):
+        c, _ = s.accept()
+        c.close()
 else:
     sys.exit("unknown mode " + mode)
 print("peer done", flush=True)

@@ -196,10 +196,18 @@ pub struct Readiness {
     pub readable: bool,
     /// `send` will accept data (or report an error).
     pub writable: bool,
-    /// The peer will send no more (FIN received) or the connection is closed.
+    /// No more input: the peer's FIN came, the application shut reading down, or the
+    /// connection is closed (Linux's `EPOLLRDHUP`).
     pub read_closed: bool,
     /// The connection is fully closed.
     pub closed: bool,
+    /// Our sending side is shut: a FIN is queued or sent (shutdown, close), or the
+    /// connection is closed.
+    pub write_closed: bool,
+    /// Both directions are shut: the peer's FIN came or the application shut reading
+    /// down, and our sending side is shut; or the connection is closed. What Linux
+    /// reports as `EPOLLHUP` (`tcp_poll`: `sk_shutdown == SHUTDOWN_MASK` or CLOSE).
+    pub hung_up: bool,
     /// The connection ended with this error.
     pub error: Option<ConnError>,
 }
@@ -749,10 +757,27 @@ impl Socket {
         Readiness {
             readable: self.can_recv(),
             writable: self.can_send(),
-            read_closed: self.state.fin_received() || self.state == State::Closed,
+            read_closed: self.rd_shut || self.state.fin_received() || self.state == State::Closed,
             closed: self.state == State::Closed,
+            write_closed: self.write_shut(),
+            hung_up: self.state == State::Closed
+                || ((self.rd_shut || self.state.fin_received()) && self.write_shut()),
             error: self.error,
         }
+    }
+
+    /// Our sending side is shut (FIN queued or sent) or the connection is closed.
+    fn write_shut(&self) -> bool {
+        self.fin_queued
+            || matches!(
+                self.state,
+                State::Closed
+                    | State::FinWait1
+                    | State::FinWait2
+                    | State::Closing
+                    | State::LastAck
+                    | State::TimeWait
+            )
     }
 
     /// Readable: data, EOF, or an error to report.
