@@ -519,3 +519,56 @@ fn pollhup_when_both_directions_are_shut() {
         text(&o)
     );
 }
+
+/// `ULNET_STATS=1` prints the library's counters at exit, among them the datagrams of a
+/// shared UDP port that no socket took: two sockets share a port, each connected to
+/// another sender; 5 datagrams from a third are dropped and counted, then the first
+/// socket's sender says "go".
+#[test]
+fn ulnet_stats_reports_shared_port_drops_at_exit() {
+    let _ = preload();
+    let tb = testbed("capis5");
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    ulnet_bench::preflight::require_tool("python3").unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new();
+    let exe = scratch.path("opts");
+    compile(&["crates/capi/tests/c/opts.c"], &exe, false);
+    let (ip, env) = ulnet_env(&a, 0);
+    let mut env = preloaded(&env);
+    env.push(("ULNET_STATS".into(), "1".into()));
+    let mut prog = spawn_in(
+        &a.ns,
+        &env,
+        &exe,
+        &["udp-drop", "7540", &b.ip.to_string(), "7541"],
+    );
+    let mut err = prog.child_mut().stderr.take().expect("stderr piped");
+    wait_line(&mut prog, "ready");
+    let send = format!(
+        "import socket\n\
+         d = ('{ip}', 7540)\n\
+         x = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         for _ in range(5): x.sendto(b'junk', d)\n\
+         g = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         g.bind(('{}', 7541))\n\
+         g.sendto(b'go', d)\n",
+        b.ip
+    );
+    let o = sh_in(
+        &b.ns,
+        &format!("python3 -c \"{send}\""),
+        Duration::from_secs(20),
+    );
+    assert!(o.status.success(), "sender: {}", text(&o));
+    let o = prog
+        .wait_timeout(Duration::from_secs(30))
+        .expect("udp-drop did not end");
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut stderr);
+    assert!(o.status.success(), "udp-drop: {}{stderr}", text(&o));
+    assert!(
+        stderr.contains("ulnet-stats udp_shared_port_dropped 5\n")
+            && stderr.contains("ulnet-stats udp_delivered "),
+        "{stderr}"
+    );
+}

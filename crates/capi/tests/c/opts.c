@@ -10,6 +10,10 @@
  *   opts tos-udp PEER_IP PORT                IP_TOS 0xb9, IP_TTL 33; 3 datagrams, 3 answers
  *   opts hup PEER_IP PORT                    POLLHUP/EPOLLHUP when both directions are shut
  *                                            (peer: opts_peer.py close, 2 connections)
+ *   opts udp-drop PORT PEER_IP PEER_PORT     two UDP sockets share PORT, connected to
+ *                                            PEER_PORT and PEER_PORT+1; prints "ready",
+ *                                            waits for "go" from PEER_PORT (what others
+ *                                            send meanwhile nobody takes: dropped, counted)
  *   opts bind-connect PEER_IP PORT LPORT     bind before connect (port 0, then LPORT); the
  *                                            peer (opts_peer.py names) says which port it saw
  *
@@ -304,6 +308,30 @@ static void hup(const char *ip, int port) {
     close(fd);
 }
 
+static void udp_drop(int port, const char *ip, int peer_port) {
+    int s[2], one = 1;
+    for (int i = 0; i < 2; i++) {
+        s[i] = socket(AF_INET, SOCK_DGRAM, 0);
+        setsockopt(s[i], SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+        struct sockaddr_in to = addr_of(ip, peer_port + i);
+        if (bind(s[i], (struct sockaddr *)&a, sizeof a) < 0 ||
+            connect(s[i], (struct sockaddr *)&to, sizeof to) < 0) {
+            perror("udp socket");
+            exit(100);
+        }
+    }
+    printf("ready\n");
+    fflush(stdout);
+    struct pollfd p = {.fd = s[0], .events = POLLIN};
+    char buf[16] = {0};
+    int r = poll(&p, 1, 20000);
+    ssize_t n = r == 1 ? recv(s[0], buf, sizeof buf - 1, 0) : -1;
+    CHECK("udp-drop-go", n == 2 && !memcmp(buf, "go", 2), "poll %d recv %zd", r, n);
+    close(s[0]);
+    close(s[1]);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: see the comment at the top of opts.c\n");
@@ -320,6 +348,8 @@ int main(int argc, char **argv) {
         bind_connect(argv[2], atoi(argv[3]), atoi(argv[4]));
     else if (!strcmp(mode, "hup") && argc == 4)
         hup(argv[2], atoi(argv[3]));
+    else if (!strcmp(mode, "udp-drop") && argc == 5)
+        udp_drop(atoi(argv[2]), argv[3], atoi(argv[4]));
     else if (!strcmp(mode, "tos-udp") && argc == 4)
         tos_udp(argv[2], atoi(argv[3]));
     else {
