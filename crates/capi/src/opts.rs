@@ -222,10 +222,10 @@ pub unsafe fn set(
     // SAFETY: as above.
     let timeval = || unsafe { read_timeval(v, len) };
     let mut o = lock(&s.opts);
-    // What reaches the engine's connection or listener: by default every option
-    // `Opts::apply` sets; the buffer sizes and MSS alone (re-applying a buffer size
-    // on every setsockopt would be refused once data is held).
-    let mut push = Push::All;
+    // What reaches the engine's connection: the one option this call changed (setting
+    // a buffer size again is refused once data is held, and the congestion control
+    // again would restart it from the initial window); see `push_for`.
+    let mut push = None;
     match (level, opt) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int()? != 0,
         (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuseport = int()? != 0,
@@ -239,12 +239,16 @@ pub unsafe fn set(
         (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
             o.rcvbuf = buffer_size(int()?, limits().0, 1152);
             o.rcvbuf_set = true;
-            push = Push::Engine(SocketOption::RecvBuffer(o.rcvbuf as usize / 2));
+            push = Some(Push::Engine(SocketOption::RecvBuffer(
+                o.rcvbuf as usize / 2,
+            )));
         }
         (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
             o.sndbuf = buffer_size(int()?, limits().1, 2304);
             o.sndbuf_set = true;
-            push = Push::Engine(SocketOption::SendBuffer(o.sndbuf as usize / 2));
+            push = Some(Push::Engine(SocketOption::SendBuffer(
+                o.sndbuf as usize / 2,
+            )));
         }
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = timeval()?,
         (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo = timeval()?,
@@ -275,7 +279,7 @@ pub unsafe fn set(
             }
             o.maxseg = m;
             o.maxseg_set = true;
-            push = Push::Engine(SocketOption::MaxSegment(m as u16));
+            push = Some(Push::Engine(SocketOption::MaxSegment(m as u16)));
         }
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
             if v.is_null() {
@@ -295,7 +299,7 @@ pub unsafe fn set(
             // (RFC 3168 §6.1.1); UDP sends the whole byte.
             let mask = if s.stream { 0xfc } else { 0xff };
             o.tos = int()? & mask;
-            push = Push::Ip;
+            push = Some(Push::Ip);
         }
         (libc::IPPROTO_IP, libc::IP_TTL) => {
             let t = int()?;
@@ -304,7 +308,7 @@ pub unsafe fn set(
             } else {
                 (positive(t, 255)? as c_int, true)
             };
-            push = Push::Ip;
+            push = Some(Push::Ip);
         }
         (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if s.family == libc::AF_INET6 => {
             let t = int()?;
@@ -330,16 +334,20 @@ pub unsafe fn set(
     let now = o.clone();
     // The connection is updated outside the option lock (it takes the stack's).
     drop(o);
-    match push {
+    match push.unwrap_or_else(|| push_for(level, opt, &now)) {
         // Linux never fails setsockopt for a size it cannot apply now: a connection
         // holding data keeps its buffer (the engine refuses to shrink offered window,
         // RFC 9293 §3.8.6) and the size is still reported.
         Push::Engine(e) => {
             s.with_stream(|st| st.set_option(e));
         }
-        Push::All => {
-            s.with_stream(|st| now.apply(st));
+        Push::NoDelay(on) => {
+            s.with_stream(|st| st.set_nodelay(on));
         }
+        Push::Linger => {
+            s.with_stream(|st| st.set_linger(now.linger.map(|t| Duration::from_secs(t.into()))));
+        }
+        Push::Nothing => {}
         Push::Ip => {
             let ip = now.ip_fields();
             s.with_stream(|st| {
@@ -357,12 +365,42 @@ pub unsafe fn set(
     Ok(())
 }
 
-/// Which engine options a setsockopt call changes.
+/// What a setsockopt call of an option `Opts::apply` acts on changes on the
+/// connection (the others are kept and read back only).
+fn push_for(level: c_int, opt: c_int, o: &Opts) -> Push {
+    match (level, opt) {
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE)
+        | (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT) => {
+            Push::Engine(SocketOption::Keepalive(
+                o.keepalive.then(|| o.keepalive_timing()),
+            ))
+        }
+        (libc::SOL_SOCKET, libc::SO_LINGER) => Push::Linger,
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => Push::NoDelay(o.nodelay),
+        (libc::IPPROTO_TCP, libc::TCP_QUICKACK) => {
+            Push::Engine(SocketOption::DelayedAck(!o.quickack))
+        }
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
+            Push::Engine(SocketOption::Congestion(o.congestion))
+        }
+        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => Push::Engine(SocketOption::UserTimeout(
+            (o.user_timeout_ms > 0)
+                .then(|| ulnet_core::stack::time::Duration::from_millis(o.user_timeout_ms.into())),
+        )),
+        _ => Push::Nothing,
+    }
+}
+
+/// What a setsockopt call changes on the connection.
 enum Push {
-    /// Everything `Opts::apply` sets.
-    All,
-    /// This one option.
+    /// Nothing the engine acts on.
+    Nothing,
+    /// This one engine option.
     Engine(SocketOption),
+    /// Nagle off or on (through the stream, which remembers it for TCP_NODELAY).
+    NoDelay(bool),
+    /// SO_LINGER (the stream's close).
+    Linger,
     /// The TOS and TTL (TCP or UDP).
     Ip,
 }
