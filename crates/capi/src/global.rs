@@ -214,12 +214,53 @@ pub fn shutdown_all() {
         drop(m);
     }
     let s = lock(&STACK).take();
+    if let Some(stack) = &s {
+        if std::env::var_os("ULNET_STATS").is_some_and(|v| v == "1") {
+            sys::stderr(&stats_report(stack));
+        }
+    }
     // Datagrams a program sent just before exiting still leave (a shared UDP port's
     // engine socket is held by the demultiplexer, so no socket's drop waits for it).
     if let Some(stack) = &s {
         let _ = stack.flush_datagrams(std::time::Duration::from_secs(1));
     }
     drop(s);
+}
+
+/// The counters `ULNET_STATS=1` prints at exit, one `ulnet-stats NAME VALUE` line
+/// each: the interface's (frames, drops by reason), the TCP engine's, and the library's
+/// own (datagrams of shared UDP ports nobody took).
+fn stats_report(stack: &Stack) -> String {
+    use std::fmt::Write;
+    let mut out = format!("ulnet: {}: statistics at exit\n", sys::program());
+    let (iface, tcp) = stack.with(|i| (i.stats().to_string(), i.tcp().map(|t| t.stats())));
+    for l in iface.lines() {
+        let _ = writeln!(out, "ulnet-stats {l}");
+    }
+    if let Some(t) = tcp {
+        for (k, v) in [
+            ("tcp_established", t.established),
+            ("tcp_segs_in", t.segs_in),
+            ("tcp_segs_out", t.segs_out),
+            ("tcp_retransmitted_segments", t.retransmitted_segments),
+            ("tcp_resets_sent", t.resets_sent),
+            ("tcp_resets_received", t.resets_received),
+            ("tcp_timeouts", t.timeouts),
+            ("tcp_accept_queue_overflows", t.accept_queue_overflows),
+            ("tcp_syn_cookies_sent", t.syn_cookies_sent),
+            ("tcp_dropped_malformed", t.dropped_malformed),
+            ("tcp_dropped_out_of_window", t.dropped_out_of_window),
+            ("tcp_ooo_dropped", t.ooo_dropped),
+        ] {
+            let _ = writeln!(out, "ulnet-stats {k} {v}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "ulnet-stats udp_shared_port_dropped {}",
+        crate::udpshare::dropped()
+    );
+    out
 }
 
 fn register_process_hooks() {

@@ -64,19 +64,23 @@ pub struct Level {
     pub writable: bool,
     /// The peer will send no more.
     pub read_closed: bool,
-    /// Neither direction can move data any more (reset, error, closed).
+    /// Neither direction can move data any more: both shut down (the peer's FIN and
+    /// ours, or shutdown(SHUT_RDWR)), reset, error, closed.
     pub hangup: bool,
 }
 
 impl Level {
     /// What the kernel would show for a TCP or UDP socket with the engine's readiness
     /// `ev` (an error makes it readable and writable, so the call that reports it runs).
+    /// As Linux's `tcp_poll`: writable once our sending side is shut (the write fails
+    /// at once with EPIPE), and a hang-up when both directions are shut, which also
+    /// ends input (`POLLIN`, `POLLRDHUP`).
     pub fn of(ev: &Event, listener: bool) -> Level {
         Level {
-            readable: ev.readable || ev.read_closed || ev.error,
-            writable: !listener && (ev.writable || ev.error),
-            read_closed: ev.read_closed,
-            hangup: ev.error,
+            readable: ev.readable || ev.read_closed || ev.error || ev.hangup,
+            writable: !listener && (ev.writable || ev.error || ev.write_closed),
+            read_closed: ev.read_closed || ev.hangup,
+            hangup: ev.error || ev.hangup,
         }
     }
 }
@@ -290,6 +294,8 @@ mod tests {
                     writable: true,
                     read_closed: true,
                     error: true,
+                    write_closed: false,
+                    hangup: false,
                 },
                 false,
             ),

@@ -9,7 +9,7 @@ use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use libc::socklen_t;
-use ulnet_core::net::{Algorithm, Keepalive, TcpStream};
+use ulnet_core::net::{Algorithm, IpFields, Keepalive, SocketOption, TcpStream};
 use ulnet_core::stack::tcp::State as TcpState;
 
 use crate::sock::{lock, Sock};
@@ -28,15 +28,27 @@ pub struct Opts {
     pub(crate) quickack: bool,
     /// SO_LINGER: on, seconds.
     pub(crate) linger: Option<u32>,
+    /// SO_RCVBUF and SO_SNDBUF as getsockopt reports them (doubled, as Linux does).
     pub(crate) rcvbuf: c_int,
     pub(crate) sndbuf: c_int,
+    /// The program set SO_RCVBUF / SO_SNDBUF / TCP_MAXSEG: the engine gets them (and a
+    /// set receive buffer turns auto-tuning off, Linux's SOCK_RCVBUF_LOCK).
+    pub(crate) rcvbuf_set: bool,
+    pub(crate) sndbuf_set: bool,
+    pub(crate) maxseg_set: bool,
     pub(crate) rcvtimeo: Option<Duration>,
     pub(crate) sndtimeo: Option<Duration>,
     pub(crate) broadcast: bool,
     pub(crate) oobinline: bool,
     pub(crate) priority: c_int,
+    /// IP_TOS as read back (for TCP without the ECN bits, as Linux keeps them).
     pub(crate) tos: c_int,
+    /// IP_TTL; `ttl_set` unless the program never set it or set -1 (the default).
     pub(crate) ttl: c_int,
+    pub(crate) ttl_set: bool,
+    /// IPV6_TCLASS and IPV6_UNICAST_HOPS (-1: the default) of an AF_INET6 socket.
+    pub(crate) tclass: c_int,
+    pub(crate) hops: c_int,
     pub(crate) v6only: bool,
     pub(crate) user_timeout_ms: u32,
     pub(crate) maxseg: c_int,
@@ -59,6 +71,9 @@ impl Default for Opts {
             linger: None,
             rcvbuf: 131_072,
             sndbuf: 16_384,
+            rcvbuf_set: false,
+            sndbuf_set: false,
+            maxseg_set: false,
             rcvtimeo: None,
             sndtimeo: None,
             broadcast: false,
@@ -66,6 +81,9 @@ impl Default for Opts {
             priority: 0,
             tos: 0,
             ttl: 64,
+            ttl_set: false,
+            tclass: 0,
+            hops: -1,
             v6only: false,
             user_timeout_ms: 0,
             maxseg: 536,
@@ -87,6 +105,53 @@ impl Opts {
         let ut =
             (self.user_timeout_ms > 0).then(|| Duration::from_millis(self.user_timeout_ms.into()));
         let _ = s.set_user_timeout(ut);
+    }
+
+    /// What the engine's connection gets before its SYN (connect) or SYN-ACK (from a
+    /// listener): the options `apply` sets, and the buffer sizes and MSS the program set,
+    /// which shape the SYN (window scale, RFC 7323 §2.3; MSS option, RFC 9293 §3.7.1).
+    /// The engine gets the sizes the program asked for: Linux doubles them for its own
+    /// bookkeeping (`skb` overhead) and offers about the asked size as window.
+    pub fn engine_options(&self) -> Vec<SocketOption> {
+        let mut v = vec![
+            SocketOption::NoDelay(self.nodelay),
+            SocketOption::Keepalive(self.keepalive.then(|| self.keepalive_timing())),
+            SocketOption::DelayedAck(!self.quickack),
+            SocketOption::Congestion(self.congestion),
+            SocketOption::UserTimeout((self.user_timeout_ms > 0).then(|| {
+                ulnet_core::stack::time::Duration::from_millis(self.user_timeout_ms.into())
+            })),
+        ];
+        let ip = self.ip_fields();
+        v.push(SocketOption::Tos(ip.tos));
+        v.push(SocketOption::HopLimit(ip.hop_limit));
+        v.extend(self.buffer_options());
+        v
+    }
+
+    /// The TOS and TTL of what the socket sends: IP_TOS and IP_TTL (ulnet sockets
+    /// carry IPv4 only, so IPV6_TCLASS and IPV6_UNICAST_HOPS, which Linux applies to
+    /// IPv6 traffic only, change nothing on the wire).
+    pub fn ip_fields(&self) -> IpFields {
+        IpFields {
+            tos: self.tos as u8,
+            hop_limit: self.ttl_set.then_some(self.ttl as u8),
+        }
+    }
+
+    /// The buffer sizes and MSS the program set, as engine options.
+    pub fn buffer_options(&self) -> Vec<SocketOption> {
+        let mut v = Vec::new();
+        if self.rcvbuf_set {
+            v.push(SocketOption::RecvBuffer(self.rcvbuf as usize / 2));
+        }
+        if self.sndbuf_set {
+            v.push(SocketOption::SendBuffer(self.sndbuf as usize / 2));
+        }
+        if self.maxseg_set {
+            v.push(SocketOption::MaxSegment(self.maxseg as u16));
+        }
+        v
     }
 
     fn keepalive_timing(&self) -> Keepalive {
@@ -157,6 +222,10 @@ pub unsafe fn set(
     // SAFETY: as above.
     let timeval = || unsafe { read_timeval(v, len) };
     let mut o = lock(&s.opts);
+    // What reaches the engine's connection: the one option this call changed (setting
+    // a buffer size again is refused once data is held, and the congestion control
+    // again would restart it from the initial window); see `push_for`.
+    let mut push = None;
     match (level, opt) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int()? != 0,
         (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuseport = int()? != 0,
@@ -164,9 +233,23 @@ pub unsafe fn set(
         (libc::SOL_SOCKET, libc::SO_BROADCAST) => o.broadcast = int()? != 0,
         (libc::SOL_SOCKET, libc::SO_OOBINLINE) => o.oobinline = int()? != 0,
         (libc::SOL_SOCKET, libc::SO_PRIORITY) => o.priority = int()?,
-        // Linux doubles the value for its bookkeeping and reports the double.
-        (libc::SOL_SOCKET, libc::SO_RCVBUF) => o.rcvbuf = int()?.clamp(1152, i32::MAX / 2) * 2,
-        (libc::SOL_SOCKET, libc::SO_SNDBUF) => o.sndbuf = int()?.clamp(2304, i32::MAX / 2) * 2,
+        // Linux (`sock_setsockopt`): the value is capped by net.core.rmem_max/wmem_max,
+        // doubled for bookkeeping, at least SOCK_MIN_RCVBUF/SOCK_MIN_SNDBUF, and
+        // getsockopt reports the double; a set size is locked (no auto-tuning).
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
+            o.rcvbuf = buffer_size(int()?, limits().0, 1152);
+            o.rcvbuf_set = true;
+            push = Some(Push::Engine(SocketOption::RecvBuffer(
+                o.rcvbuf as usize / 2,
+            )));
+        }
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
+            o.sndbuf = buffer_size(int()?, limits().1, 2304);
+            o.sndbuf_set = true;
+            push = Some(Push::Engine(SocketOption::SendBuffer(
+                o.sndbuf as usize / 2,
+            )));
+        }
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = timeval()?,
         (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo = timeval()?,
         (libc::SOL_SOCKET, libc::SO_LINGER) => {
@@ -195,6 +278,8 @@ pub unsafe fn set(
                 return Err(libc::EINVAL);
             }
             o.maxseg = m;
+            o.maxseg_set = true;
+            push = Some(Push::Engine(SocketOption::MaxSegment(m as u16)));
         }
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
             if v.is_null() {
@@ -209,14 +294,35 @@ pub unsafe fn set(
                 _ => return Err(libc::ENOENT),
             };
         }
-        (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = int()? & 0xff,
+        (libc::IPPROTO_IP, libc::IP_TOS) => {
+            // Linux (`__ip_sock_set_tos`): a TCP socket's ECN bits stay TCP's
+            // (RFC 3168 §6.1.1); UDP sends the whole byte.
+            let mask = if s.stream { 0xfc } else { 0xff };
+            o.tos = int()? & mask;
+            push = Some(Push::Ip);
+        }
         (libc::IPPROTO_IP, libc::IP_TTL) => {
             let t = int()?;
-            o.ttl = if t == -1 {
-                64
+            (o.ttl, o.ttl_set) = if t == -1 {
+                (64, false)
             } else {
-                positive(t, 255)? as c_int
+                (positive(t, 255)? as c_int, true)
             };
+            push = Some(Push::Ip);
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if s.family == libc::AF_INET6 => {
+            let t = int()?;
+            if !(-1..=255).contains(&t) {
+                return Err(libc::EINVAL);
+            }
+            o.tclass = t.max(0);
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS) if s.family == libc::AF_INET6 => {
+            let t = int()?;
+            if !(-1..=255).contains(&t) {
+                return Err(libc::EINVAL);
+            }
+            o.hops = t;
         }
         (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => o.mtu_discover = int()?,
         (libc::IPPROTO_IP, libc::IP_RECVERR) => o.recverr = int()? != 0,
@@ -228,8 +334,104 @@ pub unsafe fn set(
     let now = o.clone();
     // The connection is updated outside the option lock (it takes the stack's).
     drop(o);
-    s.with_stream(|st| now.apply(st));
+    match push.unwrap_or_else(|| push_for(level, opt, &now)) {
+        // Linux never fails setsockopt for a size it cannot apply now: a connection
+        // holding data keeps its buffer (the engine refuses to shrink offered window,
+        // RFC 9293 §3.8.6) and the size is still reported.
+        Push::Engine(e) => {
+            s.with_stream(|st| st.set_option(e));
+        }
+        Push::NoDelay(on) => {
+            s.with_stream(|st| st.set_nodelay(on));
+        }
+        Push::Linger => {
+            s.with_stream(|st| st.set_linger(now.linger.map(|t| Duration::from_secs(t.into()))));
+        }
+        Push::Nothing => {}
+        Push::Ip => {
+            let ip = now.ip_fields();
+            s.with_stream(|st| {
+                let _ = st.set_option(SocketOption::Tos(ip.tos));
+                let _ = st.set_option(SocketOption::HopLimit(ip.hop_limit));
+            });
+            s.set_udp_ip_fields(ip);
+        }
+    }
+    s.with_listener(|l| {
+        for e in now.engine_options() {
+            let _ = l.set_option(e);
+        }
+    });
     Ok(())
+}
+
+/// What a setsockopt call of an option `Opts::apply` acts on changes on the
+/// connection (the others are kept and read back only).
+fn push_for(level: c_int, opt: c_int, o: &Opts) -> Push {
+    match (level, opt) {
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE)
+        | (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT) => {
+            Push::Engine(SocketOption::Keepalive(
+                o.keepalive.then(|| o.keepalive_timing()),
+            ))
+        }
+        (libc::SOL_SOCKET, libc::SO_LINGER) => Push::Linger,
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => Push::NoDelay(o.nodelay),
+        (libc::IPPROTO_TCP, libc::TCP_QUICKACK) => {
+            Push::Engine(SocketOption::DelayedAck(!o.quickack))
+        }
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
+            Push::Engine(SocketOption::Congestion(o.congestion))
+        }
+        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => Push::Engine(SocketOption::UserTimeout(
+            (o.user_timeout_ms > 0)
+                .then(|| ulnet_core::stack::time::Duration::from_millis(o.user_timeout_ms.into())),
+        )),
+        _ => Push::Nothing,
+    }
+}
+
+/// What a setsockopt call changes on the connection.
+enum Push {
+    /// Nothing the engine acts on.
+    Nothing,
+    /// This one engine option.
+    Engine(SocketOption),
+    /// Nagle off or on (through the stream, which remembers it for TCP_NODELAY).
+    NoDelay(bool),
+    /// SO_LINGER (the stream's close).
+    Linger,
+    /// The TOS and TTL (TCP or UDP).
+    Ip,
+}
+
+/// Linux's `net.core.rmem_max` and `wmem_max` (the caps on SO_RCVBUF and SO_SNDBUF),
+/// read once from the host; Linux's defaults (212992) when unreadable.
+fn limits() -> (c_int, c_int) {
+    static L: std::sync::OnceLock<(c_int, c_int)> = std::sync::OnceLock::new();
+    *L.get_or_init(|| {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .ok()
+                .and_then(|s| s.trim().parse::<c_int>().ok())
+                .filter(|&v| v > 0)
+                .unwrap_or(212_992)
+        };
+        (
+            read("/proc/sys/net/core/rmem_max"),
+            read("/proc/sys/net/core/wmem_max"),
+        )
+    })
+}
+
+/// The size SO_RCVBUF/SO_SNDBUF records for `v`: capped by `max`, doubled, at least
+/// twice `min_half` (Linux's `__sock_set_rcvbuf`, with SOCK_MIN_RCVBUF = 2304 and
+/// SOCK_MIN_SNDBUF = 4608).
+/// (A negative value is a huge unsigned one to Linux: the cap.)
+fn buffer_size(v: c_int, max: c_int, min_half: c_int) -> c_int {
+    let max = max.clamp(min_half, i32::MAX / 2);
+    let v = if v < 0 { max } else { v.min(max) };
+    v.max(min_half) * 2
 }
 
 fn positive(v: c_int, max: u32) -> Result<u32, c_int> {
@@ -334,6 +536,11 @@ pub unsafe fn get(
         (libc::IPPROTO_TCP, libc::TCP_INFO) => tcp_info(s),
         (libc::IPPROTO_IP, libc::IP_TOS) => i(o.tos),
         (libc::IPPROTO_IP, libc::IP_TTL) => i(o.ttl),
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if s.family == libc::AF_INET6 => i(o.tclass),
+        // -1 reads back as the default hop limit, as on Linux.
+        (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS) if s.family == libc::AF_INET6 => {
+            i(if o.hops < 0 { 64 } else { o.hops })
+        }
         (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => i(o.mtu_discover),
         (libc::IPPROTO_IP, libc::IP_RECVERR) => b(o.recverr),
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => b(o.v6only),

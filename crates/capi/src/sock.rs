@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use ulnet_core::net::{Source, Stack, TcpListener, TcpStream, UdpSocket};
+use ulnet_core::net::{ConnectOptions, Source, Stack, TcpListener, TcpStream, UdpSocket};
 use ulnet_core::stack::tcp::State as TcpState;
 
 use crate::mirror::{Level, Mirror};
@@ -111,6 +111,14 @@ enum Obj {
 /// first socket and share it (`udpshare.rs`); dead entries are pruned at each bind.
 static UDP_BOUND: Mutex<Vec<(u16, Weak<Sock>)>> = Mutex::new(Vec::new());
 
+/// The TCP sockets holding a port by bind(2) or listen(2), so a second bind finds it
+/// taken (the engine knows a port only once it listens or connects); dead entries are
+/// pruned at each bind.
+static TCP_BOUND: Mutex<Vec<(u16, Weak<Sock>)>> = Mutex::new(Vec::new());
+
+/// Linux's default `net.ipv4.ip_local_port_range`, where bind(2) to port 0 picks.
+const EPHEMERAL: std::ops::RangeInclusive<u16> = 32768..=60999;
+
 /// A ulnet socket; one per socket(2) or accept(2), shared by every descriptor number
 /// that names it (dup).
 #[derive(Debug)]
@@ -122,6 +130,9 @@ pub struct Sock {
     pub(crate) mirror: Arc<Mirror>,
     stack: Stack,
     nonblocking: AtomicBool,
+    /// listen(2) succeeded (readable without the state's lock, which bind holds while
+    /// it looks at other sockets).
+    listening: AtomicBool,
     state: Mutex<State>,
     bound: Mutex<Option<SocketAddr>>,
     pub(crate) opts: Mutex<Opts>,
@@ -169,6 +180,7 @@ impl Sock {
             mirror: Arc::new(mirror),
             stack: stack.clone(),
             nonblocking: AtomicBool::new(false),
+            listening: AtomicBool::new(false),
             state: Mutex::new(State::Fresh),
             bound: Mutex::new(None),
             opts: Mutex::new(Opts::default()),
@@ -285,6 +297,8 @@ impl Sock {
                 Err(e) => return Err(errno_of(&e)),
             };
             u.set_nonblocking(true).map_err(|e| errno_of(&e))?;
+            let ip = lock(&self.opts).ip_fields();
+            u.set_ip_fields(ip).map_err(|e| errno_of(&e))?;
             let port = u.local_addr().map_or(0, |l| l.port());
             *st = State::Udp(u);
             drop(st);
@@ -293,8 +307,55 @@ impl Sock {
             self.note_udp_port(port);
             return self.watch();
         }
-        *b = Some(a);
+        // TCP: the port is taken now, as Linux's `inet_csk_get_port` does, so a bound
+        // socket's port is known (getsockname) and a second bind fails here.
+        let port = self.claim_tcp_port(a.port())?;
+        *b = Some(SocketAddr::new(a.ip(), port));
         Ok(())
+    }
+
+    /// Takes TCP port `port` for this socket (0: a free one of the ephemeral range,
+    /// from a random start as RFC 6056 §3.3.1 asks).
+    ///
+    /// # Errors
+    /// `EADDRINUSE` when another socket holds it and they may not share it;
+    /// `EADDRNOTAVAIL` when no ephemeral port is free.
+    fn claim_tcp_port(&self, port: u16) -> Result<u16, c_int> {
+        let mut t = lock(&TCP_BOUND);
+        t.retain(|(_, w)| w.strong_count() > 0);
+        let taken = |p: u16| {
+            t.iter()
+                .filter(|(q, _)| *q == p)
+                .filter_map(|(_, w)| w.upgrade())
+                .any(|o| !std::ptr::eq(Arc::as_ptr(&o), self) && !self.may_share_tcp(&o))
+        };
+        let port = if port != 0 {
+            if taken(port) {
+                return Err(libc::EADDRINUSE);
+            }
+            port
+        } else {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_usize(self as *const Sock as usize);
+            let n = u32::from(EPHEMERAL.end() - EPHEMERAL.start()) + 1;
+            let start = (h.finish() % u64::from(n)) as u32;
+            (0..n)
+                .map(|i| EPHEMERAL.start() + ((start + i) % n) as u16)
+                .find(|&p| t.iter().all(|(q, _)| *q != p))
+                .ok_or(libc::EADDRNOTAVAIL)?
+        };
+        t.push((port, self.me.clone()));
+        Ok(port)
+    }
+
+    /// Whether this TCP socket and `other` may hold one port: both set SO_REUSEADDR and
+    /// neither listens, or both set SO_REUSEPORT (Linux's `inet_csk_bind_conflict`).
+    fn may_share_tcp(&self, other: &Sock) -> bool {
+        let (a, b) = (lock(&self.opts).clone(), lock(&other.opts).clone());
+        let listening = |s: &Sock| s.listening.load(Ordering::Relaxed);
+        (a.reuseaddr && b.reuseaddr && !listening(self) && !listening(other))
+            || (a.reuseport && b.reuseport)
     }
 
     fn note_udp_port(&self, port: u16) {
@@ -365,11 +426,37 @@ impl Sock {
             State::Stream(_) | State::Udp(_) | State::Shared(_) => return Err(libc::EINVAL),
             State::Fresh => {}
         }
-        let a = lock(&self.bound).unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+        let bound = *lock(&self.bound);
+        if let Some(b) = bound {
+            let reuseport = lock(&self.opts).reuseport;
+            // Listening on a port other sockets share by SO_REUSEADDR is a conflict
+            // again (Linux checks at listen(2)).
+            let others = lock(&TCP_BOUND)
+                .iter()
+                .filter(|(p, _)| *p == b.port())
+                .filter_map(|(_, w)| w.upgrade())
+                .filter(|o| !std::ptr::eq(Arc::as_ptr(o), self))
+                .any(|o| !(reuseport && lock(&o.opts).reuseport));
+            if others {
+                return Err(libc::EADDRINUSE);
+            }
+        }
+        let a = bound.unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
         let l = TcpListener::bind(&self.stack, a).map_err(|e| errno_of(&e))?;
         l.set_nonblocking(true).map_err(|e| errno_of(&e))?;
+        // Accepted connections inherit the listener's options before their SYN-ACK
+        // (Linux clones the listener's socket: buffer sizes, hence the window scale).
+        for o in lock(&self.opts).engine_options() {
+            l.set_option(o).map_err(|e| errno_of(&e))?;
+        }
         *lock(&self.bound) = l.local_addr().ok();
+        if bound.is_none() {
+            if let Ok(la) = l.local_addr() {
+                lock(&TCP_BOUND).push((la.port(), self.me.clone()));
+            }
+        }
         *st = State::Listener(l);
+        self.listening.store(true, Ordering::Relaxed);
         drop(st);
         self.watch()
     }
@@ -462,11 +549,23 @@ impl Sock {
                 }
             }
             Obj::Fresh => {
-                if lock(&self.bound).is_some_and(|b| b.port() != 0) {
-                    return Err(unsupported("connect", "binding a port before connecting"));
+                // The options set so far shape the SYN (window scale, MSS); a bound
+                // address is the connection's local end.
+                let mut how = ConnectOptions::new().nonblocking(true);
+                let bound = *lock(&self.bound);
+                if let Some(b) = bound {
+                    how = how.local(b);
                 }
-                let s =
-                    TcpStream::connect_nonblocking(&self.stack, dst).map_err(|e| errno_of(&e))?;
+                for o in lock(&self.opts).engine_options() {
+                    how = how.option(o);
+                }
+                let s = TcpStream::connect_with(&self.stack, dst, &how).map_err(|e| {
+                    match errno_of(&e) {
+                        // Linux: the bound port already has a connection to `dst`.
+                        libc::EADDRINUSE if bound.is_some() => libc::EADDRNOTAVAIL,
+                        n => n,
+                    }
+                })?;
                 *lock(&self.state) = State::Stream(s.try_clone().expect("never fails"));
                 self.watch()?;
                 self.apply_opts();
@@ -725,6 +824,23 @@ impl Sock {
         if let Obj::Stream(s) = self.obj() {
             let o = lock(&self.opts).clone();
             o.apply(&s);
+        }
+    }
+
+    /// Puts IP_TOS/IP_TTL onto a UDP socket's engine socket. A shared port's members
+    /// send through one engine socket: there the fields are recorded but not applied
+    /// (one member's TOS would become every member's).
+    pub(crate) fn set_udp_ip_fields(&self, ip: ulnet_core::net::IpFields) {
+        if let Obj::Udp(u) = self.obj() {
+            let _ = u.set_ip_fields(ip);
+        }
+    }
+
+    /// Runs `f` with the listener, if listening.
+    pub(crate) fn with_listener<R>(&self, f: impl FnOnce(&TcpListener) -> R) -> Option<R> {
+        match self.obj() {
+            Obj::Listener(l) => Some(f(&l)),
+            _ => None,
         }
     }
 

@@ -106,6 +106,15 @@ impl Member {
     }
 }
 
+/// Datagrams of shared ports that no member wanted, or whose member's queue was full,
+/// in this process (reported at exit with `ULNET_STATS=1`, `global.rs`).
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// How many datagrams of shared ports were dropped so far (see [`DROPPED`]).
+pub(crate) fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
 /// The engine socket of a shared port and its members.
 #[derive(Debug)]
 pub(crate) struct Group {
@@ -117,8 +126,6 @@ pub(crate) struct Group {
     pending: AtomicBool,
     writable: AtomicBool,
     error: AtomicBool,
-    /// Datagrams no member wanted, or whose member's queue was full.
-    dropped: AtomicU64,
 }
 
 impl Group {
@@ -139,7 +146,6 @@ impl Group {
             pending: AtomicBool::new(true),
             writable: AtomicBool::new(true),
             error: AtomicBool::new(false),
-            dropped: AtomicU64::new(0),
         });
         let m = g.join(first, reuseport);
         *lock(&m.peer) = peer;
@@ -220,14 +226,14 @@ impl Group {
                     .cloned()
             };
             let Some(m) = target else {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+                DROPPED.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
             let mut q = lock(&m.q);
             if q.push(&scratch[..n.min(scratch.len())], from) {
                 m.show(self, &q, true);
             } else {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+                DROPPED.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

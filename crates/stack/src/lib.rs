@@ -31,6 +31,7 @@ macro_rules! stage_hook {
 }
 
 pub mod iface;
+mod ipfields;
 pub mod ports;
 pub mod socket;
 #[cfg(feature = "stage-cycles")]
@@ -38,3 +39,5 @@ pub mod stage;
 pub mod storage;
 pub mod tcp;
 pub mod time;
+
+pub use ipfields::{IpFields, ECN_MASK};

@@ -19,6 +19,7 @@ use super::frag::fragment_payload_len;
 use super::pending::IpHeader;
 use super::{Core, DropReason, Interface, TxSink};
 use crate::time::Instant;
+use crate::IpFields;
 
 /// The IPv4 header we emit (no options).
 pub(crate) const HEADER_LEN: usize = ulnet_wire::ipv4::HEADER_LEN;
@@ -144,6 +145,24 @@ impl Core {
             dst,
             protocol,
             ttl: self.config.ttl,
+            tos: 0,
+        }
+    }
+
+    /// [`Core::ip_header`] with a socket's TOS and TTL.
+    pub(super) fn ip_header_with(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        protocol: IpProtocol,
+        ip: IpFields,
+    ) -> IpHeader {
+        IpHeader {
+            src,
+            dst,
+            protocol,
+            ttl: ip.hop_limit.unwrap_or(self.config.ttl),
+            tos: ip.tos,
         }
     }
 
@@ -200,6 +219,7 @@ impl Core {
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), DropReason> {
         let mut repr = Ipv4Repr::new(h.src, h.dst, h.protocol, payload_len, h.ttl);
+        repr.dscp_ecn = h.tos;
         repr.ident = self.next_ident(now, &h);
         if HEADER_LEN + payload_len <= self.config.mtu {
             stage_hook!(tx_mark TxIpv4);

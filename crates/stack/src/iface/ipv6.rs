@@ -27,6 +27,7 @@ use ulnet_wire::{
 use super::pending::{AnyHeader, Ip6Header};
 use super::{Core, DropReason, Interface, TxSink};
 use crate::time::{Duration, Instant};
+use crate::IpFields;
 
 /// The fixed IPv6 header.
 pub(crate) const HEADER_LEN: usize = ulnet_wire::ipv6::HEADER_LEN;
@@ -488,7 +489,22 @@ impl Core {
             dst,
             next_header,
             hop_limit: self.v6.hop_limit.unwrap_or(self.config.ttl),
+            traffic_class: 0,
         }
+    }
+
+    /// [`Core::ip6_header`] with a socket's Traffic Class and Hop Limit.
+    pub(super) fn ip6_header_with(
+        &self,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        next_header: IpProtocol,
+        ip: IpFields,
+    ) -> Ip6Header {
+        let mut h = self.ip6_header(src, dst, next_header);
+        h.hop_limit = ip.hop_limit.unwrap_or(h.hop_limit);
+        h.traffic_class = ip.tos;
+        h
     }
 
     /// The neighbour a packet to `dst` goes to: `dst` itself when it is link-local or
@@ -554,7 +570,7 @@ impl Core {
             next_header: h.next_header,
             payload_len,
             hop_limit: h.hop_limit,
-            traffic_class: 0,
+            traffic_class: h.traffic_class,
             flow_label: 0,
         };
         if HEADER_LEN + payload_len <= self.v6.mtu {

@@ -396,6 +396,7 @@ impl Core {
                 dst: group,
                 next_header: IpProtocol::Icmpv6,
                 hop_limit: ND_HOP_LIMIT,
+                traffic_class: 0,
             };
             if self.send_icmpv6_to(tx, multicast_mac(group), h, &ns) {
                 self.stats.dad_solicits_sent += 1;
@@ -450,6 +451,7 @@ impl Core {
             dst: ALL_ROUTERS,
             next_header: IpProtocol::Icmpv6,
             hop_limit: ND_HOP_LIMIT,
+            traffic_class: 0,
         };
         if self.send_icmpv6_to(tx, multicast_mac(ALL_ROUTERS), h, &rs) {
             self.stats.nd_router_solicits_sent += 1;
@@ -499,6 +501,7 @@ impl Core {
             dst,
             next_header: IpProtocol::Icmpv6,
             hop_limit: ND_HOP_LIMIT,
+            traffic_class: 0,
         };
         if self.send_icmpv6_to(tx, mac, h, &ns) {
             self.stats.nd_solicits_sent += 1;
@@ -542,6 +545,7 @@ impl Core {
             dst,
             next_header: IpProtocol::Icmpv6,
             hop_limit: ND_HOP_LIMIT,
+            traffic_class: 0,
         };
         if self.send_icmpv6_to(tx, mac, h, &na) {
             self.stats.nd_adverts_sent += 1;

@@ -20,6 +20,8 @@ pub(crate) struct IpHeader {
     pub dst: Ipv4Addr,
     pub protocol: IpProtocol,
     pub ttl: u8,
+    /// The TOS byte (DSCP and ECN).
+    pub tos: u8,
 }
 
 /// The IPv6 header fields of a parked packet.
@@ -29,6 +31,8 @@ pub(crate) struct Ip6Header {
     pub dst: Ipv6Addr,
     pub next_header: IpProtocol,
     pub hop_limit: u8,
+    /// The Traffic Class byte (DSCP and ECN).
+    pub traffic_class: u8,
 }
 
 /// The header of a parked packet, of either family (ARP and Neighbor Discovery share
@@ -155,6 +159,7 @@ mod tests {
             dst: Ipv4Addr::new(198, 18, 0, 2),
             protocol: IpProtocol::Udp,
             ttl: 64,
+            tos: 0,
         }
     }
 

@@ -16,6 +16,7 @@ use super::ipv6::Delivery6;
 use super::{Core, DropReason, Interface, TxSink};
 use crate::tcp::{ListenError, ListenerHandle, Tcp};
 use crate::time::Instant;
+use crate::IpFields;
 
 /// Why [`Interface::listen_tcp`] failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,8 +159,8 @@ impl Interface {
         stats.tcp_delivered += 1;
         let core = &mut self.core;
         let acked = tcp.bytes_acked();
-        tcp.process(now, src, dst, &seg, &mut |s, d, seg| {
-            core.send_tcp(now, tx, s, d, seg);
+        tcp.process_ip(now, src, dst, &seg, &mut |s, d, ip, seg| {
+            core.send_tcp(now, tx, s, d, ip, seg);
         });
         tcp.bytes_acked() != acked
     }
@@ -169,7 +170,9 @@ impl Interface {
             return;
         };
         let core = &mut self.core;
-        tcp.dispatch(now, &mut |s, d, seg| core.send_tcp(now, tx, s, d, seg));
+        tcp.dispatch_ip(now, &mut |s, d, ip, seg| {
+            core.send_tcp(now, tx, s, d, ip, seg)
+        });
     }
 }
 
@@ -183,6 +186,7 @@ impl Core {
         tx: &mut dyn TxSink,
         src: IpAddr,
         dst: IpAddr,
+        ip: IpFields,
         seg: &TcpRepr<'_>,
     ) -> bool {
         let len = seg.buffer_len();
@@ -200,11 +204,11 @@ impl Core {
         };
         let sent = match (src, dst) {
             (IpAddr::V4(s4), IpAddr::V4(d4)) => {
-                let h = self.ip_header(s4, d4, IpProtocol::Tcp);
+                let h = self.ip_header_with(s4, d4, IpProtocol::Tcp, ip);
                 self.send_ipv4(now, tx, h, len, &mut fill)
             }
             (IpAddr::V6(s6), IpAddr::V6(d6)) => {
-                let h = self.ip6_header(s6, d6, IpProtocol::Tcp);
+                let h = self.ip6_header_with(s6, d6, IpProtocol::Tcp, ip);
                 self.send_ipv6(now, tx, h, len, &mut fill)
             }
             _ => {

@@ -663,3 +663,118 @@ fn issue_13_unknown_protocol_gets_protocol_unreachable() {
     assert_eq!(sent, burst - 1);
     assert_eq!(i.stats().icmp_rate_limited, 200 - (burst - 1));
 }
+
+/// The (TOS, TTL) of every IPv4 frame `i` sends now, after ARP.
+fn tos_ttl_out(i: &mut Interface, now: Instant) -> Vec<(u8, u8)> {
+    let mut v = Vec::new();
+    let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+        let mut b = vec![0u8; len];
+        fill(&mut b);
+        if b[12..14] == [0x08, 0x00] {
+            let p = Ipv4Packet::new_unchecked(&b[14..]);
+            v.push((p.dscp_ecn(), p.ttl()));
+        }
+        true
+    };
+    i.egress(now, &mut sink);
+    v
+}
+
+/// A socket's TOS and TTL (`IP_TOS`, `IP_TTL`) reach the IPv4 header of what it sends:
+/// the whole byte for UDP; for TCP the DSCP bits only (ECN is the transport's, RFC 3168
+/// §6.1.1), on a connection and on those a listener accepts. Other sockets keep the
+/// defaults (TOS 0, the interface's TTL).
+#[test]
+fn socket_tos_and_ttl_reach_the_ip_header() {
+    use crate::tcp::{SocketOption, Tcp, TcpConfig};
+    use crate::IpFields;
+    let mut i = iface();
+    i.add_static_neighbor(IpAddr::V4(PEER_IP), PEER).unwrap();
+    i.set_tcp(Tcp::new(TcpConfig::default(), [7; 16]));
+    let now = Instant::from_secs(1);
+    let dst = SocketAddr::new(IpAddr::V4(PEER_IP), 9);
+    let marked = i
+        .sockets_mut()
+        .add_udp(UdpSocket::new(UdpConfig::default()))
+        .unwrap();
+    let plain = i
+        .sockets_mut()
+        .add_udp(UdpSocket::new(UdpConfig::default()))
+        .unwrap();
+    let fields = IpFields {
+        tos: 0xb9,
+        hop_limit: Some(33),
+    };
+    let s = i.sockets_mut().udp_mut(marked).unwrap();
+    s.set_ip_fields(fields);
+    s.send_to(b"x", dst).unwrap();
+    assert_eq!(tos_ttl_out(&mut i, now), [(0xb9, 33)]);
+    i.sockets_mut()
+        .udp_mut(plain)
+        .unwrap()
+        .send_to(b"x", dst)
+        .unwrap();
+    assert_eq!(tos_ttl_out(&mut i, now), [(0, 64)]);
+
+    let local = SocketAddr::new(IpAddr::V4(OUR_IP), 40000);
+    let remote = SocketAddr::new(IpAddr::V4(PEER_IP), 80);
+    let opts = [SocketOption::Tos(0xb9), SocketOption::HopLimit(Some(33))];
+    let tcp = i.tcp_mut().unwrap();
+    let c = tcp.connect_with(now, local, remote, &opts).unwrap();
+    assert_eq!(tos_ttl_out(&mut i, now), [(0xb8, 33)], "the SYN");
+    // Changed on the connection: the next segment (a retransmitted SYN) follows.
+    let tcp = i.tcp_mut().unwrap();
+    tcp.set_option(now, c, SocketOption::HopLimit(None))
+        .unwrap();
+    tcp.set_option(now, c, SocketOption::Tos(0x20)).unwrap();
+    let later = now + crate::time::Duration::from_secs(2);
+    assert_eq!(tos_ttl_out(&mut i, later), [(0x20, 64)]);
+
+    // A listener's options reach its SYN-ACK.
+    let tcp = i.tcp_mut().unwrap();
+    let l = tcp
+        .listen(SocketAddr::new(IpAddr::V4(OUR_IP), 80), 4)
+        .unwrap();
+    tcp.set_listener_option(l, SocketOption::Tos(0x48)).unwrap();
+    tcp.set_listener_option(l, SocketOption::HopLimit(Some(5)))
+        .unwrap();
+    let syn = ulnet_wire::TcpRepr {
+        src_port: 5555,
+        dst_port: 80,
+        seq: ulnet_wire::SeqNumber(1000),
+        ack: ulnet_wire::SeqNumber(0),
+        flags: ulnet_wire::TcpFlags::SYN,
+        window: 65535,
+        urgent: 0,
+        options: ulnet_wire::TcpOptions::none(),
+        payload: &[],
+    };
+    let mut seg = vec![0u8; syn.buffer_len()];
+    let (src, dst) = (IpAddr::V4(PEER_IP), IpAddr::V4(OUR_IP));
+    syn.emit(
+        &mut ulnet_wire::TcpPacket::new_unchecked(&mut seg[..]),
+        &src,
+        &dst,
+        ChecksumMode::Full,
+    );
+    let frame = eth(
+        US,
+        EtherType::Ipv4,
+        &ip(PEER_IP, OUR_IP, IpProtocol::Tcp, &seg),
+    );
+    let mut out = Vec::new();
+    let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
+        let mut b = vec![0u8; len];
+        fill(&mut b);
+        out.push(b);
+        true
+    };
+    let later = later + crate::time::Duration::from_millis(10);
+    i.ingress(later, &frame, &mut sink);
+    let mut got = tos_ttl_out(&mut i, later);
+    for b in &out {
+        let p = Ipv4Packet::new_unchecked(&b[14..]);
+        got.push((p.dscp_ecn(), p.ttl()));
+    }
+    assert_eq!(got, [(0x48, 5)], "the SYN-ACK");
+}

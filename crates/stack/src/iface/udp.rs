@@ -121,6 +121,7 @@ impl Interface {
                 } else {
                     tx_mode
                 };
+                let ip = s.ip_fields();
                 let sock = &*s;
                 stage_hook!(tx_mark TxUdp);
                 let mut fill = |buf: &mut [u8]| {
@@ -139,11 +140,11 @@ impl Interface {
                 };
                 let sent = match (src, dst_addr) {
                     (IpAddr::V4(s4), IpAddr::V4(d4)) => {
-                        let h = self.core.ip_header(s4, d4, IpProtocol::Udp);
+                        let h = self.core.ip_header_with(s4, d4, IpProtocol::Udp, ip);
                         self.core.send_ipv4(now, tx, h, datagram_len, &mut fill)
                     }
                     (IpAddr::V6(s6), IpAddr::V6(d6)) => {
-                        let h = self.core.ip6_header(s6, d6, IpProtocol::Udp);
+                        let h = self.core.ip6_header_with(s6, d6, IpProtocol::Udp, ip);
                         self.core.send_ipv6(now, tx, h, datagram_len, &mut fill)
                     }
                     _ => Err(DropReason::NoSourceAddress),

@@ -10,6 +10,7 @@
 use core::net::{IpAddr, SocketAddr};
 
 use super::{BindError, PacketBuffer, RecvError, SendError};
+use crate::IpFields;
 
 /// The largest UDP payload over IPv4: 65535 less the IPv4 and UDP headers.
 pub const MAX_PAYLOAD_LEN: usize = 65535 - 20 - 8;
@@ -71,6 +72,8 @@ pub struct UdpSocket {
     error: Option<UdpError>,
     /// Bound to `[::]`: IPv6 only (`IPV6_V6ONLY`, RFC 3493 §5.3), or IPv4 too.
     v6only: bool,
+    /// TOS and TTL of the datagrams it sends (`IP_TOS`, `IP_TTL`).
+    ip: IpFields,
     rx: PacketBuffer<UdpMetadata>,
     tx: PacketBuffer<SocketAddr>,
     stats: UdpSocketStats,
@@ -93,10 +96,23 @@ impl UdpSocket {
             peer: None,
             error: None,
             v6only: false,
+            ip: IpFields::default(),
             rx: PacketBuffer::new(config.rx_datagram_count, config.rx_len),
             tx: PacketBuffer::new(config.tx_datagram_count, config.tx_len),
             stats: UdpSocketStats::default(),
         }
+    }
+
+    /// The IPv4 TOS byte / IPv6 Traffic Class and the TTL / Hop Limit of the datagrams
+    /// this socket sends from now on, like `IP_TOS` and `IP_TTL` on a UDP socket: the
+    /// whole byte, ECN bits included (UDP has no ECN of its own; Linux passes them).
+    pub fn set_ip_fields(&mut self, ip: IpFields) {
+        self.ip = ip;
+    }
+
+    /// What [`set_ip_fields`](Self::set_ip_fields) set.
+    pub fn ip_fields(&self) -> IpFields {
+        self.ip
     }
 
     /// Binds to `local`. An unspecified address receives on every address of the

@@ -301,6 +301,13 @@ pub enum SocketOption {
     /// the SYN it lowers the MSS we announce (RFC 9293 §3.7.1) and the one we send with;
     /// afterwards only the one we send with.
     MaxSegment(u16),
+    /// The TOS byte (IPv4) or Traffic Class (IPv6) of every segment, like `IP_TOS`:
+    /// only its DSCP bits are kept, the ECN field stays the transport's (RFC 3168 §6.1.1;
+    /// Linux masks it the same way for TCP). Default 0.
+    Tos(u8),
+    /// The TTL (IPv4) or Hop Limit (IPv6) of every segment, like `IP_TTL`; `None` is
+    /// the interface's (the default).
+    HopLimit(Option<u8>),
 }
 
 /// Largest MSS that fits `mtu` for the given address family (RFC 9293 §3.7.1: MSS is the

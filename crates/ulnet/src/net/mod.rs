@@ -41,7 +41,8 @@ pub use builder::{BuildError, CidrError, StackBuilder};
 pub use poll::{Event, Interest, Poller, Source, Token};
 pub use reactor::WatchFn;
 pub use stack::Stack;
-pub use tcp::{TcpListener, TcpStream};
+pub use tcp::{ConnectOptions, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
-pub use ulnet_stack::tcp::{Algorithm, Keepalive, ListenerLimits, TcpInfo};
+pub use ulnet_stack::tcp::{Algorithm, Keepalive, ListenerLimits, SocketOption, TcpInfo};
+pub use ulnet_stack::IpFields;

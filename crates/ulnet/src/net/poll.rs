@@ -68,10 +68,17 @@ pub struct Event {
     pub readable: bool,
     /// A write will not block.
     pub writable: bool,
-    /// The peer closed its sending side (reads return EOF after the buffered data).
+    /// No more input: the peer closed its sending side or reading was shut down (reads
+    /// return EOF after the buffered data).
     pub read_closed: bool,
     /// The connection failed (a read or write returns the error).
     pub error: bool,
+    /// Our sending side is shut (a FIN queued or sent, or the connection closed): a
+    /// write fails at once.
+    pub write_closed: bool,
+    /// Both directions are shut: the peer's FIN came (or reading was shut down) and our
+    /// sending side is shut, or the connection closed (Linux's `EPOLLHUP`).
+    pub hangup: bool,
 }
 
 /// A socket a [`Poller`] can watch: [`TcpStream`](super::TcpStream),
@@ -129,6 +136,8 @@ pub(crate) const GONE: Event = Event {
     writable: true,
     read_closed: true,
     error: true,
+    write_closed: true,
+    hangup: true,
 };
 
 /// The level readiness of `key` now; `None` for a stale handle.
@@ -139,6 +148,8 @@ pub(crate) fn level(iface: &mut Interface, key: Key) -> Option<Event> {
         writable: false,
         read_closed: false,
         error: false,
+        write_closed: false,
+        hangup: false,
     };
     match key {
         Key::Tcp(h) => {
@@ -147,6 +158,8 @@ pub(crate) fn level(iface: &mut Interface, key: Key) -> Option<Event> {
             ev.writable = r.writable;
             ev.read_closed = r.read_closed;
             ev.error = r.error.is_some();
+            ev.write_closed = r.write_closed;
+            ev.hangup = r.hung_up;
         }
         Key::Listener(l) => ev.readable = iface.tcp()?.accept_ready(l).ok()?,
         Key::Udp(h) => {

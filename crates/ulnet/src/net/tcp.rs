@@ -77,6 +77,46 @@ fn check_timeout(d: Option<Duration>) -> io::Result<()> {
     Ok(())
 }
 
+/// How [`TcpStream::connect_with`] opens a connection: the local address, the options
+/// the connection gets before its SYN, and whether to wait for the handshake.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    local: Option<SocketAddr>,
+    options: Vec<SocketOption>,
+    nonblocking: bool,
+}
+
+impl ConnectOptions {
+    /// The defaults: the stack's source address for the destination, an ephemeral
+    /// port (RFC 6056), the engine's option defaults, waiting for the handshake.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Connects from `local` (like `bind` before `connect`): an unspecified IP takes
+    /// the stack's source address for the destination, port 0 an ephemeral port.
+    pub fn local(mut self, local: SocketAddr) -> Self {
+        self.local = Some(local);
+        self
+    }
+
+    /// Applies `opt` to the connection before its SYN is built; a later option of the
+    /// same kind replaces an earlier one.
+    pub fn option(mut self, opt: SocketOption) -> Self {
+        let kind = std::mem::discriminant(&opt);
+        self.options.retain(|o| std::mem::discriminant(o) != kind);
+        self.options.push(opt);
+        self
+    }
+
+    /// Returns as soon as the SYN is queued (`true`) and leaves the stream in
+    /// non-blocking mode, as [`TcpStream::connect_nonblocking`] does.
+    pub fn nonblocking(mut self, on: bool) -> Self {
+        self.nonblocking = on;
+        self
+    }
+}
+
 #[derive(Debug)]
 struct StreamInner {
     stack: Stack,
@@ -206,15 +246,46 @@ impl TcpStream {
     /// # Errors
     /// As [`connect`](Self::connect) for the immediate failures.
     pub fn connect_nonblocking(stack: &Stack, addr: SocketAddr) -> io::Result<TcpStream> {
-        let remote_ip = addr.ip();
+        Self::connect_with(stack, addr, &ConnectOptions::new().nonblocking(true))
+    }
+
+    /// Opens a connection to `remote` as `opts` says: from a chosen local address or
+    /// port, with socket options applied before the SYN is built (what `setsockopt` and
+    /// `bind` before `connect` do on Linux: the receive buffer then also picks the window
+    /// scale the SYN offers, RFC 7323 §2.3, and the MSS option follows
+    /// [`SocketOption::MaxSegment`]), waiting for the handshake unless
+    /// [`ConnectOptions::nonblocking`].
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); `AddrInUse` when the chosen local port already
+    /// has a connection to `remote`; `AddrNotAvailable` for a local address of another
+    /// family.
+    pub fn connect_with(
+        stack: &Stack,
+        remote: SocketAddr,
+        opts: &ConnectOptions,
+    ) -> io::Result<TcpStream> {
         let s = stack.handle().with(|iface, now| {
-            let local = SocketAddr::new(source_for(iface, remote_ip)?, 0);
+            let local = match opts.local {
+                Some(l) if l.is_ipv4() != remote.is_ipv4() => {
+                    return Err(err(
+                        io::ErrorKind::AddrNotAvailable,
+                        "the local address is of another family than the remote one",
+                    ))
+                }
+                Some(l) if !l.ip().is_unspecified() => l,
+                l => SocketAddr::new(source_for(iface, remote.ip())?, l.map_or(0, |l| l.port())),
+            };
             let h = tcp(iface)?
-                .connect(now, local, addr)
+                .connect_with(now, local, remote, &opts.options)
                 .map_err(error::connect)?;
             Self::adopt(stack, iface, h)
         })?;
-        s.inner.opts.nonblocking.store(true, Ordering::Relaxed);
+        if opts.nonblocking {
+            s.inner.opts.nonblocking.store(true, Ordering::Relaxed);
+        } else {
+            s.wait_established(None)?;
+        }
         Ok(s)
     }
 
@@ -378,7 +449,14 @@ impl TcpStream {
             .with(|iface, now| tcp(iface)?.shutdown(now, h, how).map_err(error::socket))
     }
 
-    fn set_option(&self, opt: SocketOption) -> io::Result<()> {
+    /// Changes one of the engine's per-connection options (see [`SocketOption`] for
+    /// when each may change: a buffer size only while nothing is held, a receive buffer
+    /// only growing once a window was offered).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a buffer size the connection cannot take now; `NotConnected`
+    /// when the connection is gone.
+    pub fn set_option(&self, opt: SocketOption) -> io::Result<()> {
         let h = self.inner.h;
         self.inner
             .stack
@@ -711,6 +789,22 @@ impl TcpListener {
             tcp(iface)?
                 .set_listener_limits(l, limits)
                 .map_err(|e| err(io::ErrorKind::InvalidInput, e))
+        })
+    }
+
+    /// Sets an option every connection accepted from now on gets before its SYN-ACK, as
+    /// options set on a listening socket are inherited by accepted ones on Linux (a
+    /// [`SocketOption::RecvBuffer`] then also picks the window scale the SYN-ACK
+    /// offers, RFC 7323 §2.3). Connections already in the queues keep theirs.
+    ///
+    /// # Errors
+    /// `NotConnected` when the stack stopped; `Unsupported` without TCP.
+    pub fn set_option(&self, opt: SocketOption) -> io::Result<()> {
+        let l = self.inner.l;
+        self.inner.stack.with(|iface| {
+            tcp(iface)?
+                .set_listener_option(l, opt)
+                .map_err(|e| err(io::ErrorKind::NotConnected, e))
         })
     }
 

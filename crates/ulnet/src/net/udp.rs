@@ -16,6 +16,8 @@ use ulnet_stack::socket::{
     RecvError, SendError, UdpConfig, UdpHandle, UdpSocket as EngineUdp, V6OnlyError,
 };
 
+use ulnet_stack::IpFields;
+
 use super::error::{self, err};
 use super::poll::Source;
 use super::reactor::{Key, Notify};
@@ -157,6 +159,38 @@ impl UdpSocket {
                     V6OnlyError::AddrInUse => err(io::ErrorKind::AddrInUse, e),
                     _ => err(io::ErrorKind::NotConnected, e),
                 })
+        })
+    }
+
+    /// The TOS byte and TTL (IPv6: Traffic Class and Hop Limit) of the datagrams sent
+    /// from now on, like `IP_TOS` and `IP_TTL`: the whole byte, ECN bits included, as
+    /// Linux sends them for UDP. The default is TOS 0 and the stack's TTL.
+    ///
+    /// # Errors
+    /// `NotConnected` when the socket is gone.
+    pub fn set_ip_fields(&self, ip: IpFields) -> io::Result<()> {
+        let h = self.inner.h;
+        self.inner.stack.with(|iface| {
+            iface
+                .sockets_mut()
+                .udp_mut(h)
+                .map(|s| s.set_ip_fields(ip))
+                .map_err(|_| err(io::ErrorKind::NotConnected, "the socket is gone"))
+        })
+    }
+
+    /// What [`set_ip_fields`](Self::set_ip_fields) set.
+    ///
+    /// # Errors
+    /// `NotConnected` when the socket is gone.
+    pub fn ip_fields(&self) -> io::Result<IpFields> {
+        let h = self.inner.h;
+        self.inner.stack.with(|iface| {
+            iface
+                .sockets()
+                .udp(h)
+                .map(|s| s.ip_fields())
+                .map_err(|_| err(io::ErrorKind::NotConnected, "the socket is gone"))
         })
     }
 

@@ -29,9 +29,10 @@ use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
 
 use crate::storage::MemBudget;
 use crate::time::Instant;
+use crate::IpFields;
 
 use super::challenge::ChallengeLimiter;
-use super::config::{mss_for_mtu, SynCookies, TcpConfig};
+use super::config::{mss_for_mtu, SocketOption, SynCookies, TcpConfig};
 use super::cookie::CookieJar;
 use super::error::ConnError;
 pub(crate) mod icmp;
@@ -224,6 +225,20 @@ impl Tcp {
         seg: &TcpRepr<'_>,
         out: &mut dyn FnMut(IpAddr, IpAddr, &TcpRepr<'_>),
     ) {
+        self.process_ip(now, src, dst, seg, &mut |s, d, _, r| out(s, d, r));
+    }
+
+    /// [`Tcp::process`] with the IP header fields each reply asks for (the replying
+    /// connection's TOS and TTL, [`SocketOption::Tos`](super::SocketOption::Tos); a
+    /// listener's for what it answers itself; the defaults for resets to no connection).
+    pub fn process_ip(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        seg: &TcpRepr<'_>,
+        out: &mut dyn FnMut(IpAddr, IpAddr, IpFields, &TcpRepr<'_>),
+    ) {
         self.saw(now);
         self.stats.segs_in += 1;
         let f = seg.flags;
@@ -243,10 +258,14 @@ impl Tcp {
         let tuple = FourTuple::new(local, remote);
         let mut min_isn = None;
         if let Some(idx) = self.table.get(&tuple) {
+            let ip = self.slots[idx as usize]
+                .sock
+                .as_ref()
+                .map_or(IpFields::default(), |s| s.ip_fields());
             let mut replies = 0u64;
             let mut reply = |r: &TcpRepr<'_>| {
                 replies += 1;
-                out(dst, src, r);
+                out(dst, src, ip, r);
             };
             let r = self.socket_input(idx, now, seg, &mut reply);
             self.stats.segs_out += replies;
@@ -286,7 +305,7 @@ impl Tcp {
                         payload: &[],
                     };
                     self.stats.segs_out += 1;
-                    out(dst, src, &a);
+                    out(dst, src, IpFields::default(), &a);
                     return;
                 }
                 Some(TwVerdict::Reopen { min_isn: m }) => {
@@ -296,7 +315,10 @@ impl Tcp {
             }
         }
         if let Some(li) = self.find_listener(local) {
-            self.listener_input(li, now, tuple, seg, min_isn, out);
+            let ip = self.listener_ip_fields(li);
+            self.listener_input(li, now, tuple, seg, min_isn, &mut |s, d, r| {
+                out(s, d, ip, r)
+            });
             return;
         }
         // RFC 9293 §3.10.7.1: no connection.
@@ -305,8 +327,26 @@ impl Tcp {
         } else {
             self.stats.resets_sent += 1;
             self.stats.segs_out += 1;
-            out(dst, src, &rst_for(seg));
+            out(dst, src, IpFields::default(), &rst_for(seg));
         }
+    }
+
+    /// The IP header fields listener `li` gives its connections (its `Tos` and
+    /// `HopLimit` options), for what it sends itself: a cookie SYN-ACK, a reset.
+    fn listener_ip_fields(&self, li: u32) -> IpFields {
+        let mut ip = IpFields::default();
+        let opts = self.listeners[li as usize]
+            .listener
+            .as_ref()
+            .map_or(&[][..], |l| &l.options[..]);
+        for o in opts {
+            match *o {
+                SocketOption::Tos(t) => ip.tos = t & !crate::ECN_MASK,
+                SocketOption::HopLimit(h) => ip.hop_limit = h,
+                _ => {}
+            }
+        }
+        ip
     }
 
     /// Runs a segment through a connection. Returns `Some(min_isn)` when the segment is
@@ -509,9 +549,20 @@ impl Tcp {
         now: Instant,
         out: &mut dyn FnMut(IpAddr, IpAddr, &TcpRepr<'_>) -> bool,
     ) {
+        self.dispatch_ip(now, &mut |s, d, _, r| out(s, d, r));
+    }
+
+    /// [`Tcp::dispatch`] with the IP header fields each segment asks for (its
+    /// connection's TOS and TTL, [`SocketOption::Tos`](super::SocketOption::Tos); the
+    /// defaults for queued resets).
+    pub fn dispatch_ip(
+        &mut self,
+        now: Instant,
+        out: &mut dyn FnMut(IpAddr, IpAddr, IpFields, &TcpRepr<'_>) -> bool,
+    ) {
         self.saw(now);
         while let Some((src, dst, rst)) = self.pending_rst.front() {
-            if !out(*src, *dst, rst) {
+            if !out(*src, *dst, IpFields::default(), rst) {
                 return;
             }
             self.stats.segs_out += 1;
@@ -539,6 +590,7 @@ impl Tcp {
                 continue;
             };
             let (local, remote) = (sock.tuple().local().ip(), sock.tuple().remote().ip());
+            let ip = sock.ip_fields();
             let before = snapshot(sock);
             let mut cx = Cx {
                 cfg: &self.cfg,
@@ -554,7 +606,7 @@ impl Tcp {
                     more = true;
                     break;
                 }
-                let mut emit = |r: &TcpRepr<'_>| out(local, remote, r);
+                let mut emit = |r: &TcpRepr<'_>| out(local, remote, ip, r);
                 match output::output(sock, now, &mut cx, &mut self.scratch, &mut emit) {
                     Output::Sent => {
                         sent += 1;

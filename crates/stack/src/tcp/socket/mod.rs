@@ -43,6 +43,7 @@ use crate::tcp::stats::{ConnCounters, TcpInfo, TcpStats};
 use crate::tcp::table::FourTuple;
 use crate::tcp::timers::Timers;
 use crate::tcp::timewait::TimeWaitInit;
+use crate::{IpFields, ECN_MASK};
 
 pub(crate) mod input;
 mod mem;
@@ -92,6 +93,8 @@ pub(crate) struct Socket {
     /// SOCK_RCVBUF_LOCK): no growth with use.
     tx_locked: bool,
     rx_locked: bool,
+    /// TOS and TTL of what this connection sends (`SocketOption::Tos`, `HopLimit`).
+    ip: IpFields,
     /// SEND found no room and the memory budget refused more storage: not writable
     /// until an ACK frees some or a retry (`mem.rs`) finds the budget has room.
     tx_starved: bool,
@@ -193,10 +196,18 @@ pub struct Readiness {
     pub readable: bool,
     /// `send` will accept data (or report an error).
     pub writable: bool,
-    /// The peer will send no more (FIN received) or the connection is closed.
+    /// No more input: the peer's FIN came, the application shut reading down, or the
+    /// connection is closed (Linux's `EPOLLRDHUP`).
     pub read_closed: bool,
     /// The connection is fully closed.
     pub closed: bool,
+    /// Our sending side is shut: a FIN is queued or sent (shutdown, close), or the
+    /// connection is closed.
+    pub write_closed: bool,
+    /// Both directions are shut: the peer's FIN came or the application shut reading
+    /// down, and our sending side is shut; or the connection is closed. What Linux
+    /// reports as `EPOLLHUP` (`tcp_poll`: `sk_shutdown == SHUTDOWN_MASK` or CLOSE).
+    pub hung_up: bool,
     /// The connection ended with this error.
     pub error: Option<ConnError>,
 }
@@ -244,6 +255,7 @@ impl Socket {
             asm: Assembler::new(cfg.max_ooo_ranges),
             tx_locked: false,
             rx_locked: false,
+            ip: IpFields::default(),
             tx_starved: false,
             drs: mem::Drs::default(),
             fin_queued: false,
@@ -666,10 +678,18 @@ impl Socket {
                     self.ack_now = true;
                 }
             }
+            SocketOption::Tos(t) => self.ip.tos = t & !ECN_MASK,
+            SocketOption::HopLimit(h) => self.ip.hop_limit = h,
             SocketOption::RecvBuffer(_)
             | SocketOption::SendBuffer(_)
             | SocketOption::MaxSegment(_) => {}
         }
+    }
+
+    /// The IP header fields of this connection's segments.
+    #[inline]
+    pub(crate) fn ip_fields(&self) -> IpFields {
+        self.ip
     }
 
     /// The connection's state.
@@ -737,10 +757,27 @@ impl Socket {
         Readiness {
             readable: self.can_recv(),
             writable: self.can_send(),
-            read_closed: self.state.fin_received() || self.state == State::Closed,
+            read_closed: self.rd_shut || self.state.fin_received() || self.state == State::Closed,
             closed: self.state == State::Closed,
+            write_closed: self.write_shut(),
+            hung_up: self.state == State::Closed
+                || ((self.rd_shut || self.state.fin_received()) && self.write_shut()),
             error: self.error,
         }
+    }
+
+    /// Our sending side is shut (FIN queued or sent) or the connection is closed.
+    fn write_shut(&self) -> bool {
+        self.fin_queued
+            || matches!(
+                self.state,
+                State::Closed
+                    | State::FinWait1
+                    | State::FinWait2
+                    | State::Closing
+                    | State::LastAck
+                    | State::TimeWait
+            )
     }
 
     /// Readable: data, EOF, or an error to report.

@@ -418,3 +418,34 @@ fn fin_at_rcv_nxt_taken_with_zero_window() {
     assert_eq!(h.tcp.state(s).unwrap(), State::CloseWait);
     assert_eq!(h.read_all(s).len(), 1000);
 }
+
+/// Readiness as Linux's `tcp_poll` reports it: the peer's FIN is end of input
+/// (`read_closed`) but no hang-up; once our side is shut too, both directions are
+/// (`hung_up`, EPOLLHUP); a read shutdown counts as end of input.
+#[test]
+fn hang_up_needs_both_directions_shut() {
+    let (mut h, s, nxt) = established();
+    let r = h.tcp.readiness(s).unwrap();
+    assert!(!r.read_closed && !r.write_closed && !r.hung_up);
+    h.send(
+        h.peer()
+            .seq(1001)
+            .ack(nxt)
+            .flags(TcpFlags::FIN | TcpFlags::ACK),
+    );
+    let _ = h.out();
+    let r = h.tcp.readiness(s).unwrap();
+    assert!(r.read_closed && !r.write_closed && !r.hung_up, "{r:?}");
+    h.tcp.shutdown(h.now, s, Shutdown::Write).unwrap();
+    let r = h.tcp.readiness(s).unwrap();
+    assert!(r.read_closed && r.write_closed && r.hung_up, "{r:?}");
+
+    // Both ways shut by the application, with the peer still open.
+    let (mut h, s, _) = established();
+    h.tcp.shutdown(h.now, s, Shutdown::Read).unwrap();
+    let r = h.tcp.readiness(s).unwrap();
+    assert!(r.read_closed && !r.hung_up, "{r:?}");
+    h.tcp.shutdown(h.now, s, Shutdown::Both).unwrap();
+    let r = h.tcp.readiness(s).unwrap();
+    assert!(r.write_closed && r.hung_up, "{r:?}");
+}
