@@ -17,8 +17,8 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 # nginx, wrk and apache2-utils (ab) are the server and load of `ulnet run`'s test;
 # tshark/tcpdump check what ulnet puts on the wire; gcc/pkg-config link Rust crates;
 # redis-server/redis-tools (redis-benchmark, redis-cli) are another unmodified program and its load;
-# sockperf cross-checks the bench's latency figures and is `ulnet run`'s latency peer, fio its disk figures,
-# netsniff-ng (trafgen) its UDP echo knee, taskset pins its peers, and
+# sockperf cross-checks the bench's latency figures and UDP echo knee and is `ulnet run`'s latency peer,
+# fio its disk figures, taskset pins its peers, and
 # fonts-dejavu-core is the font the bench's plots are drawn with.
 PACKAGES=(
     "iproute2:ip"
@@ -43,7 +43,6 @@ PACKAGES=(
     "redis-server:redis-server"
     "redis-tools:redis-benchmark"
     "fio:fio"
-    "netsniff-ng:trafgen"
     "bpftrace:bpftrace"
     "util-linux:taskset"
     "fonts-dejavu-core:"

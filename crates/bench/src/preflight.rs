@@ -24,7 +24,7 @@ pub fn package_of(tool: &str) -> &'static str {
         "tshark" => "tshark",
         "tcpdump" => "tcpdump",
         "python3" => "python3",
-        "trafgen" => "netsniff-ng",
+        "sockperf" => "sockperf",
         "taskset" => "util-linux",
         _ => "unknown package",
     }

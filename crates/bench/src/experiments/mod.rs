@@ -17,8 +17,8 @@ mod loss;
 mod netchannel_cpu;
 mod raw;
 mod same_binary;
-mod trafgen;
 mod udp_echo;
+mod xcheck;
 
 use std::time::Duration;
 

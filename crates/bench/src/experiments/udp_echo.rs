@@ -33,7 +33,7 @@ use ulnet::runtime::WaitMode;
 
 use super::load::{self, Flood};
 use super::netchannel_cpu::{join, open_stack};
-use super::trafgen::{self, EchoCounter};
+use super::xcheck::{self, Counters};
 use super::Experiment;
 use crate::harness::{io_err, online_cpus, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU};
 use crate::results::{ExperimentResult, Metric, PlotKind, PlotView, SystemKind, TableView, View};
@@ -98,21 +98,24 @@ fn case_id(payload: usize, pps: u64) -> String {
     format!("{payload}B-{pps}pps")
 }
 
-/// The cross-check with an independent generator (trafgen) and counter (nftables) of a
-/// profile: offered loads of 1 KB datagrams (Mb/s; `None`: unpaced, as fast as trafgen
-/// goes), the window of a paced point, and the datagrams of the unpaced one. Around the
-/// knee the bench's own sweep finds (1.25 Gb/s on this machine). trafgen's paced mode
-/// sends one datagram per system call; it kept its rate up to 183 kpps (1.5 Gb/s) over a
-/// second here, but sent 61,000 datagrams asked at 122 kpps in 0.18 s: its pacing needs
-/// about a second to settle, hence windows of a second or more. The unpaced point reaches
-/// past the knee.
-fn xcheck_sizes(p: Profile) -> (Vec<Option<u64>>, Duration, u64) {
-    let all = vec![Some(750), Some(1000), Some(1250), Some(1500), None];
+/// The cross-check with an independent generator and counters (sockperf and nftables,
+/// [`xcheck`]) of a profile: offered loads of 1 KB datagrams (Mb/s; `None`: as fast as
+/// sockperf goes), and the seconds of each point.
+fn xcheck_sizes(p: Profile) -> (Vec<Option<u64>>, u64) {
+    let all = vec![
+        Some(750),
+        Some(1000),
+        Some(1250),
+        Some(1500),
+        Some(2000),
+        Some(2500),
+        None,
+    ];
     p.pick(
-        (vec![Some(1000), None], Duration::from_secs(1), 50_000),
-        (all.clone(), Duration::from_secs(1), 200_000),
-        (all.clone(), Duration::from_secs(2), 600_000),
-        (all, Duration::from_secs(2), 600_000),
+        (vec![Some(1000), None], 1),
+        (all.clone(), 1),
+        (all.clone(), 2),
+        (all, 2),
     )
 }
 
@@ -124,24 +127,21 @@ fn xcheck_id(pps: Option<u64>) -> String {
     )
 }
 
-/// The cross-check's sentence: per system, the highest paced trafgen load echoed with
-/// < 1% loss and the unpaced echo rate, beside the sweep's knee and its highest echo rate.
+/// The cross-check's sentence: per system, the highest sockperf-paced load echoed with
+/// < 1% loss beside the sweep's knee, and sockperf's flat-out echo rate beside the
+/// sweep's at the nearest offered load.
 fn xcheck_verdict(r: &ExperimentResult, s: &Summary) -> Option<String> {
-    let xc: Vec<&str> = r
-        .cases
-        .iter()
-        .filter(|c| c.params.contains_key("payload_bytes_xcheck"))
-        .map(|c| c.id.as_str())
-        .collect();
+    let case_ids = |key: &str| -> Vec<&str> {
+        r.cases
+            .iter()
+            .filter(|c| c.params.get(key) == Some(&(BIG as f64)))
+            .map(|c| c.id.as_str())
+            .collect()
+    };
+    let (xc, sweep) = (case_ids("payload_bytes_xcheck"), case_ids("payload_bytes"));
     if xc.is_empty() {
         return None;
     }
-    let sweep: Vec<&str> = r
-        .cases
-        .iter()
-        .filter(|c| c.params.get("payload_bytes") == Some(&(BIG as f64)))
-        .map(|c| c.id.as_str())
-        .collect();
     let knee = |cases: &[&str], sys: &str| {
         cases
             .iter()
@@ -150,29 +150,44 @@ fn xcheck_verdict(r: &ExperimentResult, s: &Summary) -> Option<String> {
             .filter_map(|c| s.median(c, sys, "offered_mbps"))
             .max_by(f64::total_cmp)
     };
-    let top = |cases: &[&str], sys: &str| {
-        cases
-            .iter()
-            .filter_map(|c| s.median(c, sys, "echoed_mbps"))
-            .max_by(f64::total_cmp)
-    };
     let f = |v: Option<f64>| v.map_or("none".to_owned(), |v| format!("{v:.0} Mb/s"));
-    let unpaced = xc.iter().find(|c| c.ends_with("-max"));
+    let flat = xc.iter().find(|c| c.ends_with("-max"));
     let parts: Vec<String> = [KERNEL, ULNET]
         .iter()
         .map(|sys| {
-            format!(
-                "{sys}: trafgen's highest paced load under 1% loss {} (the sweep's knee {}), unpaced trafgen (offered {}) echoed {} (the sweep's highest echo rate {})",
+            let mut p = format!(
+                "{sys}: highest sockperf load under 1% loss {} (the sweep's knee {})",
                 f(knee(&xc, sys)),
                 f(knee(&sweep, sys)),
-                f(unpaced.and_then(|c| s.median(c, sys, "offered_mbps"))),
-                f(unpaced.and_then(|c| s.median(c, sys, "echoed_mbps"))),
-                f(top(&sweep, sys)),
-            )
+            );
+            let top = flat.and_then(|c| {
+                Some((
+                    s.median(c, sys, "offered_mbps")?,
+                    s.median(c, sys, "echoed_mbps")?,
+                ))
+            });
+            if let Some((off, echoed)) = top {
+                let near = sweep
+                    .iter()
+                    .filter_map(|c| {
+                        Some((
+                            s.median(c, sys, "offered_mbps")?,
+                            s.median(c, sys, "echoed_mbps")?,
+                        ))
+                    })
+                    .min_by(|a, b| (a.0 - off).abs().total_cmp(&(b.0 - off).abs()));
+                p += &format!(
+                    ", sockperf flat out offered {off:.0} Mb/s and got {echoed:.0} Mb/s back"
+                );
+                if let Some((o2, e2)) = near {
+                    p += &format!(" (the sweep at {o2:.0} Mb/s offered: {e2:.0} Mb/s)");
+                }
+            }
+            p
         })
         .collect();
     Some(format!(
-        "Cross-check with an independent generator and counter (trafgen, nftables), 1 KB: {}.",
+        "Cross-check with an independent generator and counters (sockperf, nftables), 1 KB: {}.",
         parts.join("; ")
     ))
 }
@@ -182,9 +197,9 @@ fn xcheck_verdict(r: &ExperimentResult, s: &Summary) -> Option<String> {
 enum Gen {
     /// The bench's AF_XDP generator ([`load::xdp_echo_load`]).
     Xdp,
-    /// trafgen and an nftables counter ([`trafgen::echo_load`]): `count` datagrams, paced
-    /// at the point's rate or (`paced` false) unpaced.
-    Trafgen { paced: bool, count: u64 },
+    /// sockperf and nftables counters ([`xcheck::echo_load`]) for `secs` seconds, paced
+    /// at the point's rate or (`paced` false) as fast as sockperf goes.
+    Sockperf { paced: bool, secs: u64 },
 }
 
 impl Experiment for UdpEcho {
@@ -200,13 +215,13 @@ impl Experiment for UdpEcho {
     fn estimate(&self, plan: &Plan) -> Duration {
         let (big, small, w) = sizes(plan.profile);
         let points = (big.len() + small.len()) as u32;
-        let (xc, xw, _) = xcheck_sizes(plan.profile);
+        let (xc, secs) = xcheck_sizes(plan.profile);
         (w + OVERHEAD + DRAIN / 4) * (points * plan.rounds * SYSTEMS.len() as u32)
-            + (xw + OVERHEAD + DRAIN) * (xc.len() as u32 * plan.rounds * 2)
+            + (Duration::from_secs(secs) + OVERHEAD + DRAIN) * (xc.len() as u32 * plan.rounds * 2)
             + Duration::from_secs(1)
     }
     fn tools(&self) -> &'static [&'static str] {
-        &["ip", "ethtool", "trafgen", "nft", "taskset"]
+        &["ip", "ethtool", "sockperf", "nft", "taskset"]
     }
     fn supports_ipv6(&self) -> bool {
         true
@@ -581,17 +596,21 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
 }
 
 /// The same echo services under load from an independent generator and counter
-/// (`trafgen` and an nftables counter, see [`trafgen`]): the knee the sweep finds
+/// (`sockperf` and nftables counters, see [`xcheck`]): the knee the sweep finds
 /// should not be the bench generator's own.
 fn cross_check(ctx: &mut Ctx<'_>, a: &Side, b: &Side, gen_ip: IpAddr, ua: IpAddr) {
-    let (points, window, unpaced) = xcheck_sizes(ctx.profile());
-    ctx.note(format!("Cross-check (cases xcheck-*): the kernel's and ulnet's echo services as above, but the load from netsniff-ng's trafgen (one process on CPU {LOAD_CPU}, the same frames as the bench's generator; paced with its --rate for {window:?}, or unpaced for {unpaced} datagrams) and the echoes counted by an nftables counter at B's ingress, read {DRAIN:?} after trafgen ends. The bench's code neither paces, nor counts what was sent, nor counts the echoes. Offered = what trafgen reports sent over the wall time of its process (its own time report is not the span). trafgen's paced mode makes a system call per datagram; its ceiling shows as offered below the target; the unpaced point reaches beyond the knee."));
+    if a.ipv6 {
+        ctx.note("No cross-check over IPv6: sockperf 3.7 (Debian's) speaks IPv4 only.");
+        return;
+    }
+    let (points, secs) = xcheck_sizes(ctx.profile());
+    ctx.note(format!("Cross-check (cases xcheck-*): the kernel's and ulnet's echo services as above, but the load from sockperf under-load (Debian's sockperf, from B's kernel socket, one process on CPU {LOAD_CPU}, 1 KB datagrams, every one asking for a reply, paced by its own sender with --mps for {secs} s, or --mps=max), and both counts from nftables counters on B's interface: datagrams leaving at the egress hook, echoes arriving at the ingress hook (dropped there, read {DRAIN:?} after sockperf ends). The bench's code neither paces nor counts. Offered = datagrams counted leaving / sockperf's test time (its few warm-up datagrams before the timer are in the count). netsniff-ng's trafgen was tried first: its --rate sends line-rate bursts with ~10 ms pauses, which every echo service drops from at any average rate, and its evenly spaced --gap mode stops near 45 kpps here."));
     let ids: Vec<String> = points
         .iter()
         .map(|p| xcheck_id(p.map(|m| pps_of_mbps(m, BIG))))
         .collect();
     ctx.view(View::Table(TableView {
-        title: "Cross-check, 1 KB datagrams: trafgen's load, echoes counted by nftables".into(),
+        title: "Cross-check, 1 KB datagrams: sockperf's load, both counts from nftables".into(),
         cases: ids,
         systems: vec![KERNEL.into(), ULNET.into()],
         metrics: vec![
@@ -609,10 +628,10 @@ fn cross_check(ctx: &mut Ctx<'_>, a: &Side, b: &Side, gen_ip: IpAddr, ua: IpAddr
         let pps = p.map_or(0, |m| pps_of_mbps(m, BIG));
         let id = xcheck_id(p.map(|_| pps));
         let label = p.map_or_else(
-            || format!("cross-check: 1024 B unpaced, {unpaced} datagrams (trafgen)"),
+            || "cross-check: 1024 B, sockperf --mps=max".to_owned(),
             |m| {
                 format!(
-                    "cross-check: 1024 B at {m} Mb/s ({} kpps, trafgen)",
+                    "cross-check: 1024 B at {m} Mb/s ({} kpps, sockperf)",
                     pps / 1000
                 )
             },
@@ -625,12 +644,11 @@ fn cross_check(ctx: &mut Ctx<'_>, a: &Side, b: &Side, gen_ip: IpAddr, ua: IpAddr
                 ("target_pps", pps as f64),
             ],
         );
-        let gen = Gen::Trafgen {
+        let gen = Gen::Sockperf {
             paced: p.is_some(),
-            count: p.map_or(unpaced, |_| {
-                (pps as f64 * window.as_secs_f64()).round() as u64
-            }),
+            secs,
         };
+        let window = Duration::from_secs(secs);
         ctx.alternate(&id, &[KERNEL, ULNET], |sys, _| {
             measure(sys, a, b, gen_ip, ua, BIG, pps, window, gen).map(|(m, _)| m)
         });
@@ -737,18 +755,18 @@ fn measure(
         port: PORT,
         payload_len: payload,
     };
-    let counter = match gen {
-        Gen::Trafgen { .. } => Some(EchoCounter::install(&flood)),
+    let counters = match gen {
+        Gen::Sockperf { .. } => Some(Counters::install(&flood)),
         Gen::Xdp => None,
     };
     let drops0 = udp_rcvbuf_errors(&a.ns);
     let r = (|| {
         let w = Window::start()?;
-        let done = match (gen, &counter) {
-            (Gen::Trafgen { paced, count }, Some(c)) => {
+        let done = match (gen, &counters) {
+            (Gen::Sockperf { paced, secs }, Some(c)) => {
                 let c = c.as_ref().map_err(|e| io_err(format!("nft: {e}")))?;
-                let d = trafgen::echo_load(&flood, c, paced.then_some(pps), count, DRAIN)?;
-                // trafgen is another process: its CPU is in the machine's figure only.
+                let d = xcheck::echo_load(&flood, c, paced.then_some(pps), secs, DRAIN)?;
+                // sockperf is another process: its CPU is in the machine's figure only.
                 load::EchoDone {
                     sent: load::Done {
                         count: d.sent,
@@ -766,7 +784,7 @@ fn measure(
         let cpu = w.finish(done.sent.cpu)?;
         Ok::<_, io::Error>((done, cpu))
     })();
-    drop(counter);
+    drop(counters);
     let (thread, stop) = server;
     stop.store(true, Ordering::Relaxed);
     let echoed_by_server = join(thread, "echo service");
