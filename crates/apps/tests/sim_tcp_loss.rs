@@ -12,8 +12,9 @@ use std::time::Duration;
 use ulnet_apps::sim::{run_tcp, TcpSimOptions, TcpSimReport};
 use ulnet_stack::tcp::AckPolicy;
 
-fn run(seed: u64, ipv6: bool, receiver_acks: AckPolicy) -> TcpSimReport {
+fn run(seed: u64, ipv6: bool, receiver_acks: AckPolicy, gso_max: u32) -> TcpSimReport {
     let mut o = TcpSimOptions {
+        gso_max,
         bytes: 4 << 20,
         seed,
         ipv6,
@@ -35,24 +36,32 @@ fn run(seed: u64, ipv6: bool, receiver_acks: AckPolicy) -> TcpSimReport {
 /// ulnet's sender meets on a real path to Linux.
 #[test]
 fn random_loss_is_repaired_without_timeouts() {
-    check(false, AckPolicy::PerBatch);
+    check(false, AckPolicy::PerBatch, 0);
 }
 
 #[test]
 fn random_loss_is_repaired_without_timeouts_with_a_linux_receiver() {
-    check(false, AckPolicy::Linux);
+    check(false, AckPolicy::Linux, 0);
 }
 
 /// The same scenario over IPv6.
 #[test]
 fn random_loss_is_repaired_without_timeouts_over_ipv6() {
-    check(true, AckPolicy::PerBatch);
+    check(true, AckPolicy::PerBatch, 0);
 }
 
-fn check(ipv6: bool, receiver_acks: AckPolicy) {
+/// New data sent as bursts of up to 64 KB (`TcpConfig::gso_max`, cut into segments by
+/// the interface here): each burst is recorded as the segments it becomes, so losses
+/// inside one are detected and repaired segment by segment, as without bursts.
+#[test]
+fn random_loss_is_repaired_without_timeouts_with_bursts() {
+    check(false, AckPolicy::Linux, 65_000);
+}
+
+fn check(ipv6: bool, receiver_acks: AckPolicy, gso_max: u32) {
     let (mut rtos, mut fast) = (0, 0);
     for seed in 1..=4 {
-        let r = run(seed, ipv6, receiver_acks);
+        let r = run(seed, ipv6, receiver_acks, gso_max);
         let retx = &r.retransmissions;
         let what = format!(
             "{receiver_acks:?} receiver, ipv6 {ipv6}, seed {seed}: {:?}; retx {retx:?}; wire {:?}",

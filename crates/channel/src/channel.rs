@@ -17,6 +17,9 @@ pub struct Capabilities {
     pub tx_checksum_offload: bool,
     /// How many frames one `rx_batch` call hands out at most.
     pub batch_count: usize,
+    /// The largest TCP burst frame [`Tx::send_gso`] takes (headers included), cut into
+    /// segments by the kernel's GSO or the device's TSO; 0 when the channel has none.
+    pub gso_max_len: usize,
     /// A human-readable description of the mode in use (e.g. `"native, copy"`).
     pub mode: String,
 }
@@ -64,6 +67,23 @@ impl core::fmt::Display for TxError {
 
 impl std::error::Error for TxError {}
 
+/// How a TCP burst frame given to [`Tx::send_gso`] is to be cut: one Ethernet, IP and TCP
+/// header followed by more payload than one segment carries, with the TCP checksum field
+/// holding the pseudo-header sum only (`ChecksumMode::Partial`). Every segment gets a copy
+/// of the headers with its own sequence number, lengths, IPv4 ID and checksums; FIN and
+/// PSH stay on the last (the contract of Linux `SKB_GSO_TCPV4`/`TCPV6`, and of a NIC's TSO).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gso {
+    /// Payload bytes per segment (all but the last are this long).
+    pub segment_size: u16,
+    /// Where the TCP header starts: Ethernet plus IP header length.
+    pub l4_offset: u16,
+    /// Ethernet, IP and TCP headers together.
+    pub header_len: u16,
+    /// IPv6 (else IPv4).
+    pub ipv6: bool,
+}
+
 /// The transmit half of a channel: frames are written in place into the channel's own
 /// buffers, then submitted with one doorbell per batch.
 pub trait Tx {
@@ -74,6 +94,23 @@ pub trait Tx {
     /// [`TxError::Full`] when no buffer is free, [`TxError::TooLarge`] when `len`
     /// exceeds the channel's maximum frame length; the frame is dropped and counted.
     fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), TxError>;
+
+    /// Like [`Tx::send`] for a TCP burst frame of `len` bytes (at most
+    /// [`Capabilities::gso_max_len`]) that the kernel or device cuts into segments as
+    /// `gso` says. Frames queued by `send` before it leave before it. Channels without
+    /// segmentation offload ([`Capabilities::gso_max_len`] 0) refuse it as too large.
+    ///
+    /// # Errors
+    /// As [`Tx::send`].
+    fn send_gso(
+        &mut self,
+        len: usize,
+        gso: Gso,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TxError> {
+        let _ = (len, gso, fill);
+        Err(TxError::TooLarge)
+    }
 
     /// Hands every queued frame to the device: one doorbell for the batch, and a system
     /// call only when the device needs a wake-up.

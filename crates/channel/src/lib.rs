@@ -36,5 +36,5 @@ pub mod xdp;
 mod channel;
 mod error;
 
-pub use channel::{Capabilities, Channel, Stats, Tx, TxError};
+pub use channel::{Capabilities, Channel, Gso, Stats, Tx, TxError};
 pub use error::{Error, Result};

@@ -29,7 +29,7 @@ use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::{Capabilities, Channel, Stats, Tx, TxError};
+use crate::{Capabilities, Channel, Gso, Stats, Tx, TxError};
 
 /// `LINKTYPE_ETHERNET`: IEEE 802.3 frames without preamble or FCS
 /// (draft-ietf-opsawg-pcaplinktype §2.1, value 1).
@@ -292,6 +292,19 @@ impl<W: Write, F: FnMut() -> Duration> Tx for RecordingTx<'_, W, F> {
         })
     }
 
+    fn send_gso(
+        &mut self,
+        len: usize,
+        gso: Gso,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TxError> {
+        let recorder = &mut *self.recorder;
+        self.inner.send_gso(len, gso, &mut |buf| {
+            fill(buf);
+            recorder.record(buf);
+        })
+    }
+
     fn flush(&mut self) -> crate::Result<()> {
         self.inner.flush()
     }
@@ -301,6 +314,19 @@ impl<C: Channel, W: Write, F: FnMut() -> Duration> Tx for Pcap<C, W, F> {
     fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), TxError> {
         let recorder = &mut self.recorder;
         self.inner.tx().send(len, &mut |buf| {
+            fill(buf);
+            recorder.record(buf);
+        })
+    }
+
+    fn send_gso(
+        &mut self,
+        len: usize,
+        gso: Gso,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TxError> {
+        let recorder = &mut self.recorder;
+        self.inner.tx().send_gso(len, gso, &mut |buf| {
             fill(buf);
             recorder.record(buf);
         })

@@ -169,6 +169,7 @@ impl Channel for PipeChannel {
             rx_checksum_verified: true,
             tx_checksum_offload: true,
             batch_count: 64,
+            gso_max_len: 0,
             mode: "in-memory".into(),
         }
     }

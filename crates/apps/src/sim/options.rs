@@ -158,6 +158,11 @@ pub struct TcpSimOptions {
     /// block), resolved by Neighbor Discovery (DAD off, so both families start at the
     /// same instant).
     pub ipv6: bool,
+    /// Both ends send new data in bursts of up to this many bytes
+    /// ([`TcpConfig::gso_max`](ulnet_stack::tcp::TcpConfig::gso_max)), which the
+    /// interface cuts into segments itself (the simulated wire has no segmentation
+    /// offload); 0 sends segment by segment.
+    pub gso_max: u32,
 }
 
 impl Default for TcpSimOptions {
@@ -186,6 +191,7 @@ impl Default for TcpSimOptions {
             pcap_b: None,
             cwnd_trace: false,
             ipv6: false,
+            gso_max: 0,
         }
     }
 }

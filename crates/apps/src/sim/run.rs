@@ -506,7 +506,8 @@ pub fn run_tcp(opts: &TcpSimOptions) -> io::Result<TcpSimReport> {
         opts.a_to_b.link_config(),
         opts.b_to_a.link_config(),
     );
-    let cfg = tcp_config(opts);
+    let mut cfg = tcp_config(opts);
+    cfg.gso_max = opts.gso_max;
     let mut cfg_b = cfg.clone();
     cfg_b.ack_policy = opts.receiver_acks;
     let mut net = Net::new(

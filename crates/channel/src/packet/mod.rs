@@ -200,6 +200,7 @@ impl PacketChannel {
             rx_checksum_verified: false,
             tx_checksum_offload: false,
             batch_count: cfg.batch_count,
+            gso_max_len: 0,
             mode: format!(
                 "tpacket_v3 rx ({} x {} KiB blocks, {} ms timeout), tx ring ({} slots){}",
                 rx.block_count(),

@@ -15,6 +15,7 @@ fn channel(blocks: usize, slots: usize, batch_count: usize) -> PacketChannel {
         rx_checksum_verified: false,
         tx_checksum_offload: false,
         batch_count,
+        gso_max_len: 0,
         mode: "fake".into(),
     };
     PacketChannel::assemble(RxRing::fake(BLOCK, blocks), TxRing::fake(2048, slots), caps)

@@ -142,6 +142,7 @@ impl Channel for Endpoint {
             rx_checksum_verified: false,
             tx_checksum_offload: false,
             batch_count: shared.batch_count(),
+            gso_max_len: 0,
             mode: format!("virtual time, {} endpoints", shared.port_count()),
         }
     }

@@ -705,6 +705,122 @@ impl TxRing {
     }
 }
 
+/// `struct virtio_net_hdr` (include/uapi/linux/virtio_net.h): the 10 bytes a
+/// `PACKET_VNET_HDR` socket expects before every frame, in the byte order of legacy virtio
+/// (the host's: `vio_le()` in af_packet.c is true exactly on little-endian hosts).
+const VNET_HDR_LEN: usize = 10;
+const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
+const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
+/// `offsetof(struct tcphdr, check)`.
+const TCP_CHECK_OFFSET: u16 = 16;
+
+/// An AF_PACKET socket that sends TCP bursts for the kernel to segment: `PACKET_VNET_HDR`
+/// (a virtio-net header before each frame says how to cut it, `SKB_GSO_TCPV4`/`TCPV6`,
+/// and where the checksum goes), bound with protocol 0 (it receives nothing). The device segments
+/// with TSO when it has it, else `validate_xmit_skb` does it in software, once per burst
+/// instead of one send per segment.
+#[derive(Debug)]
+pub struct GsoSender {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+}
+
+/// What [`GsoSender::send`] needs to know about a frame.
+#[derive(Debug, Clone, Copy)]
+pub struct GsoFrame {
+    /// Payload bytes per segment.
+    pub segment_size: u16,
+    /// Offset of the TCP header in the frame.
+    pub l4_offset: u16,
+    /// Length of the Ethernet, IP and TCP headers.
+    pub header_len: u16,
+    /// IPv6 rather than IPv4.
+    pub ipv6: bool,
+}
+
+impl GsoSender {
+    /// Opens the socket on interface `ifindex` of the calling thread's namespace, for
+    /// frames of up to `max_frame_len` bytes.
+    ///
+    /// # Errors
+    /// The failing call, with a hint.
+    pub fn open(ifindex: i32, max_frame_len: usize) -> Result<GsoSender> {
+        // SAFETY: plain socket creation; no pointers.
+        let fd = syscall!(
+            "socket(AF_PACKET)",
+            socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                0
+            )
+        )
+        .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
+        // SAFETY: `socket` returned a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let one: libc::c_int = 1;
+        setsockopt(
+            fd.as_fd(),
+            "setsockopt(PACKET_VNET_HDR)",
+            libc::PACKET_VNET_HDR,
+            &one,
+        )?;
+        // No PACKET_QDISC_BYPASS: its direct transmit drops any packet that
+        // `validate_xmit_skb` had to segment (`__dev_direct_xmit`: "skb != orig_skb"),
+        // which is every burst on a device without TSO. Through `dev_queue_xmit` the
+        // segments go out as a list; on a `noqueue` device (veth's default) there is no
+        // queue in between either.
+        bind(fd.as_fd(), ifindex, 0)?;
+        Ok(GsoSender {
+            fd,
+            buf: vec![0; VNET_HDR_LEN + max_frame_len],
+        })
+    }
+
+    /// The largest frame [`GsoSender::send`] takes.
+    pub fn max_frame_len(&self) -> usize {
+        self.buf.len() - VNET_HDR_LEN
+    }
+
+    /// Lets `fill` write a `len`-byte frame and sends it with one system call.
+    ///
+    /// # Errors
+    /// `send(AF_PACKET gso)`: `EAGAIN`/`ENOBUFS` when the socket's send buffer or the
+    /// device is full (nothing was sent), `EINVAL` when the kernel refused the header.
+    pub fn send(&mut self, len: usize, f: GsoFrame, fill: &mut dyn FnMut(&mut [u8])) -> Result<()> {
+        let total = VNET_HDR_LEN + len;
+        let buf = self.buf.get_mut(..total).ok_or_else(|| {
+            Error::new(
+                "GSO frame",
+                std::io::Error::from_raw_os_error(libc::EMSGSIZE),
+            )
+        })?;
+        let (hdr, frame) = buf.split_at_mut(VNET_HDR_LEN);
+        fill(frame);
+        hdr[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+        hdr[1] = if f.ipv6 {
+            VIRTIO_NET_HDR_GSO_TCPV6
+        } else {
+            VIRTIO_NET_HDR_GSO_TCPV4
+        };
+        hdr[2..4].copy_from_slice(&f.header_len.to_ne_bytes());
+        hdr[4..6].copy_from_slice(&f.segment_size.to_ne_bytes());
+        hdr[6..8].copy_from_slice(&f.l4_offset.to_ne_bytes());
+        hdr[8..10].copy_from_slice(&TCP_CHECK_OFFSET.to_ne_bytes());
+        // SAFETY: `buf` is live for `total` bytes; the kernel copies them before returning.
+        syscall!(
+            "send(AF_PACKET gso)",
+            send(
+                self.fd.as_raw_fd(),
+                buf.as_ptr().cast(),
+                total,
+                libc::MSG_DONTWAIT
+            )
+        )?;
+        Ok(())
+    }
+}
+
 /// Rings over private memory instead of a socket's, filled by the test as the kernel
 /// would, for exercising the walk (and its defences) without a kernel.
 #[cfg(test)]

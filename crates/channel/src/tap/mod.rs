@@ -130,6 +130,7 @@ impl TapChannel {
             rx_checksum_verified: false,
             tx_checksum_offload: false,
             batch_count: cfg.batch_count,
+            gso_max_len: 0,
             mode: format!(
                 "nonblocking read/write, one frame per call{}",
                 if cfg.persist { ", persistent" } else { "" }

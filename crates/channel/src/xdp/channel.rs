@@ -23,8 +23,9 @@ use crate::ring::umem::{Frame, Umem};
 use crate::ring::{Consumer, Layout, Producer};
 use crate::sys::bpf::{Program, XdpLink};
 use crate::sys::mmap::Mmap;
+use crate::sys::packet::{GsoFrame, GsoSender};
 use crate::sys::xsk::{self, RingOffset, XdpDesc, XdpStatistics, XskSocket};
-use crate::{Capabilities, Channel, Error, Result, Stats, Tx, TxError};
+use crate::{Capabilities, Channel, Error, Gso, Result, Stats, Tx, TxError};
 
 /// Descriptors one copy-mode `sendto` processes (net/xdp/xsk.c `TX_BATCH_SIZE`).
 const KERNEL_TX_BATCH: u32 = 32;
@@ -32,6 +33,9 @@ const KERNEL_TX_BATCH: u32 = 32;
 /// Ethernet and VLAN headers. A frags-aware program on veth takes an MTU up to one page
 /// plus `MAX_SKB_FRAGS` (17) pages, so the link, not this, is the limit.
 const MAX_JUMBO_LEN: usize = 65535 + 18;
+/// Bursts refused in a row for want of room before the GSO socket is given up on: a
+/// full queue empties within a few flushes, a path that drops every burst never does.
+const GSO_REFUSALS: u32 = 1024;
 /// `XDP_PACKET_HEADROOM`: in copy mode the kernel writes received data this far into
 /// the frame.
 const XDP_PACKET_HEADROOM: u32 = 256;
@@ -83,6 +87,14 @@ pub struct XdpTx {
     bad_completions: u64,
     /// Jumbo frames written through `scratch` because their frames were not consecutive.
     scattered: u64,
+    /// TCP bursts go out here (`XdpOptions::gso`).
+    gso: Option<GsoSender>,
+    /// Bursts sent through it.
+    gso_frames: u64,
+    /// The kernel refused a burst, so bursts were turned off.
+    gso_failed: u64,
+    /// Bursts refused for room since the last one sent.
+    gso_refused_in_row: u32,
 }
 
 impl XdpTx {
@@ -172,6 +184,65 @@ impl Tx for XdpTx {
         self.frames += 1;
         self.bytes += len as u64;
         Ok(())
+    }
+
+    fn send_gso(
+        &mut self,
+        len: usize,
+        gso: Gso,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> std::result::Result<(), TxError> {
+        let Some(sender) = self.gso.as_ref() else {
+            self.dropped += 1;
+            return Err(TxError::TooLarge);
+        };
+        if len > sender.max_frame_len() {
+            self.dropped += 1;
+            return Err(TxError::TooLarge);
+        }
+        // What was queued on the AF_XDP ring goes first, so a burst never overtakes the
+        // segments (or ACKs) queued before it.
+        if (self.ring.pending() > 0 || self.ring.in_flight() > 0) && self.flush().is_err() {
+            self.dropped += 1;
+            return Err(TxError::Full);
+        }
+        let frame = GsoFrame {
+            segment_size: gso.segment_size,
+            l4_offset: gso.l4_offset,
+            header_len: gso.header_len,
+            ipv6: gso.ipv6,
+        };
+        let Some(sender) = self.gso.as_mut() else {
+            return Err(TxError::TooLarge);
+        };
+        match sender.send(len, frame, fill) {
+            Ok(()) => {
+                self.frames += 1;
+                self.gso_frames += 1;
+                self.bytes += len as u64;
+                self.gso_refused_in_row = 0;
+                Ok(())
+            }
+            Err(e)
+                if matches!(e.source.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS))
+                    && self.gso_refused_in_row < GSO_REFUSALS =>
+            {
+                // The socket's send buffer or the device queue is full: try again
+                // after the next flush.
+                self.dropped += 1;
+                self.gso_refused_in_row += 1;
+                Err(TxError::Full)
+            }
+            Err(_) => {
+                // The kernel refuses the bursts (a device that went away, a header it
+                // rejects, a path that drops every burst): stop offering them, so the
+                // stack cuts them itself from now on instead of retrying forever.
+                self.dropped += 1;
+                self.gso = None;
+                self.gso_failed += 1;
+                Err(TxError::TooLarge)
+            }
+        }
     }
 
     fn flush(&mut self) -> Result<()> {
@@ -363,6 +434,17 @@ impl XdpChannel {
         } else {
             String::new()
         };
+        // The burst socket: the largest IP packet (64 KiB) plus the Ethernet header.
+        let gso = if opts.gso {
+            Some(GsoSender::open(ifindex as i32, 65535 + 14)?)
+        } else {
+            None
+        };
+        let mode = if gso.is_some() {
+            mode + ", gso bursts via AF_PACKET"
+        } else {
+            mode
+        };
         let caps = Capabilities {
             name: "xdp",
             mtu,
@@ -370,6 +452,7 @@ impl XdpChannel {
             rx_checksum_verified: false,
             tx_checksum_offload: false,
             batch_count: opts.batch_count,
+            gso_max_len: gso.as_ref().map_or(0, GsoSender::max_frame_len),
             mode,
         };
         let sock = Arc::new(sock);
@@ -390,6 +473,10 @@ impl XdpChannel {
             kicks: 0,
             bad_completions: 0,
             scattered: 0,
+            gso,
+            gso_frames: 0,
+            gso_failed: 0,
+            gso_refused_in_row: 0,
         };
         Ok(XdpChannel {
             _link: link,
@@ -432,6 +519,11 @@ impl XdpChannel {
     /// free frames at hand were not consecutive.
     pub fn tx_scattered(&self) -> u64 {
         self.tx.scattered
+    }
+
+    /// TCP bursts sent through the GSO socket (`XdpOptions::gso`).
+    pub fn tx_gso_bursts(&self) -> u64 {
+        self.tx.gso_frames
     }
 
     /// Whether the socket runs zero-copy.

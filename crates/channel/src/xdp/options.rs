@@ -49,12 +49,16 @@ pub struct XdpOptions {
     /// Frames larger than one UMEM frame as several descriptors (`XDP_USE_SG` and a
     /// frags-aware program), so jumbo MTUs work.
     pub multi_buffer: bool,
+    /// TCP bursts through a second, AF_PACKET socket for the kernel to segment (GSO, or
+    /// the device's TSO), one send per burst: AF_XDP has no segmentation offload, so
+    /// without it every segment is a frame of its own. Receive stays on AF_XDP.
+    pub gso: bool,
 }
 
 impl Default for XdpOptions {
     /// Queue 0, 4096 frames of 4096 bytes, 2048-descriptor rings, batches of 64, native
     /// mode with generic fallback, zero-copy with copy fallback, need_wakeup and
-    /// multi-buffer on, nothing steered yet.
+    /// multi-buffer on, GSO off, nothing steered yet.
     fn default() -> Self {
         XdpOptions {
             queue_id: 0,
@@ -69,6 +73,7 @@ impl Default for XdpOptions {
             rules: Vec::new(),
             need_wakeup: true,
             multi_buffer: true,
+            gso: false,
         }
     }
 }

@@ -50,6 +50,10 @@ pub struct NetArgs {
     /// Record every frame in and out to this pcap file.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
+    /// xdp: send TCP bursts of up to 64 KB through an AF_PACKET socket for the kernel's
+    /// GSO (or the device's TSO) to cut, one system call per burst.
+    #[arg(long)]
+    pub gso: bool,
 }
 
 impl NetArgs {
@@ -84,6 +88,9 @@ impl NetArgs {
         });
         if let Some(pcap) = &self.pcap {
             b = b.pcap(pcap);
+        }
+        if self.gso {
+            b = b.gso(true);
         }
         Ok(b)
     }

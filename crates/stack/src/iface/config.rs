@@ -186,6 +186,11 @@ pub struct InterfaceConfig {
     pub accept_ra: bool,
     /// Form addresses from advertised prefixes (SLAAC, RFC 4862 §5.5.3).
     pub slaac: bool,
+    /// The largest TCP burst frame (Ethernet header included) the channel segments
+    /// itself (`Capabilities::gso_max_len` of `ulnet-channel`); 0 when it cannot. TCP
+    /// then sends bursts of full-sized segments as one frame each
+    /// ([`TcpConfig::gso_max`](crate::tcp::TcpConfig::gso_max)).
+    pub gso_max_len: usize,
 }
 
 impl InterfaceConfig {
@@ -202,6 +207,7 @@ impl InterfaceConfig {
             ipv6: false,
             accept_ra: true,
             slaac: false,
+            gso_max_len: 0,
         }
     }
 
@@ -250,6 +256,12 @@ impl InterfaceConfig {
     /// Sets the checksum offloads.
     pub fn checksum(mut self, caps: ChecksumCaps) -> Self {
         self.checksum = caps;
+        self
+    }
+
+    /// Sets the largest TCP burst frame the channel segments (0: none).
+    pub fn gso_max_len(mut self, len: usize) -> Self {
+        self.gso_max_len = len;
         self
     }
 

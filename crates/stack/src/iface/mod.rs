@@ -82,6 +82,40 @@ use pending::PendingQueue;
 pub trait TxSink {
     /// Writes one `len`-byte frame with `fill`; false when it was not queued.
     fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool;
+
+    /// Writes one TCP burst frame for the channel to cut into segments (see
+    /// `ulnet_channel::Gso`). Only called when the interface was configured with
+    /// [`InterfaceConfig::gso_max_len`].
+    fn send_gso(&mut self, len: usize, gso: Gso, fill: &mut dyn FnMut(&mut [u8])) -> GsoSent {
+        let _ = (len, gso, fill);
+        GsoSent::Unsupported
+    }
+}
+
+/// What [`TxSink::send_gso`] did with a burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GsoSent {
+    /// Queued.
+    Sent,
+    /// No room now; try again later.
+    Full,
+    /// The channel does not (or no longer) take bursts: the interface stops offering
+    /// them and cuts bursts itself.
+    Unsupported,
+}
+
+/// How the channel is to cut a TCP burst frame: `ulnet_channel::Gso`'s fields (the
+/// stack does not depend on the channel crate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gso {
+    /// Payload bytes per segment.
+    pub segment_size: u16,
+    /// Where the TCP header starts (Ethernet plus IP header).
+    pub l4_offset: u16,
+    /// Ethernet, IP and TCP headers together.
+    pub header_len: u16,
+    /// IPv6 (else IPv4).
+    pub ipv6: bool,
 }
 
 impl<F: FnMut(usize, &mut dyn FnMut(&mut [u8])) -> bool> TxSink for F {

@@ -204,8 +204,10 @@ pub struct Stats {
     pub udp_sent: u64,
     /// TCP segments handed to the TCP layer.
     pub tcp_delivered: u64,
-    /// TCP segments sent.
+    /// TCP segments sent (a burst counts as the segments it is cut into).
     pub tcp_sent: u64,
+    /// TCP bursts handed to the channel as one frame to cut (`gso_max_len`).
+    pub gso_bursts: u64,
     /// IPv6 packets delivered to a protocol handler (after reassembly).
     pub ipv6_delivered: u64,
     /// Extension headers walked in received IPv6 packets.
@@ -263,6 +265,7 @@ impl Default for Stats {
             udp_sent: 0,
             tcp_delivered: 0,
             tcp_sent: 0,
+            gso_bursts: 0,
             ipv6_delivered: 0,
             ipv6_ext_headers: 0,
             ipv6_atomic_fragments: 0,
@@ -335,6 +338,7 @@ impl fmt::Display for Stats {
         writeln!(f, "udp_sent {}", self.udp_sent)?;
         writeln!(f, "tcp_delivered {}", self.tcp_delivered)?;
         writeln!(f, "tcp_sent {}", self.tcp_sent)?;
+        writeln!(f, "gso_bursts {}", self.gso_bursts)?;
         writeln!(f, "ipv6_delivered {}", self.ipv6_delivered)?;
         writeln!(f, "ipv6_ext_headers {}", self.ipv6_ext_headers)?;
         writeln!(f, "ipv6_atomic_fragments {}", self.ipv6_atomic_fragments)?;

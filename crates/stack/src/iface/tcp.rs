@@ -9,11 +9,15 @@
 use core::fmt;
 use core::net::{IpAddr, SocketAddr};
 
-use ulnet_wire::{ChecksumMode, IpProtocol, TcpPacket, TcpRepr};
+use ulnet_wire::{
+    ChecksumMode, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet,
+    Ipv4Repr, TcpFlags, TcpPacket, TcpRepr,
+};
 
+use super::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use super::ipv4::{Delivery, HEADER_LEN as IPV4_HEADER_LEN};
 use super::ipv6::Delivery6;
-use super::{Core, DropReason, Interface, TxSink};
+use super::{Core, DropReason, Gso, GsoSent, Interface, TxSink};
 use crate::tcp::{ListenError, ListenerHandle, Tcp};
 use crate::time::Instant;
 use crate::IpFields;
@@ -88,6 +92,13 @@ impl Interface {
     /// jumbo link gets jumbo segments without a second setting.
     pub fn set_tcp(&mut self, mut tcp: Tcp) -> Option<Tcp> {
         tcp.cap_mtu(self.core.config.mtu);
+        let gso = self.core.config.gso_max_len;
+        if gso > 0 {
+            // Payload room in the largest burst frame: Ethernet, IPv4 and the largest TCP
+            // header (60 bytes) off, and never past the 64 KB IP datagram.
+            let room = gso.min(65535 + ETH_HEADER_LEN) - ETH_HEADER_LEN - IPV4_HEADER_LEN - 60;
+            tcp.offer_gso(room as u32);
+        }
         tcp.set_v6_link_mtu(self.core.v6.mtu);
         self.tcp.replace(tcp)
     }
@@ -170,8 +181,12 @@ impl Interface {
             return;
         };
         let core = &mut self.core;
-        tcp.dispatch_ip(now, &mut |s, d, ip, seg| {
-            core.send_tcp(now, tx, s, d, ip, seg)
+        tcp.dispatch_ip(now, &mut |s, d, ip, seg, segment_size| {
+            if segment_size > 0 && seg.payload.len() > usize::from(segment_size) {
+                core.send_tcp_burst(now, tx, s, d, ip, seg, segment_size)
+            } else {
+                core.send_tcp(now, tx, s, d, ip, seg)
+            }
         });
     }
 }
@@ -223,6 +238,111 @@ impl Core {
             }
             Err(DropReason::TxFull) => false,
             Err(_) => true,
+        }
+    }
+
+    /// Sends a burst of `segment_size`-byte segments ([`TcpConfig::gso_max`]): as one
+    /// frame for the channel to cut when it can (IPv4, the next hop's MAC known, within
+    /// [`InterfaceConfig::gso_max_len`]), else segment by segment here, as the channel
+    /// would have cut it. False only when the transmit ring is full; then nothing of the
+    /// burst counts as sent, and what did go out is sent again (duplicates the receiver
+    /// discards, not losses it must wait for).
+    ///
+    /// [`TcpConfig::gso_max`]: crate::tcp::TcpConfig::gso_max
+    /// [`InterfaceConfig::gso_max_len`]: super::InterfaceConfig::gso_max_len
+    #[allow(clippy::too_many_arguments)] // send_tcp's context and the burst's size
+    fn send_tcp_burst(
+        &mut self,
+        now: Instant,
+        tx: &mut dyn TxSink,
+        src: IpAddr,
+        dst: IpAddr,
+        ip: IpFields,
+        seg: &TcpRepr<'_>,
+        segment_size: u16,
+    ) -> bool {
+        let size = usize::from(segment_size);
+        let segments = seg.payload.len().div_ceil(size) as u64;
+        if let (IpAddr::V4(s4), IpAddr::V4(d4)) = (src, dst) {
+            let len = IPV4_HEADER_LEN + seg.buffer_len();
+            let frame_len = ETH_HEADER_LEN + len;
+            if frame_len <= self.config.gso_max_len && len <= 65535 {
+                if let Some(mac) = self.known_next_hop(now, dst) {
+                    let h = self.ip_header_with(s4, d4, IpProtocol::Tcp, ip);
+                    let mut repr = Ipv4Repr::new(h.src, h.dst, h.protocol, seg.buffer_len(), h.ttl);
+                    repr.dscp_ecn = h.tos;
+                    // The channel numbers the segments from this ID on (RFC 6864 §4.1:
+                    // the ID of an atomic datagram carries no meaning).
+                    repr.ident = self.next_ident(now, &h);
+                    let tcp_header = seg.buffer_len() - seg.payload.len();
+                    let gso = Gso {
+                        segment_size,
+                        l4_offset: (ETH_HEADER_LEN + IPV4_HEADER_LEN) as u16,
+                        header_len: (ETH_HEADER_LEN + IPV4_HEADER_LEN + tcp_header) as u16,
+                        ipv6: false,
+                    };
+                    let eth = EthernetRepr {
+                        src_addr: self.config.mac,
+                        dst_addr: mac,
+                        ethertype: EtherType::Ipv4,
+                    };
+                    let sent = tx.send_gso(frame_len, gso, &mut |buf| {
+                        let (head, rest) = buf.split_at_mut(ETH_HEADER_LEN);
+                        eth.emit(&mut EthernetFrame::new_unchecked(head));
+                        let (iph, tcp) = rest.split_at_mut(IPV4_HEADER_LEN);
+                        repr.emit(&mut Ipv4Packet::new_unchecked(iph), ChecksumMode::Full);
+                        // The pseudo-header sum only: the channel completes each
+                        // segment's checksum after cutting.
+                        seg.emit(
+                            &mut TcpPacket::new_unchecked(tcp),
+                            &src,
+                            &dst,
+                            ChecksumMode::Partial,
+                        );
+                    });
+                    match sent {
+                        GsoSent::Sent => {
+                            self.stats.tx_frames += 1;
+                            self.stats.tx_bytes += frame_len as u64;
+                            self.stats.tcp_sent += segments;
+                            self.stats.gso_bursts += 1;
+                            return true;
+                        }
+                        GsoSent::Full => {
+                            self.stats.drop(DropReason::TxFull);
+                            return false;
+                        }
+                        // Cut here from now on (below).
+                        GsoSent::Unsupported => self.config.gso_max_len = 0,
+                    }
+                }
+            }
+        }
+        let mut off = 0;
+        while off < seg.payload.len() {
+            let end = (off + size).min(seg.payload.len());
+            let mut part = *seg;
+            part.seq = seg.seq + off as u32;
+            part.payload = &seg.payload[off..end];
+            if end < seg.payload.len() {
+                // FIN and PSH belong to the last segment only.
+                part.flags = part.flags - (TcpFlags::FIN | TcpFlags::PSH);
+            }
+            if !self.send_tcp(now, tx, src, dst, ip, &part) {
+                return false;
+            }
+            off = end;
+        }
+        true
+    }
+
+    /// The MAC of `dst`'s next hop when the neighbour cache already has it (a burst is
+    /// never parked: it would wait for resolution as one oversized datagram).
+    fn known_next_hop(&mut self, now: Instant, dst: IpAddr) -> Option<EthernetAddress> {
+        let hop = self.routes.next_hop(dst)?;
+        match self.neighbors.lookup_for_send(hop, now) {
+            super::neighbor::Lookup::Found(mac) => Some(mac),
+            _ => None,
         }
     }
 }

@@ -59,6 +59,12 @@ pub struct TcpConfig {
     /// interface's MTU. Set it lower to cap the MSS below the link's. Per-connection paths
     /// may lower it further with [`Tcp::set_path_mtu`](super::Tcp::set_path_mtu).
     pub mtu: usize,
+    /// The most new data one transmission may carry as a burst of full-sized segments,
+    /// cut by the channel's segmentation offload (Linux's TSO/GSO autosizing, capped at
+    /// 64 KB); 0 sends every segment on its own. Attaching the layer to an interface sets
+    /// it from the channel ([`InterfaceConfig::gso_max_len`](crate::iface::InterfaceConfig::gso_max_len)).
+    /// Retransmissions, probes and segments that are not full-sized go alone.
+    pub gso_max: u32,
     /// Send window scaling (RFC 7323 §2) when the peer agrees.
     pub window_scaling: bool,
     /// Send timestamps (RFC 7323 §3) when the peer agrees; enables PAWS and RTTM.
@@ -151,6 +157,7 @@ impl Default for TcpConfig {
             mem: MemLimits::default(),
             buffer_idle: Duration::from_secs(1),
             mtu: 65535,
+            gso_max: 0,
             window_scaling: true,
             timestamps: true,
             sack: true,

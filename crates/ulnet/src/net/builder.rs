@@ -423,6 +423,17 @@ impl StackBuilder {
         self
     }
 
+    /// TCP bursts cut by the kernel (AF_XDP backend): new data leaves as one frame of up
+    /// to 64 KB through an AF_PACKET socket with a virtio-net header, and the kernel's
+    /// GSO (or the device's TSO) cuts it into segments, one system call per burst instead
+    /// of a frame per segment; receive and every other frame stay on AF_XDP
+    /// ([`XdpOptions::gso`]). Off by default. Other backends ignore it.
+    #[must_use]
+    pub fn gso(mut self, on: bool) -> Self {
+        self.xdp.get_or_insert_with(XdpOptions::default).gso = on;
+        self
+    }
+
     /// The whole TCP configuration (replaces what the setters below changed).
     #[must_use]
     pub fn tcp_config(mut self, tcp: TcpConfig) -> Self {

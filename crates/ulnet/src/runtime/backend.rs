@@ -291,6 +291,7 @@ fn build_interface(
     let mtu = caps.mtu.min(caps.max_frame_len.saturating_sub(14));
     let mut ic = InterfaceConfig::new(mac)
         .mtu(mtu)
+        .gso_max_len(caps.gso_max_len)
         .limits(limits)
         .checksum(ChecksumCaps {
             rx_verified: caps.rx_checksum_verified,

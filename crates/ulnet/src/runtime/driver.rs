@@ -28,8 +28,8 @@
 
 use std::io;
 
-use ulnet_channel::{Channel, Tx};
-use ulnet_stack::iface::{Interface, TxSink};
+use ulnet_channel::{Channel, Tx, TxError};
+use ulnet_stack::iface::{Gso, GsoSent, Interface, TxSink};
 use ulnet_stack::socket::Event as SocketEvent;
 use ulnet_stack::tcp::Event;
 use ulnet_stack::time::Instant;
@@ -141,6 +141,23 @@ impl TxSink for Sink<'_> {
         let ok = self.tx.send(len, fill).is_ok();
         *self.sent += u64::from(ok);
         ok
+    }
+
+    fn send_gso(&mut self, len: usize, gso: Gso, fill: &mut dyn FnMut(&mut [u8])) -> GsoSent {
+        let gso = ulnet_channel::Gso {
+            segment_size: gso.segment_size,
+            l4_offset: gso.l4_offset,
+            header_len: gso.header_len,
+            ipv6: gso.ipv6,
+        };
+        match self.tx.send_gso(len, gso, fill) {
+            Ok(()) => {
+                *self.sent += 1;
+                GsoSent::Sent
+            }
+            Err(TxError::Full) => GsoSent::Full,
+            Err(_) => GsoSent::Unsupported,
+        }
     }
 }
 

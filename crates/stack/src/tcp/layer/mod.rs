@@ -181,6 +181,13 @@ impl Tcp {
         self.cfg.mtu = self.cfg.mtu.min(mtu);
     }
 
+    /// Bursts of up to `max` payload bytes, unless the configuration chose a size.
+    pub(crate) fn offer_gso(&mut self, max: u32) {
+        if self.cfg.gso_max == 0 {
+            self.cfg.gso_max = max;
+        }
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &TcpConfig {
         &self.cfg
@@ -549,20 +556,23 @@ impl Tcp {
         now: Instant,
         out: &mut dyn FnMut(IpAddr, IpAddr, &TcpRepr<'_>) -> bool,
     ) {
-        self.dispatch_ip(now, &mut |s, d, _, r| out(s, d, r));
+        self.dispatch_ip(now, &mut |s, d, _, r, _| out(s, d, r));
     }
 
     /// [`Tcp::dispatch`] with the IP header fields each segment asks for (its
     /// connection's TOS and TTL, [`SocketOption::Tos`](super::SocketOption::Tos); the
-    /// defaults for queued resets).
+    /// defaults for queued resets), and the segment size of a burst: with
+    /// [`TcpConfig::gso_max`] set, new data may come as one `TcpRepr` carrying several
+    /// segments' payload, to be cut into segments of that many bytes (0: one segment).
+    /// [`Tcp::dispatch`] is for layers without bursts (`gso_max` 0).
     pub fn dispatch_ip(
         &mut self,
         now: Instant,
-        out: &mut dyn FnMut(IpAddr, IpAddr, IpFields, &TcpRepr<'_>) -> bool,
+        out: &mut dyn FnMut(IpAddr, IpAddr, IpFields, &TcpRepr<'_>, u16) -> bool,
     ) {
         self.saw(now);
         while let Some((src, dst, rst)) = self.pending_rst.front() {
-            if !out(*src, *dst, IpFields::default(), rst) {
+            if !out(*src, *dst, IpFields::default(), rst, 0) {
                 return;
             }
             self.stats.segs_out += 1;
@@ -606,7 +616,8 @@ impl Tcp {
                     more = true;
                     break;
                 }
-                let mut emit = |r: &TcpRepr<'_>| out(local, remote, ip, r);
+                let mut emit =
+                    |r: &TcpRepr<'_>, segment_size: u16| out(local, remote, ip, r, segment_size);
                 match output::output(sock, now, &mut cx, &mut self.scratch, &mut emit) {
                     Output::Sent => {
                         sent += 1;

@@ -16,6 +16,10 @@ use super::{Cx, Socket};
 use crate::tcp::congestion::CongestionControl;
 use crate::tcp::state::State;
 
+/// Emits one segment, or a burst of segments of the given payload size (0: one
+/// segment); false when the transmit ring is full.
+pub(crate) type Emit<'a> = dyn FnMut(&TcpRepr<'_>, u16) -> bool + 'a;
+
 /// What one output step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Output {
@@ -41,7 +45,7 @@ pub(crate) fn output(
     now: Instant,
     cx: &mut Cx<'_>,
     scratch: &mut [u8],
-    emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
+    emit: &mut Emit<'_>,
 ) -> Output {
     match s.state {
         State::Closed | State::Listen => return Output::Idle,
@@ -78,19 +82,19 @@ pub(crate) fn output(
     if s.timers.keepalive_due() {
         return keepalive(s, now, emit);
     }
-    if let Some((seq, len)) = new_data_plan(s, now) {
+    if let Some((seq, len)) = new_data_plan(s, now, cx.cfg.gso_max) {
         return data(s, now, cx, seq, len, Kind::New, scratch, emit);
     }
     ack_only(s, now, emit)
 }
 
-fn ack_only(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool) -> Output {
+fn ack_only(s: &mut Socket, now: Instant, emit: &mut Emit<'_>) -> Output {
     if !s.ack_now {
         return Output::Idle;
     }
     let saved = s.rcv.mark();
     let a = s.ack_segment(now);
-    if !emit(&a) {
+    if !emit(&a, 0) {
         s.rcv.unsend(saved);
         s.ack_now = true;
         return Output::Blocked;
@@ -100,7 +104,7 @@ fn ack_only(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> 
 }
 
 /// SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED) from ISS.
-fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool) -> Output {
+fn syn(s: &mut Socket, now: Instant, emit: &mut Emit<'_>) -> Output {
     let synack = s.state == State::SynReceived;
     let mut options = TcpOptions::none();
     options.mss = Some(s.offer.mss);
@@ -133,7 +137,7 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
         options,
         payload: &[],
     };
-    if !emit(&repr) {
+    if !emit(&repr, 0) {
         s.rcv.unsend(saved);
         return Output::Blocked;
     }
@@ -153,7 +157,12 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool)
 
 /// The next new-data segment allowed by the windows, SWS avoidance and Nagle:
 /// (first sequence number, length). A zero length means "FIN only".
-fn new_data_plan(s: &mut Socket, now: Instant) -> Option<(SeqNumber, u32)> {
+///
+/// With `gso_max` above one segment the plan may cover a burst of up to `gso_max` bytes
+/// of full-sized segments (the last may be short only where the queued data ends): the
+/// windows decide how much goes, the channel cuts it (Linux sizes its TSO bursts the
+/// same way, `tcp_tso_autosize`, without our per-burst timer).
+fn new_data_plan(s: &mut Socket, now: Instant, gso_max: u32) -> Option<(SeqNumber, u32)> {
     if !matches!(
         s.state,
         State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck
@@ -175,7 +184,10 @@ fn new_data_plan(s: &mut Socket, now: Instant) -> Option<(SeqNumber, u32)> {
     }
     let wnd_room = s.snd.wnd_room();
     let cc_room = s.rec.send_allowance(&s.snd, &s.cc);
-    let len = unsent.min(wnd_room).min(cc_room).min(mss);
+    let mut len = unsent.min(wnd_room).min(cc_room).min(gso_max.max(mss));
+    if len > mss && len < unsent {
+        len -= len % mss;
+    }
     if len == 0 {
         if wnd_room == 0 && outstanding == 0 {
             // RFC 9293 §3.8.6.1: zero window with data waiting: probe.
@@ -212,7 +224,7 @@ fn data(
     max: u32,
     kind: Kind,
     scratch: &mut [u8],
-    emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
+    emit: &mut Emit<'_>,
 ) -> Output {
     let seq0 = s.tx_seq0();
     let offset = seq.distance_from(seq0) as usize;
@@ -223,7 +235,18 @@ fn data(
         .saturating_sub(if s.ts_on { 12 } else { 0 });
     let cap = usize::from(s.data_mss()).saturating_sub(opt_extra).max(1);
     let avail = s.tx.len().saturating_sub(offset);
-    let want = (max as usize).min(cap).min(avail).min(scratch.len());
+    // New data may go as a burst of `cap`-sized segments that the channel cuts
+    // (`TcpConfig::gso_max`); all full-sized but the one that ends the queued data.
+    let burst = kind == Kind::New && cx.cfg.gso_max as usize > cap;
+    let limit = if burst {
+        (max as usize).min(cx.cfg.gso_max as usize)
+    } else {
+        (max as usize).min(cap)
+    };
+    let mut want = limit.min(avail).min(scratch.len());
+    if want > cap && want < avail {
+        want -= want % cap;
+    }
     // The payload comes straight from the send buffer when it is contiguous there (all
     // but the segment that straddles the ring's end): one copy, into the frame.
     let contiguous = s.tx.get_allocated(offset, want).len() == want;
@@ -274,11 +297,13 @@ fn data(
             &scratch[..n]
         },
     };
-    if !emit(&repr) {
+    let segments = n.div_ceil(cap).max(1);
+    let segment_size = if segments > 1 { cap as u16 } else { 0 };
+    if !emit(&repr, segment_size) {
         s.rcv.unsend(saved);
         return Output::Blocked;
     }
-    s.counters.segs_out += 1;
+    s.counters.segs_out += segments as u64;
     s.note_ack_sent();
     if n > 0 && kind == Kind::New {
         // Data answering the peer's data within the delayed-ACK time: an interactive
@@ -312,8 +337,16 @@ fn data(
         cx.stats.retransmitted_bytes += n as u64;
     }
     if kind != Kind::Retransmit {
-        // RFC 8985 §6.1: every transmission's time is recorded (retransmissions above).
-        s.rec.on_sent(seq, end, now);
+        // RFC 8985 §6.1: every transmission's time is recorded (retransmissions above);
+        // a burst as the segments it is cut into, so that loss detection and
+        // retransmission work on the segments the peer sees.
+        let mut from = seq;
+        for i in 1..segments {
+            let to = seq + (i * cap) as u32;
+            s.rec.on_sent(from, to, now);
+            from = to;
+        }
+        s.rec.on_sent(from, end, now);
     }
     let only_probe = kind == Kind::Probe && seq == s.snd.una() && end.diff(s.snd.nxt()) >= 0;
     after_send(s, now, seq, end);
@@ -355,7 +388,7 @@ fn loss_probe(
     now: Instant,
     cx: &mut Cx<'_>,
     scratch: &mut [u8],
-    emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
+    emit: &mut Emit<'_>,
 ) -> Output {
     if !s.rec.may_probe(&s.snd, &s.timers, s.probe_open()) {
         s.timers.tlp_done();
@@ -430,7 +463,7 @@ fn probe(
     now: Instant,
     cx: &mut Cx<'_>,
     scratch: &mut [u8],
-    emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool,
+    emit: &mut Emit<'_>,
 ) -> Output {
     let room = s.snd.wnd_room();
     if room > 0 {
@@ -466,11 +499,11 @@ fn probe(
 
 /// A keepalive probe (RFC 1122 §4.2.3.6): <SEQ=SND.NXT-1><ACK=RCV.NXT>, no data, which
 /// an alive peer must answer with an ACK.
-fn keepalive(s: &mut Socket, now: Instant, emit: &mut dyn FnMut(&TcpRepr<'_>) -> bool) -> Output {
+fn keepalive(s: &mut Socket, now: Instant, emit: &mut Emit<'_>) -> Output {
     let saved = s.rcv.mark();
     let mut a = s.ack_segment(now);
     a.seq = s.snd.nxt() - 1;
-    if !emit(&a) {
+    if !emit(&a, 0) {
         s.rcv.unsend(saved);
         return Output::Blocked;
     }

@@ -1,0 +1,70 @@
+//! TCP bursts cut by the kernel (`StackBuilder::gso`): ulnet on AF_XDP sends new data as
+//! frames of up to 64 KB through an AF_PACKET socket with a virtio-net header. Checked
+//! against the Linux kernel in B, byte for byte, both ways the kernel can cut them: by
+//! veth's TSO (A's offloads on: B receives the burst whole, as from a TSO sender) and in
+//! software at A's device (offloads off: `validate_xmit_skb` segments it), with and
+//! without loss. Every case also checks that bursts were really sent, so a build that
+//! quietly fell back to one frame per segment fails.
+
+mod interop_support;
+
+use std::net::SocketAddr;
+
+use interop_support::*;
+use ulnet::net::Stack;
+use ulnet::runtime::Backend;
+use ulnet::stack::iface::IpCidr;
+
+fn bursts_cut_by_the_kernel(label: &str, a_offloads: bool) {
+    let tb = testbed(label);
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    let v = if a_offloads { "on" } else { "off" };
+    let set = a
+        .run(
+            "ethtool",
+            ["-K", a.ifname.as_str(), "tx", v, "tso", v, "gso", v],
+        )
+        .expect("ethtool -K on A");
+    assert!(set.status.success(), "ethtool -K: {}", text(&set));
+    let ip = a.spare_ip(0);
+    let scratch = Scratch::new();
+    let cfg = Stack::builder()
+        .backend(Backend::Xdp)
+        .interface(&a.ifname)
+        .address_cidr(IpCidr::new(ip, a.prefix_len).unwrap())
+        .netns(&a.ns)
+        .gso(true);
+    let mut t = Session::open(cfg, &b.ns);
+    assert!(
+        t.rt.iface().config().gso_max_len > 0,
+        "the channel offers no bursts"
+    );
+
+    let out = scratch.path("body");
+    t.check_curl(20_000_000, &out);
+    let after_curl = t.rt.iface().stats().gso_bursts;
+    assert!(after_curl > 0, "curl's download went without a burst");
+    // ulnet as the client, sending to a kernel server.
+    t.check_bulk(SocketAddr::new(b.ip, 5001), 8_000_000, 0);
+    assert!(
+        t.rt.iface().stats().gso_bursts > after_curl,
+        "the client's upload went without a burst"
+    );
+    // 2% random loss each way in B: the bursts' segments are recovered one by one.
+    let drops = t.check_curl_under_loss(&b, 5_000_000, &out);
+    assert!(drops > 0, "the loss rules dropped nothing");
+    assert!(
+        t.rt.iface().config().gso_max_len > 0,
+        "the kernel refused a burst and bursts were turned off"
+    );
+}
+
+#[test]
+fn bursts_cut_by_veth_tso_arrive_byte_exact() {
+    bursts_cut_by_the_kernel("gsot", true);
+}
+
+#[test]
+fn bursts_cut_in_software_at_the_device_arrive_byte_exact() {
+    bursts_cut_by_the_kernel("gsos", false);
+}
