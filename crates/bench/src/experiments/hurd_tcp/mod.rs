@@ -93,10 +93,12 @@ const ULNET_PACKET: &str = "ulnet-packet";
 const ULNET_TAP: &str = "ulnet-tap";
 const ULNET_ENGINE: &str = "ulnet-xdp-engine";
 const ULNET_TOKIO: &str = "ulnet-xdp-tokio";
+const ULNET_GSO: &str = "ulnet-xdp-gso";
+const ULNET_TSO: &str = "ulnet-xdp-tso";
 const IPERF3: &str = "iperf3-kernel";
 
 /// Every system, in alternation order (kernel, ulnet, kernel, ulnet, ...).
-const SYSTEMS: [Sys; 8] = [
+const SYSTEMS: [Sys; 10] = [
     Sys {
         id: KERNEL_NOOFF,
         label: "kernel, offloads off",
@@ -142,6 +144,20 @@ const SYSTEMS: [Sys; 8] = [
     Sys {
         id: ULNET_TOKIO,
         label: "ulnet, AF_XDP, tokio",
+        kind: SystemKind::Ulnet,
+        engine_only: false,
+        backend: Some(Backend::Xdp),
+    },
+    Sys {
+        id: ULNET_GSO,
+        label: "ulnet, AF_XDP, bursts cut by A's kernel in software",
+        kind: SystemKind::Ulnet,
+        engine_only: false,
+        backend: Some(Backend::Xdp),
+    },
+    Sys {
+        id: ULNET_TSO,
+        label: "ulnet, AF_XDP, bursts passed whole by veth's TSO",
         kind: SystemKind::Ulnet,
         engine_only: false,
         backend: Some(Backend::Xdp),
@@ -221,30 +237,41 @@ fn cases(plan: &Plan) -> Vec<CaseSpec> {
         ]
     };
     let tx_1500: &[&str] = if smoke {
-        &[KERNEL_NOOFF, ULNET_XDP]
+        &[KERNEL_NOOFF, ULNET_XDP, ULNET_TSO]
     } else {
         &[
             KERNEL_NOOFF,
             ULNET_XDP,
             KERNEL_DEFAULT,
+            ULNET_GSO,
+            ULNET_TSO,
             ULNET_PACKET,
             ULNET_TAP,
             ULNET_TOKIO,
         ]
     };
     let jumbo: &[&str] = &[KERNEL_NOOFF, ULNET_XDP, KERNEL_DEFAULT, ULNET_TOKIO];
+    // Bursts only change what ulnet sends.
+    let jumbo_tx: &[&str] = &[
+        KERNEL_NOOFF,
+        ULNET_XDP,
+        KERNEL_DEFAULT,
+        ULNET_GSO,
+        ULNET_TSO,
+        ULNET_TOKIO,
+    ];
     let mut v = vec![
         case("rx-1500", 1500, false, bytes, keep(rx_1500)),
         case("tx-1500", 1500, true, bytes, keep(tx_1500)),
     ];
     if !smoke {
         v.push(case("rx-9000", 9000, false, bytes, keep(jumbo)));
-        v.push(case("tx-9000", 9000, true, bytes, keep(jumbo)));
+        v.push(case("tx-9000", 9000, true, bytes, keep(jumbo_tx)));
         // veth's largest MTU: the "9000 and larger". A 65549-byte frame is 17
         // UMEM descriptors; the kernel, with its default offloads, moves 64 KB GSO
         // packets over veth at any MTU, so here both pay their per-packet costs per 64 KB.
         v.push(case("rx-65535", 65535, false, bytes, keep(jumbo)));
-        v.push(case("tx-65535", 65535, true, bytes, keep(jumbo)));
+        v.push(case("tx-65535", 65535, true, bytes, keep(jumbo_tx)));
     }
     v
 }
@@ -345,6 +372,27 @@ fn declare_systems(ctx: &mut Ctx<'_>, used: &[&'static str], cc: &str) {
                 );
                 v
             }
+            ULNET_GSO | ULNET_TSO => {
+                let mut v = ulnet_setup(Backend::Xdp);
+                v.push((
+                    "bursts",
+                    "XdpOptions::gso: new data leaves as frames of up to 64 KB (one TCP header, a virtio-net header with SKB_GSO_TCPV4 and the MSS) through an AF_PACKET socket on A's veth end; receive and every other frame on AF_XDP".into(),
+                ));
+                if *id == ULNET_TSO {
+                    v.retain(|(k, _)| *k != "offloads");
+                    v.push((
+                        "offloads",
+                        "tx, tso, gso on at A's veth end (veth passes the 64 KB bursts to B whole, as the kernel-default row's TSO packets); off at B's (ulnet's raw receive needs B's checksums finished)".into(),
+                    ));
+                } else {
+                    v.retain(|(k, _)| *k != "offloads");
+                    v.push((
+                        "offloads",
+                        "off at both veth ends, as kernel-nooffload: A's kernel cuts each burst into segments in software (validate_xmit_skb), as it cuts its own 64 KB GSO packets".into(),
+                    ));
+                }
+                v
+            }
             _ => ulnet_setup(s.backend.expect("ulnet rows have a backend")),
         };
         ctx.system(s.id, s.label, s.kind, s.engine_only, &setup);
@@ -391,6 +439,9 @@ fn run_mtu(ctx: &mut Ctx<'_>, mtu: u32, specs: &[CaseSpec], port: &mut u16) -> i
             let s = sys(id);
             let kernel_default = id == KERNEL_DEFAULT;
             set_offloads(&tb, kernel_default)?;
+            if id == ULNET_TSO {
+                set_a_tx_offloads(&tb, true)?;
+            }
             if id == IPERF3 {
                 return iperf3_rx(&tb, port, spec.bytes);
             }
@@ -412,7 +463,8 @@ fn run_mtu(ctx: &mut Ctx<'_>, mtu: u32, specs: &[CaseSpec], port: &mut u16) -> i
                     .insert((s.id, format!("mode, MTU {mtu}")), mode);
                 return Ok(m);
             }
-            let u = open_stack(&tb, s.backend.expect("ulnet rows have a backend"))?;
+            let gso = id == ULNET_GSO || id == ULNET_TSO;
+            let u = open_stack_with(&tb, s.backend.expect("ulnet rows have a backend"), gso)?;
             learnt
                 .borrow_mut()
                 .insert((s.id, format!("mode, MTU {mtu}")), u.mode.clone());

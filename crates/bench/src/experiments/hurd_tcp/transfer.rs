@@ -165,6 +165,20 @@ pub(super) fn set_offloads(tb: &Testbed, on: bool) -> io::Result<()> {
     Ok(())
 }
 
+/// Turns A's transmit checksum and segmentation offloads on (B's stay as they are):
+/// veth then passes ulnet's 64 KB bursts to B whole, as it does the kernel's own TSO
+/// packets. B's transmit checksums stay off, which ulnet's raw receive needs.
+pub(super) fn set_a_tx_offloads(tb: &Testbed, on: bool) -> io::Result<()> {
+    let v = if on { "on" } else { "off" };
+    let a = tb.a();
+    a.run(
+        "ethtool",
+        ["-K", a.ifname.as_str(), "tx", v, "tso", v, "gso", v],
+    )
+    .map_err(io_err)?;
+    Ok(())
+}
+
 /// The offloads of `side` as `ethtool -k` reads them back, in short form.
 pub(super) fn offload_text(side: &Side) -> String {
     match side.offload_features() {
@@ -225,6 +239,11 @@ pub(crate) struct UlnetStack {
 /// API's builder. The channel is opened here rather than by `build()` so its
 /// capabilities (XDP mode, copy/zero-copy, multi-buffer) can be recorded.
 pub(crate) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStack> {
+    open_stack_with(tb, backend, false)
+}
+
+/// [`open_stack`], with TCP bursts cut by the kernel (`XdpOptions::gso`) when `gso`.
+pub(crate) fn open_stack_with(tb: &Testbed, backend: Backend, gso: bool) -> io::Result<UlnetStack> {
     let a = tb.a();
     let b = tb.b();
     let builder = Stack::builder()
@@ -236,6 +255,7 @@ pub(crate) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStac
             let ip = a.spare_of(a.ipv6, 0);
             let o = XdpOptions {
                 addresses: vec![ip],
+                gso,
                 ..XdpOptions::default()
             };
             let ch = retry_busy(|| {
