@@ -38,6 +38,10 @@ pub struct Args {
     /// Spin on the rings instead of sleeping in poll(2) (one core at 100%).
     #[arg(long)]
     pub busy_poll: bool,
+    /// xdp: send TCP bursts of up to 64 KB for the kernel's GSO (or the device's TSO)
+    /// to cut (ULNET_GSO=1).
+    #[arg(long)]
+    pub gso: bool,
     /// Record every frame in and out to this pcap file.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
@@ -103,6 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "ULNET_GATEWAY",
         "ULNET_PCAP",
         "ULNET_BUSY_POLL",
+        "ULNET_GSO",
     ] {
         cmd.env_remove(var);
     }
@@ -117,6 +122,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.busy_poll {
         cmd.env("ULNET_BUSY_POLL", "1");
+    }
+    if args.gso {
+        cmd.env("ULNET_GSO", "1");
     }
     let e = cmd.exec();
     Err(e).with_context(|| format!("cannot run {program}"))

@@ -255,7 +255,8 @@ impl StackBuilder {
     /// (xdp, packet, tap), `ULNET_IFACE`, `ULNET_NETNS`, `ULNET_ADDR` (with prefix;
     /// several separated by commas for dual stack, e.g.
     /// `198.18.1.16/24,2001:2:0:1::10/64`),
-    /// `ULNET_GATEWAY`, `ULNET_PCAP` and `ULNET_BUSY_POLL=1`. Unset variables leave the
+    /// `ULNET_GATEWAY`, `ULNET_PCAP`, `ULNET_BUSY_POLL=1` and `ULNET_GSO=1`
+    /// ([`gso`](Self::gso)). Unset variables leave the
     /// builder as it is; malformed ones make [`build`](Self::build) fail
     /// ([`BuildError::Env`]).
     #[must_use]
@@ -294,6 +295,9 @@ impl StackBuilder {
         }
         if var("ULNET_BUSY_POLL").is_some_and(|v| v == "1") {
             self.wait = WaitMode::BusyPoll;
+        }
+        if var("ULNET_GSO").is_some_and(|v| v == "1") {
+            self = self.gso(true);
         }
         self
     }
