@@ -17,6 +17,12 @@
 //!   ulnet through A's kernel, which forwards between the veth and the TAP device.
 //! - `ulnet-xdp-tokio`: the same over AF_XDP with the application on tokio (ulnet's
 //!   async sockets on a current-thread runtime), for applications written that way.
+//! - `ulnet-xdp-gso`, `ulnet-xdp-tso` (transmit cases): `ulnet-xdp` with TCP bursts cut
+//!   by the kernel (`XdpOptions::gso`): new data leaves as frames of up to 64 KB through
+//!   an AF_PACKET socket with a virtio-net header. `-gso` keeps the offloads off at both
+//!   ends (A's kernel cuts each burst in software, as `kernel-nooffload` cuts its GSO
+//!   packets); `-tso` turns A's tx/tso/gso on (veth passes the bursts whole, as
+//!   `kernel-default`'s TSO packets), B's transmit checksums staying off.
 //! - `ulnet-xdp-engine` (receive at MTU 1500 only): the discard app inside ulnet's loop,
 //!   no socket API (engine only), as the old `tcp_rx` scenario measured it.
 //!
