@@ -35,7 +35,7 @@ use std::ffi::OsStr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::Output;
 
-pub use impair::{clear_loss, loss_drops, set_loss};
+pub use impair::{clear_loss, loss_drops, set_loss, set_loss_every};
 pub use inventory::{down, down_all, inspect, list, offload_features};
 pub use mac::{MacAddr, ParseMacError};
 pub use plan::{SideId, NAME_PREFIX};
@@ -249,6 +249,14 @@ impl Side {
     /// As [`set_loss`].
     pub fn set_loss(&self, percent: u8) -> Result<()> {
         set_loss(&self.ns, percent)
+    }
+
+    /// Drops every `n`th packet in each direction (see [`set_loss_every`]).
+    ///
+    /// # Errors
+    /// As [`set_loss_every`].
+    pub fn set_loss_every(&self, n: u32) -> Result<()> {
+        set_loss_every(&self.ns, n)
     }
 
     /// Removes the loss set by [`Side::set_loss`].

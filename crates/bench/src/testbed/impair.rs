@@ -40,6 +40,32 @@ pub fn set_loss(ns: &str, percent: u8) -> Result<()> {
     } else {
         &["numgen", "random", "mod", "100", "<", &pct]
     };
+    add_rules(ns, selector)
+}
+
+/// Makes the kernel in `ns` drop every `n`th packet it receives and every `n`th it sends
+/// (a counter per direction, `numgen inc`): loss whose amount does not depend on chance,
+/// for a check that needs some drops out of few packets (64 KB bursts through TSO are a
+/// few hundred packets where segments would be thousands). Replaces an earlier setting.
+///
+/// # Errors
+/// [`Error::Invalid`] if `n < 2`; otherwise as [`set_loss`].
+pub fn set_loss_every(ns: &str, n: u32) -> Result<()> {
+    if n < 2 {
+        return Err(Error::Invalid(format!(
+            "drop every {n}th packet: n must be at least 2"
+        )));
+    }
+    clear_loss(ns)?;
+    let m = n.to_string();
+    // `numgen inc mod n` counts 0, 1, ..., n-1 per rule; the last of each run is dropped.
+    let last = (n - 1).to_string();
+    add_rules(ns, &["numgen", "inc", "mod", &m, "==", &last])
+}
+
+/// The table, an input and an output chain, and in each a rule dropping what `selector`
+/// matches, counted.
+fn add_rules(ns: &str, selector: &[&str]) -> Result<()> {
     nft(ns, &["add", "table", "inet", TABLE])?;
     for hook in ["input", "output"] {
         nft(

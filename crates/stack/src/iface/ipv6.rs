@@ -509,7 +509,7 @@ impl Core {
 
     /// The neighbour a packet to `dst` goes to: `dst` itself when it is link-local or
     /// on an on-link prefix, else the route's gateway, else the default router.
-    fn next_hop6(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+    pub(super) fn next_hop6(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
         if dst.is_unicast_link_local() {
             return Some(dst);
         }

@@ -11,12 +11,18 @@ use core::net::{IpAddr, SocketAddr};
 
 use ulnet_wire::{
     ChecksumMode, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet,
-    Ipv4Repr, TcpFlags, TcpPacket, TcpRepr,
+    Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpFlags, TcpPacket, TcpRepr,
 };
 
 use super::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use super::ipv4::{Delivery, HEADER_LEN as IPV4_HEADER_LEN};
-use super::ipv6::Delivery6;
+use super::ipv6::{Delivery6, HEADER_LEN as IPV6_HEADER_LEN};
+
+/// The IP header of a burst frame.
+enum BurstHead {
+    V4(Ipv4Repr),
+    V6(Ipv6Repr),
+}
 use super::{Core, DropReason, Gso, GsoSent, Interface, TxSink};
 use crate::tcp::{ListenError, ListenerHandle, Tcp};
 use crate::time::Instant;
@@ -94,9 +100,9 @@ impl Interface {
         tcp.cap_mtu(self.core.config.mtu);
         let gso = self.core.config.gso_max_len;
         if gso > 0 {
-            // Payload room in the largest burst frame: Ethernet, IPv4 and the largest TCP
-            // header (60 bytes) off, and never past the 64 KB IP datagram.
-            let room = gso.min(65535 + ETH_HEADER_LEN) - ETH_HEADER_LEN - IPV4_HEADER_LEN - 60;
+            // Payload room in the largest burst frame: Ethernet, an IPv6 header (the
+            // larger) and the largest TCP header (60 bytes) off, never past 64 KB.
+            let room = gso.min(65535 + ETH_HEADER_LEN) - ETH_HEADER_LEN - IPV6_HEADER_LEN - 60;
             tcp.offer_gso(room as u32);
         }
         tcp.set_v6_link_mtu(self.core.v6.mtu);
@@ -263,58 +269,93 @@ impl Core {
     ) -> bool {
         let size = usize::from(segment_size);
         let segments = seg.payload.len().div_ceil(size) as u64;
-        if let (IpAddr::V4(s4), IpAddr::V4(d4)) = (src, dst) {
-            let len = IPV4_HEADER_LEN + seg.buffer_len();
-            let frame_len = ETH_HEADER_LEN + len;
-            if frame_len <= self.config.gso_max_len && len <= 65535 {
-                if let Some(mac) = self.known_next_hop(now, dst) {
-                    let h = self.ip_header_with(s4, d4, IpProtocol::Tcp, ip);
-                    let mut repr = Ipv4Repr::new(h.src, h.dst, h.protocol, seg.buffer_len(), h.ttl);
-                    repr.dscp_ecn = h.tos;
-                    // The channel numbers the segments from this ID on (RFC 6864 §4.1:
-                    // the ID of an atomic datagram carries no meaning).
-                    repr.ident = self.next_ident(now, &h);
-                    let tcp_header = seg.buffer_len() - seg.payload.len();
-                    let gso = Gso {
-                        segment_size,
-                        l4_offset: (ETH_HEADER_LEN + IPV4_HEADER_LEN) as u16,
-                        header_len: (ETH_HEADER_LEN + IPV4_HEADER_LEN + tcp_header) as u16,
-                        ipv6: false,
-                    };
-                    let eth = EthernetRepr {
-                        src_addr: self.config.mac,
-                        dst_addr: mac,
-                        ethertype: EtherType::Ipv4,
-                    };
-                    let sent = tx.send_gso(frame_len, gso, &mut |buf| {
-                        let (head, rest) = buf.split_at_mut(ETH_HEADER_LEN);
-                        eth.emit(&mut EthernetFrame::new_unchecked(head));
-                        let (iph, tcp) = rest.split_at_mut(IPV4_HEADER_LEN);
-                        repr.emit(&mut Ipv4Packet::new_unchecked(iph), ChecksumMode::Full);
-                        // The pseudo-header sum only: the channel completes each
-                        // segment's checksum after cutting.
-                        seg.emit(
-                            &mut TcpPacket::new_unchecked(tcp),
-                            &src,
-                            &dst,
-                            ChecksumMode::Partial,
-                        );
-                    });
-                    match sent {
-                        GsoSent::Sent => {
-                            self.stats.tx_frames += 1;
-                            self.stats.tx_bytes += frame_len as u64;
-                            self.stats.tcp_sent += segments;
-                            self.stats.gso_bursts += 1;
-                            return true;
-                        }
-                        GsoSent::Full => {
-                            self.stats.drop(DropReason::TxFull);
-                            return false;
-                        }
-                        // Cut here from now on (below).
-                        GsoSent::Unsupported => self.config.gso_max_len = 0,
+        let tcp_len = seg.buffer_len();
+        let ip_len = match dst {
+            IpAddr::V4(_) => IPV4_HEADER_LEN,
+            IpAddr::V6(_) => IPV6_HEADER_LEN,
+        };
+        let frame_len = ETH_HEADER_LEN + ip_len + tcp_len;
+        // IPv4's total length and IPv6's payload length are 16 bits (no jumbograms).
+        let fits = match dst {
+            IpAddr::V4(_) => ip_len + tcp_len <= 65535,
+            IpAddr::V6(_) => tcp_len <= 65535,
+        };
+        if frame_len <= self.config.gso_max_len && fits {
+            if let Some(mac) = self.known_next_hop(now, dst) {
+                let head = match (src, dst) {
+                    (IpAddr::V4(s4), IpAddr::V4(d4)) => {
+                        let h = self.ip_header_with(s4, d4, IpProtocol::Tcp, ip);
+                        let mut repr = Ipv4Repr::new(h.src, h.dst, h.protocol, tcp_len, h.ttl);
+                        repr.dscp_ecn = h.tos;
+                        // The channel numbers the segments from this ID on (RFC 6864
+                        // §4.1: the ID of an atomic datagram carries no meaning).
+                        repr.ident = self.next_ident(now, &h);
+                        BurstHead::V4(repr)
                     }
+                    (IpAddr::V6(s6), IpAddr::V6(d6)) => {
+                        let h = self.ip6_header_with(s6, d6, IpProtocol::Tcp, ip);
+                        BurstHead::V6(Ipv6Repr {
+                            src_addr: h.src,
+                            dst_addr: h.dst,
+                            next_header: h.next_header,
+                            payload_len: tcp_len,
+                            hop_limit: h.hop_limit,
+                            traffic_class: h.traffic_class,
+                            flow_label: 0,
+                        })
+                    }
+                    _ => {
+                        self.stats.drop(DropReason::NoRoute);
+                        return true;
+                    }
+                };
+                let gso = Gso {
+                    segment_size,
+                    l4_offset: (ETH_HEADER_LEN + ip_len) as u16,
+                    header_len: (ETH_HEADER_LEN + ip_len + tcp_len - seg.payload.len()) as u16,
+                    ipv6: matches!(head, BurstHead::V6(_)),
+                };
+                let eth = EthernetRepr {
+                    src_addr: self.config.mac,
+                    dst_addr: mac,
+                    ethertype: match head {
+                        BurstHead::V4(_) => EtherType::Ipv4,
+                        BurstHead::V6(_) => EtherType::Ipv6,
+                    },
+                };
+                let sent = tx.send_gso(frame_len, gso, &mut |buf| {
+                    let (l2, rest) = buf.split_at_mut(ETH_HEADER_LEN);
+                    eth.emit(&mut EthernetFrame::new_unchecked(l2));
+                    let (l3, tcp) = rest.split_at_mut(ip_len);
+                    match &head {
+                        BurstHead::V4(r) => {
+                            r.emit(&mut Ipv4Packet::new_unchecked(l3), ChecksumMode::Full);
+                        }
+                        BurstHead::V6(r) => r.emit(&mut Ipv6Packet::new_unchecked(l3)),
+                    }
+                    // The pseudo-header sum only: the channel completes each segment's
+                    // checksum after cutting.
+                    seg.emit(
+                        &mut TcpPacket::new_unchecked(tcp),
+                        &src,
+                        &dst,
+                        ChecksumMode::Partial,
+                    );
+                });
+                match sent {
+                    GsoSent::Sent => {
+                        self.stats.tx_frames += 1;
+                        self.stats.tx_bytes += frame_len as u64;
+                        self.stats.tcp_sent += segments;
+                        self.stats.gso_bursts += 1;
+                        return true;
+                    }
+                    GsoSent::Full => {
+                        self.stats.drop(DropReason::TxFull);
+                        return false;
+                    }
+                    // Cut here from now on (below).
+                    GsoSent::Unsupported => self.config.gso_max_len = 0,
                 }
             }
         }
@@ -339,7 +380,10 @@ impl Core {
     /// The MAC of `dst`'s next hop when the neighbour cache already has it (a burst is
     /// never parked: it would wait for resolution as one oversized datagram).
     fn known_next_hop(&mut self, now: Instant, dst: IpAddr) -> Option<EthernetAddress> {
-        let hop = self.routes.next_hop(dst)?;
+        let hop = match dst {
+            IpAddr::V4(_) => self.routes.next_hop(dst)?,
+            IpAddr::V6(d6) => IpAddr::V6(self.next_hop6(d6)?),
+        };
         match self.neighbors.lookup_for_send(hop, now) {
             super::neighbor::Lookup::Found(mac) => Some(mac),
             _ => None,

@@ -163,6 +163,17 @@ impl Session {
     /// bytes intact. Returns how many packets the loss rules dropped.
     pub fn check_curl_under_loss(&mut self, peer: &Side, len: u64, out: &Path) -> u64 {
         peer.set_loss(2).expect("nft loss rules");
+        self.curl_with_loss_set(peer, len, out)
+    }
+
+    /// [`Session::check_curl_under_loss`] with every `n`th packet dropped each way on
+    /// `peer` instead of a random 2%: as many drops in every run.
+    pub fn check_curl_dropping_every(&mut self, peer: &Side, n: u32, len: u64, out: &Path) -> u64 {
+        peer.set_loss_every(n).expect("nft loss rules");
+        self.curl_with_loss_set(peer, len, out)
+    }
+
+    fn curl_with_loss_set(&mut self, peer: &Side, len: u64, out: &Path) -> u64 {
         let url = super::http_url(self.ip, 80, &format!("bytes/{len}"));
         let ns = &self.ns;
         let got = serve_while(&mut self.rt, &mut self.s, LOSS_LIMIT, || {
