@@ -238,11 +238,9 @@ pub(crate) struct UlnetStack {
 /// round's AF_XDP socket is released), then builds the stack over it with the socket
 /// API's builder. The channel is opened here rather than by `build()` so its
 /// capabilities (XDP mode, copy/zero-copy, multi-buffer) can be recorded.
-pub(crate) fn open_stack(tb: &Testbed, backend: Backend) -> io::Result<UlnetStack> {
-    open_stack_with(tb, backend, false)
-}
-
-/// [`open_stack`], with TCP bursts cut by the kernel (`XdpOptions::gso`) when `gso`.
+///
+/// With `gso`, ulnet sends TCP bursts for the kernel to cut (`XdpOptions::gso`; AF_XDP
+/// only).
 pub(crate) fn open_stack_with(tb: &Testbed, backend: Backend, gso: bool) -> io::Result<UlnetStack> {
     let a = tb.a();
     let b = tb.b();
