@@ -88,10 +88,10 @@ fn hint_for(e: Error, what: &'static str) -> Error {
 
 const PACKET_PRIV_HINT: &str = "AF_PACKET needs root or CAP_NET_RAW";
 
-/// An AF_PACKET socket set to TPACKET_V3, ready for a ring.
-fn tpacket_v3_socket() -> Result<OwnedFd> {
-    // Protocol 0: the socket receives nothing until `bind` names the interface, so no
-    // other interface's packets land in the ring first.
+/// A raw, non-blocking AF_PACKET socket with protocol 0: it receives nothing until
+/// `bind` names the interface (and, bound with protocol 0, nothing at all), so no other
+/// interface's packets land in a ring first.
+fn packet_socket() -> Result<OwnedFd> {
     // SAFETY: plain socket creation; no pointers.
     let fd = syscall!(
         "socket(AF_PACKET)",
@@ -103,7 +103,12 @@ fn tpacket_v3_socket() -> Result<OwnedFd> {
     )
     .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
     // SAFETY: `socket` returned a fresh descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// An AF_PACKET socket set to TPACKET_V3, ready for a ring.
+fn tpacket_v3_socket() -> Result<OwnedFd> {
+    let fd = packet_socket()?;
     let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
     setsockopt(
         fd.as_fd(),
@@ -746,18 +751,7 @@ impl GsoSender {
     /// # Errors
     /// The failing call, with a hint.
     pub fn open(ifindex: i32, max_frame_len: usize) -> Result<GsoSender> {
-        // SAFETY: plain socket creation; no pointers.
-        let fd = syscall!(
-            "socket(AF_PACKET)",
-            socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                0
-            )
-        )
-        .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
-        // SAFETY: `socket` returned a fresh descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = packet_socket()?;
         let one: libc::c_int = 1;
         setsockopt(
             fd.as_fd(),
