@@ -32,7 +32,7 @@ pub const SUT_CPU: usize = 1;
 pub enum Profile {
     /// Seconds per experiment: only proves the harness works (CI).
     Smoke,
-    /// Scaled-down sizes (whole run under 3 minutes).
+    /// Scaled-down sizes (the whole run in about 10 minutes on 2 cores).
     Quick,
     /// The seeds' sizes where they fit (whole run under 10 minutes).
     Default,

@@ -22,7 +22,7 @@ pub struct Args {
     /// Experiments to run (all when none is named); `list` lists them; `report DIR`
     /// rewrites a run's report from its results.json.
     pub experiments: Vec<String>,
-    /// Scaled-down sizes: the whole run in under 3 minutes.
+    /// Scaled-down sizes: the whole run in about 10 minutes on a 2-core machine.
     #[arg(long, conflicts_with_all = ["full", "smoke"])]
     pub quick: bool,
     /// Every variant and longer windows: the whole run in under 30 minutes.
