@@ -433,9 +433,11 @@ fn iperf3_unmodified_on_ulnet_as_server_and_client() {
                  && exit 0; sleep 0.2; done; exit 1"
             ),
         ));
+        // On a hang, what the client saw tells a server stuck after a finished test
+        // from one that never got one.
         let s = server
             .wait_timeout(Duration::from_secs(20))
-            .expect("iperf3 -s -1");
+            .unwrap_or_else(|e| panic!("iperf3 -s -1: {e}; client: {}", text(&o)));
         udp_counts(
             &o,
             &s,
