@@ -75,6 +75,20 @@ impl IpIdents {
 
     /// The identification for the next datagram from `src` to `dst` carrying `protocol`.
     pub(crate) fn next(&mut self, now: Instant, src: Ipv4Addr, dst: Ipv4Addr, protocol: u8) -> u16 {
+        self.next_run(now, src, dst, protocol, 1)
+    }
+
+    /// The first of `n` consecutive IDs, for a TCP burst whose segments the channel
+    /// numbers from it (Linux's GSO increments the ID per segment): the next datagram of
+    /// the flow gets an ID past all of them, so consecutive bursts never repeat one.
+    pub(crate) fn next_run(
+        &mut self,
+        now: Instant,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        protocol: u8,
+        n: u16,
+    ) -> u16 {
         let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
         h.write_u8(1);
         h.write(&src.octets());
@@ -91,13 +105,25 @@ impl IpIdents {
             step = step.wrapping_add((r % u64::from(idle)) as u16);
         }
         self.counters[b] = self.counters[b].wrapping_add(step);
-        self.counters[b].wrapping_add((flow >> 32) as u16)
+        let first = self.counters[b].wrapping_add((flow >> 32) as u16);
+        self.counters[b] = self.counters[b].wrapping_add(n.saturating_sub(1));
+        first
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_of_ids_is_skipped_by_the_next_datagram() {
+        let mut ids = IpIdents::new(&[7; 16]);
+        let now = Instant::from_millis(5);
+        let first = ids.next_run(now, US, A, 6, 44);
+        let after = ids.next(now, US, A, 6);
+        // Within one millisecond the step is 1: the next ID is right after the run.
+        assert_eq!(after, first.wrapping_add(44));
+    }
 
     const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
     const US: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);

@@ -443,4 +443,10 @@ impl Core {
     fn next_ident(&mut self, now: Instant, h: &pending::IpHeader) -> u16 {
         self.idents.next(now, h.src, h.dst, u8::from(h.protocol))
     }
+
+    /// The first of `n` IDs for a burst the channel cuts into `n` datagrams.
+    fn next_ident_run(&mut self, now: Instant, h: &pending::IpHeader, n: u16) -> u16 {
+        self.idents
+            .next_run(now, h.src, h.dst, u8::from(h.protocol), n)
+    }
 }

@@ -287,9 +287,15 @@ impl Core {
                         let h = self.ip_header_with(s4, d4, IpProtocol::Tcp, ip);
                         let mut repr = Ipv4Repr::new(h.src, h.dst, h.protocol, tcp_len, h.ttl);
                         repr.dscp_ecn = h.tos;
-                        // The channel numbers the segments from this ID on (RFC 6864
-                        // §4.1: the ID of an atomic datagram carries no meaning).
-                        repr.ident = self.next_ident(now, &h);
+                        // The channel numbers the segments from this ID on; the flow's
+                        // next datagram continues after them (RFC 6864 §4.1 gives the ID
+                        // of an atomic datagram no meaning, but a GRO receiver merges
+                        // only runs of incrementing or equal IDs).
+                        repr.ident = self.next_ident_run(
+                            now,
+                            &h,
+                            u16::try_from(segments).unwrap_or(u16::MAX),
+                        );
                         BurstHead::V4(repr)
                     }
                     (IpAddr::V6(s6), IpAddr::V6(d6)) => {
