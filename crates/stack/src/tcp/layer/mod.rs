@@ -616,12 +616,25 @@ impl Tcp {
                     more = true;
                     break;
                 }
-                let mut emit =
-                    |r: &TcpRepr<'_>, segment_size: u16| out(local, remote, ip, r, segment_size);
-                match output::output(sock, now, &mut cx, &mut self.scratch, &mut emit) {
+                // A burst counts as the segments it is cut into, so the fairness and
+                // work bounds stay in segments.
+                let mut segs = 0usize;
+                let mut emit = |r: &TcpRepr<'_>, segment_size: u16| {
+                    let ok = out(local, remote, ip, r, segment_size);
+                    if ok {
+                        segs += match segment_size {
+                            0 => 1,
+                            n => r.payload.len().div_ceil(usize::from(n)).max(1),
+                        };
+                    }
+                    ok
+                };
+                let step = output::output(sock, now, &mut cx, &mut self.scratch, &mut emit);
+                match step {
                     Output::Sent => {
-                        sent += 1;
-                        budget -= 1;
+                        let n = segs.max(1);
+                        sent += n;
+                        budget = budget.saturating_sub(n);
                     }
                     Output::Idle => break,
                     Output::Blocked => {

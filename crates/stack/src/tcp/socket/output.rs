@@ -159,9 +159,9 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut Emit<'_>) -> Output {
 /// (first sequence number, length). A zero length means "FIN only".
 ///
 /// With `gso_max` above one segment the plan may cover a burst of up to `gso_max` bytes
-/// of full-sized segments (the last may be short only where the queued data ends): the
-/// windows decide how much goes, the channel cuts it (Linux sizes its TSO bursts the
-/// same way, `tcp_tso_autosize`, without our per-burst timer).
+/// of full-sized segments (the last may be short only where the queued data ends), and
+/// the channel cuts it. The windows alone size it; Linux also caps a TSO burst at about
+/// a millisecond of its pacing rate (`tcp_tso_autosize`), which this does not do.
 fn new_data_plan(s: &mut Socket, now: Instant, gso_max: u32) -> Option<(SeqNumber, u32)> {
     if !matches!(
         s.state,
