@@ -437,7 +437,9 @@ fn iperf3_unmodified_on_ulnet_as_server_and_client() {
         // from one that never got one.
         let s = server
             .wait_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|e| panic!("iperf3 -s -1: {e}; client: {}", text(&o)));
+            .unwrap_or_else(|e| {
+                panic!("iperf3 -s -1, UDP -P {streams}: {e}; client: {}", text(&o))
+            });
         udp_counts(
             &o,
             &s,
