@@ -23,7 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
 use super::mmap::Mmap;
-use crate::{Error, Result};
+use crate::{Error, Gso, Result};
 
 // The kernel ABI (include/uapi/linux/if_packet.h). libc defines the structs; check that
 // its layout is the one this module's offsets assume.
@@ -731,19 +731,6 @@ pub struct GsoSender {
     buf: Vec<u8>,
 }
 
-/// What [`GsoSender::send`] needs to know about a frame.
-#[derive(Debug, Clone, Copy)]
-pub struct GsoFrame {
-    /// Payload bytes per segment.
-    pub segment_size: u16,
-    /// Offset of the TCP header in the frame.
-    pub l4_offset: u16,
-    /// Length of the Ethernet, IP and TCP headers.
-    pub header_len: u16,
-    /// IPv6 rather than IPv4.
-    pub ipv6: bool,
-}
-
 impl GsoSender {
     /// Opens the socket on interface `ifindex` of the calling thread's namespace, for
     /// frames of up to `max_frame_len` bytes.
@@ -781,7 +768,7 @@ impl GsoSender {
     /// # Errors
     /// `send(AF_PACKET gso)`: `EAGAIN`/`ENOBUFS` when the socket's send buffer or the
     /// device is full (nothing was sent), `EINVAL` when the kernel refused the header.
-    pub fn send(&mut self, len: usize, f: GsoFrame, fill: &mut dyn FnMut(&mut [u8])) -> Result<()> {
+    pub fn send(&mut self, len: usize, f: Gso, fill: &mut dyn FnMut(&mut [u8])) -> Result<()> {
         let total = VNET_HDR_LEN + len;
         let buf = self.buf.get_mut(..total).ok_or_else(|| {
             Error::new(

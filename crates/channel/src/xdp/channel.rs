@@ -23,7 +23,7 @@ use crate::ring::umem::{Frame, Umem};
 use crate::ring::{Consumer, Layout, Producer};
 use crate::sys::bpf::{Program, XdpLink};
 use crate::sys::mmap::Mmap;
-use crate::sys::packet::{GsoFrame, GsoSender};
+use crate::sys::packet::GsoSender;
 use crate::sys::xsk::{self, RingOffset, XdpDesc, XdpStatistics, XskSocket};
 use crate::{Capabilities, Channel, Error, Gso, Result, Stats, Tx, TxError};
 
@@ -206,16 +206,10 @@ impl Tx for XdpTx {
             self.dropped += 1;
             return Err(TxError::Full);
         }
-        let frame = GsoFrame {
-            segment_size: gso.segment_size,
-            l4_offset: gso.l4_offset,
-            header_len: gso.header_len,
-            ipv6: gso.ipv6,
-        };
         let Some(sender) = self.gso.as_mut() else {
             return Err(TxError::TooLarge);
         };
-        match sender.send(len, frame, fill) {
+        match sender.send(len, gso, fill) {
             Ok(()) => {
                 self.frames += 1;
                 self.gso_frames += 1;
