@@ -426,11 +426,17 @@ fn iperf3_unmodified_on_ulnet_as_server_and_client() {
             ),
             "",
         );
+        // The server says nothing before it is done (-J), so the client retries until
+        // it listens. iperf3 3.12 with -J exits 0 even when it could not connect (the
+        // error is in the JSON): the loop looks at the JSON, not the exit status. (It
+        // looked at the status, and under load a refused first attempt ended the loop,
+        // leaving the one-off server waiting for a test that never came.)
         let o = run(t.peer(
             30,
             &format!(
-                "for i in $(seq 50); do iperf3 -J -u -b 10M -l 1400 -t 2 -c {ip} -p 5303 -P {streams} \
-                 && exit 0; sleep 0.2; done; exit 1"
+                "for i in $(seq 50); do o=$(iperf3 -J -u -b 10M -l 1400 -t 2 -c {ip} -p 5303 \
+                 -P {streams}); case \"$o\" in *'\"error\"'*) sleep 0.2;; *) printf '%s\\n' \"$o\"; \
+                 exit 0;; esac; done; printf '%s\\n' \"$o\"; exit 1"
             ),
         ));
         // On a hang, what the client saw tells a server stuck after a finished test
