@@ -34,6 +34,9 @@ pub struct Stats {
     pub rx_bytes: u64,
     /// Frames the device or ring dropped before the program saw them, where known.
     pub rx_dropped: u64,
+    /// Frames the channel's own filter dropped on purpose (AF_XDP: SYNs over the
+    /// steering program's SYN policer, `xdp::SynPolicer`).
+    pub rx_policed: u64,
     /// Frames queued for transmission.
     pub tx_frames: u64,
     /// Bytes queued for transmission.

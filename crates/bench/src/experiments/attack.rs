@@ -86,6 +86,9 @@ const LORIS_SOURCES: u8 = 8;
 /// The nftables table in B counting the SYN-ACKs that reach it.
 const NFT_TABLE: &str = "ulattack";
 
+/// The flood's AF_XDP row without the steering program's SYN policer.
+const UNPOLICED: &str = "ulnet-xdp-unpoliced";
+
 fn ulnet_id(b: Backend) -> &'static str {
     match b {
         Backend::Xdp => "ulnet-xdp",
@@ -416,6 +419,7 @@ fn open_ulnet(
     cfg: HttpConfig,
     tcp: TcpConfig,
     neighbors: &[Ipv4Addr],
+    policer: bool,
 ) -> io::Result<UlnetServer> {
     let (a, b) = (tb.a(), tb.b());
     let ip = match backend {
@@ -436,7 +440,7 @@ fn open_ulnet(
     for n in neighbors {
         builder = builder.neighbor(IpAddr::V4(*n), bmac);
     }
-    let builder = match open_channel(a, backend, ip)? {
+    let builder = match open_channel(a, backend, ip, policer)? {
         Opened::Xdp(ch) => builder.channel(*ch),
         Opened::Packet(ch) => builder.channel(*ch),
     };
@@ -480,13 +484,18 @@ impl Opened {
 
 /// Opens `backend`'s channel on A's veth end for ulnet's address `ip` (retrying while
 /// the previous round's AF_XDP socket is still being released).
-fn open_channel(a: &Side, backend: Backend, ip: IpAddr) -> io::Result<Opened> {
+/// `policer` false turns the AF_XDP steering program's SYN policer off (the flood's
+/// unpoliced row: what the policer buys, and the stack's own SYN-cookie rate).
+fn open_channel(a: &Side, backend: Backend, ip: IpAddr, policer: bool) -> io::Result<Opened> {
     match backend {
         Backend::Xdp => {
-            let o = XdpOptions {
+            let mut o = XdpOptions {
                 addresses: vec![ip],
                 ..XdpOptions::default()
             };
+            if !policer {
+                o.syn_policer = None;
+            }
             let ch = retry_busy(|| {
                 XdpChannel::open(&a.ifname, Some(&a.ns), &o).map_err(io::Error::from)
             })?;
@@ -772,13 +781,21 @@ fn gbps(bytes: u64, d: Duration) -> f64 {
 fn flood_round(
     tb: &Testbed,
     backend: Option<Backend>,
+    policer: bool,
     sz: &Sizes,
     pool: &[Ipv4Addr],
 ) -> io::Result<Metrics> {
     let (a, b) = (tb.a(), tb.b());
     let (ulnet, _kernel, to) = match backend {
         Some(be) => {
-            let u = open_ulnet(tb, be, HttpConfig::default(), TcpConfig::default(), pool)?;
+            let u = open_ulnet(
+                tb,
+                be,
+                HttpConfig::default(),
+                TcpConfig::default(),
+                pool,
+                policer,
+            )?;
             let to = u.addr;
             (Some(u), None, to)
         }
@@ -923,8 +940,11 @@ fn flood_round(
         );
     }
     if let Some(u) = ulnet {
-        // Frames the receive ring dropped before ulnet saw them (ring full), this round.
-        m.insert("rx_dropped".into(), u.stop()?.rx_dropped as f64);
+        // Frames the receive ring dropped before ulnet saw them (ring full), and SYNs
+        // the steering program's policer dropped (AF_XDP only), this round.
+        let st = u.stop()?;
+        m.insert("rx_dropped".into(), st.rx_dropped as f64);
+        m.insert("syn_policed".into(), st.rx_policed as f64);
     }
     Ok(m)
 }
@@ -969,7 +989,7 @@ fn idle_round(
     tcp.syn_queue_len = sz.embryonic.max(1024);
     tcp.syn_cookies = SynCookies::Never;
     let hard = tcp.mem.hard;
-    let u = open_ulnet(tb, backend, cfg, tcp, pool)?;
+    let u = open_ulnet(tb, backend, cfg, tcp, pool, true)?;
     let to = u.addr;
     std::thread::sleep(Duration::from_millis(200));
     // A first request from the other host, so what any connection sets up once (the
@@ -1208,7 +1228,7 @@ fn loris_round(
         head_timeout: ulnet::stack::time::Duration::from_millis(sz.head_timeout.as_millis() as u64),
         ..HttpConfig::default()
     };
-    let u = open_ulnet(tb, backend, cfg, TcpConfig::default(), &[])?;
+    let u = open_ulnet(tb, backend, cfg, TcpConfig::default(), &[], true)?;
     let to = u.addr;
     std::thread::sleep(Duration::from_millis(200));
     let hold = sz.head_timeout + Duration::from_secs(2);
@@ -1368,7 +1388,7 @@ fn checks_round(tb: &Testbed, backend: Backend, root: &RootDir) -> io::Result<Me
         root: Some(root.dir.join("root")),
         ..HttpConfig::default()
     };
-    let u = open_ulnet(tb, backend, cfg, TcpConfig::default(), &[])?;
+    let u = open_ulnet(tb, backend, cfg, TcpConfig::default(), &[], true)?;
     let to = u.addr;
     std::thread::sleep(Duration::from_millis(200));
     let t = in_ns(
@@ -1441,6 +1461,9 @@ impl Experiment for Attack {
         let ulnets: Vec<&str> = backends.iter().map(|b| ulnet_id(*b)).collect();
         let mut flood_systems = vec![KERNEL];
         flood_systems.extend(&ulnets);
+        if backends.contains(&Backend::Xdp) {
+            flood_systems.push(UNPOLICED);
+        }
 
         ctx.status("testbed");
         let tb = Testbed::builder()
@@ -1492,7 +1515,7 @@ impl Experiment for Attack {
             ],
         );
         for be in &backends {
-            let mode = open_channel(&a, *be, a.spare_ip(0))
+            let mode = open_channel(&a, *be, a.spare_ip(0), true)
                 .map_or_else(|e| format!("unknown ({e})"), |c| c.mode());
             ctx.system(
                 ulnet_id(*be),
@@ -1502,9 +1525,30 @@ impl Experiment for Attack {
                 &[
                     ("server", "ulnet_apps::http::Http in the runtime's loop, as `ulnet serve http` runs it".into()),
                     ("channel", format!("{mode} on A's veth end")),
+                    ("SYN policer", match be {
+                        Backend::Xdp => {
+                            let p = ulnet::channel::xdp::SynPolicer::default();
+                            format!("in the steering program, default: {} SYNs/s (burst {}), above that {}/s per source (burst {})", p.rate, p.burst, p.per_source_rate, p.per_source_burst)
+                        }
+                        _ => "none (only the AF_XDP channel has one)".into(),
+                    }),
                     ("wait", "sleep (poll(2))".into()),
                     ("limits", "default: 4096 sessions, 256 per source, idle 60 s, head timeout 10 s (part 3: the profile's), linger 5 s; part 2 raises sessions and per-source above M".into()),
                     ("tcp", "default TcpConfig (SYN queue 1024, SYN cookies when full, mem hard 512 MiB); part 2: cookies never, SYN queue E".into()),
+                    ("offloads", offloads.clone()),
+                    ("MTU", "1500".into()),
+                ],
+            );
+        }
+        if backends.contains(&Backend::Xdp) {
+            ctx.system(
+                UNPOLICED,
+                "ulnet xdp without the SYN policer (flood only)",
+                SystemKind::Ulnet,
+                false,
+                &[
+                    ("server", "as ulnet-xdp".into()),
+                    ("SYN policer", "off (XdpOptions::syn_policer = None): every SYN reaches the stack, so its SYN-ACK rate is the stack's SYN-cookie throughput; reported beside the goal, not in it".into()),
                     ("offloads", offloads.clone()),
                     ("MTU", "1500".into()),
                 ],
@@ -1544,8 +1588,11 @@ impl Experiment for Attack {
                 &[],
             );
             ctx.alternate("flood", &flood_systems, |sys, _| {
+                if sys == UNPOLICED {
+                    return flood_round(&tb, Some(Backend::Xdp), false, &sz, &pool);
+                }
                 let be = backends.iter().copied().find(|b| ulnet_id(*b) == sys);
-                flood_round(&tb, be, &sz, &pool)
+                flood_round(&tb, be, true, &sz, &pool)
             });
             ctx.case(
                 "idle",
@@ -1616,6 +1663,7 @@ impl Experiment for Attack {
                 flag("fresh_in_flood", "answered before flood end (1=yes)"),
                 Metric::less("fresh_after_ms", "fresh client after (ms)", 1),
                 Metric::plain("rx_dropped", "frames dropped by ulnet's RX ring", 0),
+                Metric::plain("syn_policed", "SYNs dropped by the XDP SYN policer", 0),
                 Metric::plain("rss_before_mb", "RSS before (MB)", 1),
                 Metric::less("rss_peak_mb", "RSS peak (MB)", 1),
                 Metric::plain("rss_after_mb", "RSS after (MB)", 1),
@@ -1759,7 +1807,13 @@ Goal: 100,000 spoofed SYNs while a 100 MB download runs, the download byte-exact
                     med("flood", id, "goodput_base_gbps").unwrap_or(0.0),
                     med("flood", id, "rss_peak_mb").unwrap_or(0.0),
                     med("flood", id, "rss_before_mb").unwrap_or(0.0),
-                    if holds { "holds" } else { "does not hold" }
+                    if id == UNPOLICED {
+                        "is not judged on this row (the SYN policer off; beside the goal)"
+                    } else if holds {
+                        "holds"
+                    } else {
+                        "does not hold"
+                    }
                 ));
             }
             if let (Some(other), Some(ratio), Some(budget)) = (

@@ -387,6 +387,7 @@ impl Channel for PacketChannel {
             rx_frames: self.rx.frames,
             rx_bytes: self.rx.bytes,
             rx_dropped: self.rx.dropped + self.kernel_drops.get(),
+            rx_policed: 0,
             tx_frames: self.tx.frames,
             tx_bytes: self.tx.bytes,
             tx_dropped: self.tx.dropped,

@@ -58,6 +58,8 @@ pub enum MapType {
     Array = 2,
     /// `BPF_MAP_TYPE_PERCPU_ARRAY`.
     PercpuArray = 6,
+    /// `BPF_MAP_TYPE_LRU_HASH`: a full map evicts its least recently used entry.
+    LruHash = 9,
     /// `BPF_MAP_TYPE_XSKMAP`.
     Xskmap = 17,
 }

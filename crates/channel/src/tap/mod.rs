@@ -276,6 +276,7 @@ impl Channel for TapChannel {
             // TAP drops happen in the kernel's queue towards us and are visible only
             // as the interface's tx_dropped counter.
             rx_dropped: 0,
+            rx_policed: 0,
             tx_frames: self.tx.frames,
             tx_bytes: self.tx.bytes,
             tx_dropped: self.tx.dropped,

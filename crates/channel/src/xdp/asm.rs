@@ -110,6 +110,9 @@ const CLASS_JMP: u8 = 0x05;
 const CLASS_ALU64: u8 = 0x07;
 const MODE_IMM: u8 = 0x00;
 const MODE_MEM: u8 = 0x60;
+const MODE_ATOMIC: u8 = 0xc0;
+/// `BPF_ADD` in an atomic instruction's immediate (no fetch).
+const ATOMIC_ADD: i32 = 0x00;
 const SRC_K: u8 = 0x00;
 const SRC_X: u8 = 0x08;
 const OP_JA: u8 = 0x00;
@@ -232,6 +235,18 @@ impl Asm {
     /// `*(size *)(dst + off) = src`.
     pub fn stx(&mut self, size: Size, dst: Reg, off: i16, src: Reg) -> &mut Self {
         self.push(insn(CLASS_STX | MODE_MEM | size.bits(), dst, src, off, 0))
+    }
+
+    /// `*(size *)(dst + off) += src`, atomically (`BPF_ATOMIC` with `BPF_ADD`; the old
+    /// `BPF_XADD` encoding). Only word and double-word sizes exist.
+    pub fn atomic_add(&mut self, size: Size, dst: Reg, off: i16, src: Reg) -> &mut Self {
+        self.push(insn(
+            CLASS_STX | MODE_ATOMIC | size.bits(),
+            dst,
+            src,
+            off,
+            ATOMIC_ADD,
+        ))
     }
 
     /// `*(size *)(dst + off) = imm`.

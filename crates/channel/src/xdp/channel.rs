@@ -396,7 +396,7 @@ impl XdpChannel {
             .queue_id
             .checked_add(1)
             .ok_or_else(|| invalid("XDP options", "queue_id too large"))?;
-        let maps = SteeringMaps::create(queue_count)?;
+        let maps = SteeringMaps::create(queue_count, opts.syn_policer.as_ref())?;
         for a in &opts.addresses {
             maps.add_address(*a)?;
         }
@@ -735,6 +735,7 @@ impl Channel for XdpChannel {
             rx_frames: self.rx_frames,
             rx_bytes: self.rx_bytes,
             rx_dropped: self.bad_rx + k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs,
+            rx_policed: self.maps.syn_dropped().unwrap_or(0),
             tx_frames: self.tx.frames,
             tx_bytes: self.tx.bytes,
             tx_dropped: self.tx.dropped + k.tx_invalid_descs + self.tx.bad_completions,

@@ -24,4 +24,4 @@ pub mod steer;
 
 pub use channel::{XdpChannel, XdpTx};
 pub use options::{XdpOptions, ZeroCopy};
-pub use steer::{FlowRule, SteeringMaps, XdpMode};
+pub use steer::{FlowRule, SteeringMaps, SynPolicer, XdpMode};

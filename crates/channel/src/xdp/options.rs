@@ -6,7 +6,7 @@
 
 use std::net::IpAddr;
 
-use super::steer::{FlowRule, XdpMode};
+use super::steer::{FlowRule, SynPolicer, XdpMode};
 
 /// Zero-copy preference for the AF_XDP bind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,12 +53,15 @@ pub struct XdpOptions {
     /// the device's TSO), one send per burst: AF_XDP has no segmentation offload, so
     /// without it every segment is a frame of its own. Receive stays on AF_XDP.
     pub gso: bool,
+    /// The steering program's SYN policer; `None` steers every SYN for ulnet.
+    pub syn_policer: Option<SynPolicer>,
 }
 
 impl Default for XdpOptions {
     /// Queue 0, 4096 frames of 4096 bytes, 2048-descriptor rings, batches of 64, native
     /// mode with generic fallback, zero-copy with copy fallback, need_wakeup and
-    /// multi-buffer on, GSO off, nothing steered yet.
+    /// multi-buffer on, GSO off, the SYN policer on with its defaults, nothing steered
+    /// yet.
     fn default() -> Self {
         XdpOptions {
             queue_id: 0,
@@ -74,6 +77,7 @@ impl Default for XdpOptions {
             need_wakeup: true,
             multi_buffer: true,
             gso: false,
+            syn_policer: Some(SynPolicer::default()),
         }
     }
 }

@@ -20,6 +20,20 @@
 //!
 //! `bpf_redirect_map` is called with `XDP_PASS` in the flags: if no socket is bound on
 //! the queue, the frame goes to the kernel instead of being dropped.
+//!
+//! The SYN policer (when the maps include one): a TCP segment to be steered that opens a
+//! connection (SYN without ACK) passes a rate check first, because a SYN flood fills
+//! the AF_XDP receive ring faster than ulnet empties it, and a full ring drops what
+//! matters most: the segments of connections already open, a new client's request
+//! among them. SYNs within a global rate pass whatever their source; above it, each
+//! source (an IPv4 address, an IPv6 /64) gets a small rate of its own, so a flood from a
+//! few hosts is dropped here, counted, while a host that was quiet still gets through.
+//! Both checks are GCRA (the "virtual scheduling" form of a token bucket, ITU-T I.371):
+//! one theoretical arrival time per bucket, no division in the program. The state is
+//! shared by the CPUs without locks: concurrent SYNs may both pass where one should
+//! have, which errs towards passing. A flood from sources spread over more addresses
+//! than the source map holds is limited by ulnet's own capacity (SYN cookies, the
+//! stack's); the global rate keeps the ring free up to that point.
 
 use super::asm::{Alu, Asm, AsmError, Cond, Label, Reg, Size};
 use crate::sys::bpf::BpfInsn;
@@ -32,7 +46,13 @@ pub const XDP_PASS: i32 = 2;
 pub const XDP_REDIRECT: i32 = 4;
 
 const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
+const HELPER_MAP_UPDATE_ELEM: i32 = 2;
+const HELPER_KTIME_GET_NS: i32 = 5;
 const HELPER_REDIRECT_MAP: i32 = 51;
+
+/// TCP flags byte: SYN and ACK.
+const TCP_SYN: i32 = 0x02;
+const TCP_ACK: i32 = 0x10;
 
 /// Offsets in `struct xdp_md`.
 const MD_DATA: i16 = 0;
@@ -72,6 +92,22 @@ const IPV6_BY_ADDRESS: [i32; 5] = [
 const KEY_RULE: i16 = -8; // 4 bytes: proto, 0, port (network order)
 const KEY_V4: i16 = -4; // 4 bytes
 const KEY_V6: i16 = -24; // 16 bytes
+const KEY_SRC: i16 = -32; // 8 bytes: IPv4 source and 0xffffffff, or the IPv6 source's /64
+const VAL_TAT: i16 = -40; // 8 bytes: a new source's first theoretical arrival time
+const KEY_ZERO: i16 = -44; // 4 bytes: index 0 of the policer's state
+
+/// Byte offsets in the SYN policer's state (the one entry of its ARRAY map), all `u64`
+/// in host order: the global bucket's theoretical arrival time (ns, `ktime_get_ns`), its
+/// emission interval and tolerance (ns), a source's interval and tolerance, and the
+/// count of SYNs dropped.
+pub(crate) const SYN_TAT: i16 = 0;
+pub(crate) const SYN_INTERVAL: i16 = 8;
+pub(crate) const SYN_TOLERANCE: i16 = 16;
+pub(crate) const SYN_SRC_INTERVAL: i16 = 24;
+pub(crate) const SYN_SRC_TOLERANCE: i16 = 32;
+pub(crate) const SYN_DROPPED: i16 = 40;
+/// Size of the SYN policer's state.
+pub const SYN_STATE_LEN: u32 = 48;
 
 /// File descriptors of the maps the program refers to.
 #[derive(Debug, Clone, Copy)]
@@ -84,6 +120,18 @@ pub struct MapFds {
     pub addrs6: i32,
     /// HASH: rule key (see [`rule_key`]) → u8.
     pub rules: i32,
+    /// The SYN policer's maps, when it is on.
+    pub syn: Option<SynMapFds>,
+}
+
+/// File descriptors of the SYN policer's maps.
+#[derive(Debug, Clone, Copy)]
+pub struct SynMapFds {
+    /// ARRAY of one entry: the policer's parameters, global bucket and drop count
+    /// (`SYN_STATE_LEN` bytes).
+    pub state: i32,
+    /// LRU_HASH: source key (8 bytes) → its bucket's theoretical arrival time (`u64`).
+    pub sources: i32,
 }
 
 /// What the program does with a frame it steers. Tests replace the redirect with a
@@ -109,8 +157,9 @@ struct Gen {
     rules: bool,
     steer: Label,
     pass: Label,
-    /// Shared rule check: r1 = protocol, r3 = pointer to the L4 header.
-    rule_check: Label,
+    /// Shared transport-level checks (flow rules, SYN policer): r1 = protocol, r3 =
+    /// pointer to the L4 header.
+    l4: Label,
 }
 
 /// Emits the steering program. With `rules` false, every frame addressed to ulnet is
@@ -122,14 +171,14 @@ pub fn steering_program(maps: MapFds, rules: bool, steer: Steer) -> Result<Vec<B
     let mut a = Asm::new();
     let steer_l = a.label();
     let pass = a.label();
-    let rule_check = a.label();
+    let l4 = a.label();
     let mut g = Gen {
         a,
         maps,
         rules,
         steer: steer_l,
         pass,
-        rule_check,
+        l4,
     };
     g.ethernet();
     g.tails(steer);
@@ -221,11 +270,19 @@ impl Gen {
             .ldx(Size::W, Reg::R1, Reg::R7, l3 + 16)
             .stx(Size::W, Reg::R10, KEY_V4, Reg::R1);
         self.lookup_or_pass(self.maps.addrs4, KEY_V4);
-        if !self.rules {
+        if self.maps.syn.is_some() {
+            // The policer's key: the source address, marked as IPv4 in the high half.
+            self.a
+                .ldx(Size::W, Reg::R1, Reg::R7, l3 + 12)
+                .stx(Size::W, Reg::R10, KEY_SRC, Reg::R1)
+                .st_imm(Size::W, Reg::R10, KEY_SRC + 4, -1);
+        }
+        if !self.l4_checks() {
             self.a.ja(self.steer);
             return;
         }
-        // Flags+fragment offset, loaded little-endian: the offset bits are 0xff1f.
+        // Flags+fragment offset, loaded little-endian: the offset bits are 0xff1f. A
+        // later fragment has no transport header: it goes by address only.
         self.a
             .ldx(Size::H, Reg::R1, Reg::R7, l3 + 6)
             .jmp_imm(Cond::Set, Reg::R1, 0xff1f, self.steer)
@@ -233,7 +290,12 @@ impl Gen {
             .mov(Reg::R3, Reg::R7)
             .alu_imm(Alu::Add, Reg::R3, l3.into())
             .alu(Alu::Add, Reg::R3, Reg::R9)
-            .ja(self.rule_check);
+            .ja(self.l4);
+    }
+
+    /// Whether anything looks past the IP header (flow rules, the SYN policer).
+    fn l4_checks(&self) -> bool {
+        self.rules || self.maps.syn.is_some()
     }
 
     /// IPv6 (RFC 8200).
@@ -252,7 +314,18 @@ impl Gen {
             );
         }
         self.lookup_or_pass(self.maps.addrs6, KEY_V6);
-        if !self.rules {
+        if self.maps.syn.is_some() {
+            // The policer's key: the source's /64, what one host usually holds.
+            for i in 0..2 {
+                self.a.ldx(Size::W, Reg::R1, Reg::R7, l3 + 8 + 4 * i).stx(
+                    Size::W,
+                    Reg::R10,
+                    KEY_SRC + 4 * i,
+                    Reg::R1,
+                );
+            }
+        }
+        if !self.l4_checks() {
             self.a.ja(self.steer);
             return;
         }
@@ -263,42 +336,139 @@ impl Gen {
         self.a
             .mov(Reg::R3, Reg::R7)
             .alu_imm(Alu::Add, Reg::R3, i32::from(l3) + 40)
-            .ja(self.rule_check);
+            .ja(self.l4);
     }
 
-    /// The rule check (r1 = protocol, r3 = L4 header), then the two exits.
+    /// The flow-rule check (r7 = protocol, r9 = L4 header): a match goes on to `matched`,
+    /// a miss to `pass`.
+    fn rule_check(&mut self, matched: Label) {
+        let no_port = self.a.label();
+        let has_port = self.a.label();
+        self.a
+            .st_imm(Size::W, Reg::R10, KEY_RULE, 0)
+            .stx(Size::B, Reg::R10, KEY_RULE, Reg::R7);
+        for p in PORT_PROTOCOLS {
+            self.a.jmp_imm(Cond::Eq, Reg::R7, p, has_port);
+        }
+        self.a.ja(no_port);
+        self.a.bind(has_port);
+        self.a
+            .mov(Reg::R2, Reg::R9)
+            .alu_imm(Alu::Add, Reg::R2, 4)
+            .jmp(Cond::Gt, Reg::R2, Reg::R8, self.pass)
+            .ldx(Size::H, Reg::R2, Reg::R9, 2)
+            .stx(Size::H, Reg::R10, KEY_RULE + 2, Reg::R2)
+            .ld_map_fd(Reg::R1, self.maps.rules)
+            .mov(Reg::R2, Reg::R10)
+            .alu_imm(Alu::Add, Reg::R2, KEY_RULE.into())
+            .call(HELPER_MAP_LOOKUP_ELEM)
+            .jmp_imm(Cond::Ne, Reg::R0, 0, matched)
+            // Fall back to the (protocol, any port) rule.
+            .st_imm(Size::H, Reg::R10, KEY_RULE + 2, 0);
+        self.a.bind(no_port);
+        self.lookup_or_pass(self.maps.rules, KEY_RULE);
+        // Falls through to `matched`.
+    }
+
+    /// The SYN policer (r7 = protocol, r9 = L4 header, the source key at `KEY_SRC`):
+    /// anything but a SYN without ACK goes on to `steer`; a SYN passes the global bucket
+    /// or, failing that, its source's, or is dropped and counted.
+    fn syn_policer(&mut self, syn: SynMapFds) {
+        let a = &mut self.a;
+        let (g_later, per_source, s_later, new_source, drop) =
+            (a.label(), a.label(), a.label(), a.label(), a.label());
+        let steer = self.steer;
+        a.jmp_imm(Cond::Ne, Reg::R7, 6, steer)
+            // A header too short for its flags is the stack's to judge.
+            .mov(Reg::R2, Reg::R9)
+            .alu_imm(Alu::Add, Reg::R2, 14)
+            .jmp(Cond::Gt, Reg::R2, Reg::R8, steer)
+            .ldx(Size::B, Reg::R1, Reg::R9, 13)
+            .alu_imm(Alu::And, Reg::R1, TCP_SYN | TCP_ACK)
+            .jmp_imm(Cond::Ne, Reg::R1, TCP_SYN, steer)
+            // r7 = now (ns); r9 = the policer's state (a missing map entry fails open).
+            .call(HELPER_KTIME_GET_NS)
+            .mov(Reg::R7, Reg::R0)
+            .st_imm(Size::W, Reg::R10, KEY_ZERO, 0)
+            .ld_map_fd(Reg::R1, syn.state)
+            .mov(Reg::R2, Reg::R10)
+            .alu_imm(Alu::Add, Reg::R2, KEY_ZERO.into())
+            .call(HELPER_MAP_LOOKUP_ELEM)
+            .jmp_imm(Cond::Eq, Reg::R0, 0, steer)
+            .mov(Reg::R9, Reg::R0);
+        // GCRA: tat = max(tat, now); conforming while tat - now <= tolerance, and then
+        // tat += interval.
+        a.ldx(Size::Dw, Reg::R1, Reg::R9, SYN_TAT)
+            .jmp(Cond::Ge, Reg::R1, Reg::R7, g_later)
+            .mov(Reg::R1, Reg::R7);
+        a.bind(g_later);
+        a.mov(Reg::R2, Reg::R1)
+            .alu(Alu::Sub, Reg::R2, Reg::R7)
+            .ldx(Size::Dw, Reg::R3, Reg::R9, SYN_TOLERANCE)
+            .jmp(Cond::Gt, Reg::R2, Reg::R3, per_source)
+            .ldx(Size::Dw, Reg::R3, Reg::R9, SYN_INTERVAL)
+            .alu(Alu::Add, Reg::R1, Reg::R3)
+            .stx(Size::Dw, Reg::R9, SYN_TAT, Reg::R1)
+            .ja(steer);
+        // Over the global rate: the source's own bucket.
+        a.bind(per_source);
+        a.ld_map_fd(Reg::R1, syn.sources)
+            .mov(Reg::R2, Reg::R10)
+            .alu_imm(Alu::Add, Reg::R2, KEY_SRC.into())
+            .call(HELPER_MAP_LOOKUP_ELEM)
+            .jmp_imm(Cond::Eq, Reg::R0, 0, new_source)
+            .ldx(Size::Dw, Reg::R1, Reg::R0, 0)
+            .jmp(Cond::Ge, Reg::R1, Reg::R7, s_later)
+            .mov(Reg::R1, Reg::R7);
+        a.bind(s_later);
+        a.mov(Reg::R2, Reg::R1)
+            .alu(Alu::Sub, Reg::R2, Reg::R7)
+            .ldx(Size::Dw, Reg::R3, Reg::R9, SYN_SRC_TOLERANCE)
+            .jmp(Cond::Gt, Reg::R2, Reg::R3, drop)
+            .ldx(Size::Dw, Reg::R3, Reg::R9, SYN_SRC_INTERVAL)
+            .alu(Alu::Add, Reg::R1, Reg::R3)
+            .stx(Size::Dw, Reg::R0, 0, Reg::R1)
+            .ja(steer);
+        // A source not seen (or evicted): its bucket starts with this SYN. A failed
+        // insert only forgets the source.
+        a.bind(new_source);
+        a.ldx(Size::Dw, Reg::R1, Reg::R9, SYN_SRC_INTERVAL)
+            .alu(Alu::Add, Reg::R1, Reg::R7)
+            .stx(Size::Dw, Reg::R10, VAL_TAT, Reg::R1)
+            .ld_map_fd(Reg::R1, syn.sources)
+            .mov(Reg::R2, Reg::R10)
+            .alu_imm(Alu::Add, Reg::R2, KEY_SRC.into())
+            .mov(Reg::R3, Reg::R10)
+            .alu_imm(Alu::Add, Reg::R3, VAL_TAT.into())
+            .mov_imm(Reg::R4, 0)
+            .call(HELPER_MAP_UPDATE_ELEM)
+            .ja(steer);
+        a.bind(drop);
+        a.mov_imm(Reg::R1, 1)
+            .atomic_add(Size::Dw, Reg::R9, SYN_DROPPED, Reg::R1)
+            .mov_imm(Reg::R0, XDP_DROP)
+            .exit();
+    }
+
+    /// The transport-level checks (r1 = protocol, r3 = L4 header), then the two exits.
     fn tails(&mut self, steer: Steer) {
-        if self.rules {
-            let no_port = self.a.label();
-            let has_port = self.a.label();
-            self.a.bind(self.rule_check);
-            self.a
-                .st_imm(Size::W, Reg::R10, KEY_RULE, 0)
-                .stx(Size::B, Reg::R10, KEY_RULE, Reg::R1);
-            for p in PORT_PROTOCOLS {
-                self.a.jmp_imm(Cond::Eq, Reg::R1, p, has_port);
+        if self.l4_checks() {
+            self.a.bind(self.l4);
+            // Kept in callee-saved registers across the helper calls below (the frame's
+            // start is not needed past this point): r7 = protocol, r9 = L4 header.
+            self.a.mov(Reg::R7, Reg::R1).mov(Reg::R9, Reg::R3);
+            let police = self.a.label();
+            if self.rules {
+                self.rule_check(police);
             }
-            self.a.ja(no_port);
-            self.a.bind(has_port);
-            self.a
-                .mov(Reg::R2, Reg::R3)
-                .alu_imm(Alu::Add, Reg::R2, 4)
-                .jmp(Cond::Gt, Reg::R2, Reg::R8, self.pass)
-                .ldx(Size::H, Reg::R2, Reg::R3, 2)
-                .stx(Size::H, Reg::R10, KEY_RULE + 2, Reg::R2)
-                .ld_map_fd(Reg::R1, self.maps.rules)
-                .mov(Reg::R2, Reg::R10)
-                .alu_imm(Alu::Add, Reg::R2, KEY_RULE.into())
-                .call(HELPER_MAP_LOOKUP_ELEM)
-                .jmp_imm(Cond::Ne, Reg::R0, 0, self.steer)
-                // Fall back to the (protocol, any port) rule.
-                .st_imm(Size::H, Reg::R10, KEY_RULE + 2, 0);
-            self.a.bind(no_port);
-            self.lookup_or_pass(self.maps.rules, KEY_RULE);
+            self.a.bind(police);
+            if let Some(syn) = self.maps.syn {
+                self.syn_policer(syn);
+            }
             // Falls through to steer.
         } else {
-            // No rule check is emitted; bind the label to keep the generator uniform.
-            self.a.bind(self.rule_check);
+            // No transport check is emitted; bind the label to keep the generator uniform.
+            self.a.bind(self.l4);
         }
         self.a.bind(self.steer);
         match steer {

@@ -8,7 +8,10 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 
-use super::program::{rule_key, steering_program, MapFds, Steer};
+use super::program::{
+    rule_key, steering_program, MapFds, Steer, SynMapFds, SYN_DROPPED, SYN_INTERVAL,
+    SYN_SRC_INTERVAL, SYN_SRC_TOLERANCE, SYN_STATE_LEN, SYN_TOLERANCE,
+};
 use crate::sys::bpf::{Map, MapType, Program, XdpLink, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE};
 use crate::{Error, Result};
 
@@ -51,6 +54,71 @@ impl FlowRule {
     }
 }
 
+/// The steering program's SYN policer (see [`program`](super::program)): SYNs (without
+/// ACK) for ulnet up to `rate` per second pass whatever their source; above it, each
+/// source (IPv4 address, IPv6 /64) passes up to `per_source_rate`, the rest are dropped
+/// in the XDP program and counted (`Stats::rx_policed`). Connections already open are
+/// never touched.
+///
+/// Why on by default: without it, a flood of spoofed SYNs from one host fills the
+/// AF_XDP receive ring and the ring drops the segments of open connections and the
+/// requests of new ones (measured: docs/attack.md). The defaults are far above what one
+/// client asks for (a load generator opening connections without keep-alive makes a
+/// few thousand a second here) and, with the source rates added, below what ulnet
+/// answers with SYN cookies on this machine (about 180,000 SYNs/s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SynPolicer {
+    /// SYNs per second passed whatever their source.
+    pub rate: u32,
+    /// SYNs above `rate` that may arrive at once (the bucket's depth).
+    pub burst: u32,
+    /// Above `rate`, SYNs per second passed from one source.
+    pub per_source_rate: u32,
+    /// A source's burst above its rate.
+    pub per_source_burst: u32,
+    /// Sources remembered at once (least recently used evicted first).
+    pub sources: u32,
+}
+
+impl Default for SynPolicer {
+    /// 50,000 SYNs/s (burst 512); above that 1,000 per source (burst 16); 65,536
+    /// sources. The bursts are what a flood gets through at once, before any rate
+    /// applies: together they must stay well inside the receive ring (2,048 by default),
+    /// or the ring overflows at the flood's start (measured: with bursts of 5,000 and 100
+    /// the ring still dropped 6,000-11,000 frames per flood, docs/attack.md).
+    fn default() -> Self {
+        SynPolicer {
+            rate: 50_000,
+            burst: 512,
+            per_source_rate: 1_000,
+            per_source_burst: 16,
+            sources: 65_536,
+        }
+    }
+}
+
+impl SynPolicer {
+    /// The policer's initial state: an empty global bucket, the intervals and
+    /// tolerances in nanoseconds, no drops (layout: `program::SYN_*`).
+    fn state(&self) -> [u8; SYN_STATE_LEN as usize] {
+        let interval = |rate: u32| 1_000_000_000 / u64::from(rate.max(1));
+        let mut v = [0u8; SYN_STATE_LEN as usize];
+        let mut put = |off: i16, x: u64| {
+            let o = off as usize;
+            v[o..o + 8].copy_from_slice(&x.to_ne_bytes());
+        };
+        let (g, s) = (interval(self.rate), interval(self.per_source_rate));
+        put(SYN_INTERVAL, g);
+        put(SYN_TOLERANCE, g.saturating_mul(u64::from(self.burst)));
+        put(SYN_SRC_INTERVAL, s);
+        put(
+            SYN_SRC_TOLERANCE,
+            s.saturating_mul(u64::from(self.per_source_burst)),
+        );
+        v
+    }
+}
+
 /// XDP attach mode preference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XdpMode {
@@ -71,6 +139,8 @@ pub struct SteeringMaps {
     addrs4: Map,
     addrs6: Map,
     rules: Map,
+    /// The SYN policer's state and source buckets, when it is on.
+    syn: Option<(Map, Map)>,
 }
 
 fn invalid(op: &'static str) -> Error {
@@ -78,17 +148,45 @@ fn invalid(op: &'static str) -> Error {
 }
 
 impl SteeringMaps {
-    /// Creates empty maps for queues `0..queue_count`.
+    /// Creates empty maps for queues `0..queue_count`, and the SYN policer's when `syn`
+    /// is given.
     ///
     /// # Errors
     /// `bpf(BPF_MAP_CREATE)` (e.g. `EPERM` with a hint).
-    pub fn create(queue_count: u32) -> Result<Self> {
+    pub fn create(queue_count: u32, syn: Option<&SynPolicer>) -> Result<Self> {
+        let syn = match syn {
+            Some(p) => {
+                let state = Map::create(MapType::Array, "ulnet_syn", 4, SYN_STATE_LEN, 1)?;
+                state.update(&0u32.to_ne_bytes(), &p.state())?;
+                let sources =
+                    Map::create(MapType::LruHash, "ulnet_syn_src", 8, 8, p.sources.max(1))?;
+                Some((state, sources))
+            }
+            None => None,
+        };
         Ok(SteeringMaps {
             xsks: Map::create(MapType::Xskmap, "ulnet_xsks", 4, 4, queue_count.max(1))?,
             addrs4: Map::create(MapType::Hash, "ulnet_addr4", 4, 1, MAX_ENTRIES)?,
             addrs6: Map::create(MapType::Hash, "ulnet_addr6", 16, 1, MAX_ENTRIES)?,
             rules: Map::create(MapType::Hash, "ulnet_rules", 4, 1, MAX_ENTRIES)?,
+            syn,
         })
+    }
+
+    /// SYNs the policer dropped so far (0 without a policer).
+    ///
+    /// # Errors
+    /// `bpf(BPF_MAP_LOOKUP_ELEM)`.
+    pub fn syn_dropped(&self) -> Result<u64> {
+        let Some((state, _)) = &self.syn else {
+            return Ok(0);
+        };
+        let mut v = [0u8; SYN_STATE_LEN as usize];
+        state.lookup(&0u32.to_ne_bytes(), &mut v)?;
+        let o = SYN_DROPPED as usize;
+        let mut d = [0u8; 8];
+        d.copy_from_slice(&v[o..o + 8]);
+        Ok(u64::from_ne_bytes(d))
     }
 
     /// The descriptors the program generator embeds.
@@ -98,6 +196,10 @@ impl SteeringMaps {
             addrs4: self.addrs4.as_raw_fd(),
             addrs6: self.addrs6.as_raw_fd(),
             rules: self.rules.as_raw_fd(),
+            syn: self.syn.as_ref().map(|(state, sources)| SynMapFds {
+                state: state.as_raw_fd(),
+                sources: sources.as_raw_fd(),
+            }),
         }
     }
 

@@ -2,7 +2,7 @@
 //! namespace): steered frames return `XDP_DROP` as a marker, the rest `XDP_PASS`.
 
 use super::*;
-use crate::xdp::steer::{load, FlowRule, SteeringMaps};
+use crate::xdp::steer::{load, FlowRule, SteeringMaps, SynPolicer};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 const OURS4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -73,7 +73,7 @@ impl Fixture {
     }
 
     fn with(addrs: &[IpAddr], rules: &[FlowRule]) -> Self {
-        let maps = SteeringMaps::create(1).expect("bpf maps (needs root or CAP_BPF)");
+        let maps = SteeringMaps::create(1, None).expect("bpf maps (needs root or CAP_BPF)");
         for a in addrs {
             maps.add_address(*a).unwrap();
         }
@@ -215,13 +215,136 @@ fn options_shift_the_l4_header() {
 
 #[test]
 fn redirect_variants_pass_the_verifier() {
-    let maps = SteeringMaps::create(4).unwrap();
-    for (rules, frags) in [(false, false), (true, false), (false, true), (true, true)] {
-        let p = load(&maps, rules, frags, Steer::Redirect).unwrap();
-        // No socket in the XSKMAP: the redirect falls back to XDP_PASS.
-        let frame = ipv4(false, OURS4, 17, 0, &udp(5000));
-        assert_eq!(p.test_run(&frame).unwrap() as i32, XDP_PASS);
+    for policer in [None, Some(SynPolicer::default())] {
+        let maps = SteeringMaps::create(4, policer.as_ref()).unwrap();
+        for (rules, frags) in [(false, false), (true, false), (false, true), (true, true)] {
+            let p = load(&maps, rules, frags, Steer::Redirect).unwrap();
+            // No socket in the XSKMAP: the redirect falls back to XDP_PASS.
+            for frame in [
+                ipv4(false, OURS4, 17, 0, &udp(5000)),
+                ipv4(false, OURS4, 6, 0, &tcp(80, TCP_SYN as u8)),
+            ] {
+                assert_eq!(p.test_run(&frame).unwrap() as i32, XDP_PASS);
+            }
+        }
     }
+}
+
+/// A TCP header to `dport` with `flags` (no options).
+fn tcp(dport: u16, flags: u8) -> Vec<u8> {
+    let mut h = vec![0x30, 0x39];
+    h.extend_from_slice(&dport.to_be_bytes());
+    h.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    h
+}
+
+/// `ipv4` from `src` instead of the fixed sender.
+fn ipv4_from(src: Ipv4Addr, dst: Ipv4Addr, l4: &[u8]) -> Vec<u8> {
+    let mut f = ipv4(false, dst, 6, 0, l4);
+    f[26..30].copy_from_slice(&src.octets());
+    f
+}
+
+/// `ipv6` from `src` instead of the fixed sender.
+fn ipv6_from(src: Ipv6Addr, l4: &[u8]) -> Vec<u8> {
+    let mut f = ipv6(OURS6, 6, l4);
+    f[22..38].copy_from_slice(&src.octets());
+    f
+}
+
+/// The policer with rates so low (1 per second) that nothing refills during a test:
+/// the global bucket passes 3 SYNs (1 + burst 2), each source 4 more (1 + burst 3).
+/// Steered frames return `XDP_TX`, so the policer's `XDP_DROP` stands out.
+fn policed(rules: &[FlowRule]) -> (SteeringMaps, crate::sys::bpf::Program) {
+    let p = SynPolicer {
+        rate: 1,
+        burst: 2,
+        per_source_rate: 1,
+        per_source_burst: 3,
+        sources: 16,
+    };
+    let maps = SteeringMaps::create(1, Some(&p)).unwrap();
+    maps.add_address(IpAddr::V4(OURS4)).unwrap();
+    maps.add_address(IpAddr::V6(OURS6)).unwrap();
+    for r in rules {
+        maps.add_rule(*r).unwrap();
+    }
+    let prog = load(&maps, !rules.is_empty(), false, Steer::Verdict(XDP_TX)).unwrap();
+    (maps, prog)
+}
+
+const XDP_TX: i32 = 3;
+const SYN: u8 = TCP_SYN as u8;
+
+fn run(p: &crate::sys::bpf::Program, f: &[u8]) -> i32 {
+    let mut f = f.to_vec();
+    f.resize(f.len().max(60), 0);
+    p.test_run(&f).unwrap() as i32
+}
+
+#[test]
+fn syn_policer_drops_a_flood_from_one_host_and_passes_a_quiet_one() {
+    for rules in [&[][..], &[FlowRule::tcp(80)][..]] {
+        let (maps, p) = policed(rules);
+        let x = Ipv4Addr::new(198, 18, 0, 77);
+        let verdicts: Vec<i32> = (0..20)
+            .map(|_| run(&p, &ipv4_from(x, OURS4, &tcp(80, SYN))))
+            .collect();
+        let passed = verdicts.iter().filter(|&&v| v == XDP_TX).count();
+        assert_eq!(passed, 3 + 4, "{verdicts:?} (rules {rules:?})");
+        assert!(verdicts[7..].iter().all(|&v| v == XDP_DROP), "{verdicts:?}");
+        assert_eq!(maps.syn_dropped().unwrap(), 13);
+        // A quiet host gets through while the global bucket is empty.
+        let y = Ipv4Addr::new(198, 18, 0, 78);
+        assert_eq!(run(&p, &ipv4_from(y, OURS4, &tcp(80, SYN))), XDP_TX);
+        // Only SYNs without ACK are policed: the flooding host's open connections and
+        // its handshakes' answers still flow.
+        for flags in [0x10, 0x18, SYN | 0x10, 0x04, 0x11] {
+            assert_eq!(
+                run(&p, &ipv4_from(x, OURS4, &tcp(80, flags))),
+                XDP_TX,
+                "flags {flags:#x}"
+            );
+        }
+        // Not ulnet's (other address) goes to the kernel unpoliced.
+        assert_eq!(run(&p, &ipv4_from(x, OTHER4, &tcp(80, SYN))), XDP_PASS);
+        if !rules.is_empty() {
+            // Nor a port ulnet does not serve.
+            assert_eq!(run(&p, &ipv4_from(x, OURS4, &tcp(81, SYN))), XDP_PASS);
+        }
+        assert_eq!(maps.syn_dropped().unwrap(), 13, "nothing else counted");
+        // UDP is never policed (steered when no rule limits it).
+        let mut u = ipv4(false, OURS4, 17, 0, &udp(80));
+        u[26..30].copy_from_slice(&x.octets());
+        let want = if rules.is_empty() { XDP_TX } else { XDP_PASS };
+        assert_eq!(run(&p, &u), want, "rules {rules:?}");
+    }
+}
+
+#[test]
+fn syn_policer_keys_ipv6_sources_by_their_slash_64() {
+    let (maps, p) = policed(&[]);
+    let (a, b) = (v6("2001:2:0:7::1"), v6("2001:2:0:7::2"));
+    // 3 on the global bucket, then a's /64 gets 4, shared with b.
+    let passed = (0..10)
+        .map(|i| {
+            run(
+                &p,
+                &ipv6_from(if i % 2 == 0 { a } else { b }, &tcp(80, SYN)),
+            )
+        })
+        .filter(|&v| v == XDP_TX)
+        .count();
+    assert_eq!(passed, 7);
+    assert_eq!(maps.syn_dropped().unwrap(), 3);
+    // Another /64 is another source.
+    assert_eq!(
+        run(&p, &ipv6_from(v6("2001:2:0:8::1"), &tcp(80, SYN))),
+        XDP_TX
+    );
+    // A truncated TCP header is not judged here.
+    let short = ipv6_from(a, &tcp(80, SYN)[..12]);
+    assert_eq!(run(&p, &short[..short.len()]), XDP_TX);
 }
 
 const LINK_LOCAL: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0x0075, 0x6cff, 0xfe00, 0x010a);
