@@ -23,7 +23,8 @@ struct mmsghdr;
 
 // How `ulnet_init` starts the stack. Null pointers and zeros leave a setting to the
 // environment (`ULNET_BACKEND`, `ULNET_IFACE`, `ULNET_ADDR`, `ULNET_NETNS`,
-// `ULNET_GATEWAY`, `ULNET_BUSY_POLL`, `ULNET_GSO`) and then to the defaults (backend xdp).
+// `ULNET_GATEWAY`, `ULNET_BUSY_POLL`, `ULNET_GSO`, `ULNET_SYN_POLICER`) and then to the
+// defaults (backend xdp).
 typedef struct UlnetConfig {
   // "xdp", "packet" or "tap".
   const char *backend;

@@ -20,7 +20,8 @@ use crate::{addr, opts};
 
 /// How `ulnet_init` starts the stack. Null pointers and zeros leave a setting to the
 /// environment (`ULNET_BACKEND`, `ULNET_IFACE`, `ULNET_ADDR`, `ULNET_NETNS`,
-/// `ULNET_GATEWAY`, `ULNET_BUSY_POLL`, `ULNET_GSO`) and then to the defaults (backend xdp).
+/// `ULNET_GATEWAY`, `ULNET_BUSY_POLL`, `ULNET_GSO`, `ULNET_SYN_POLICER`) and then to the
+/// defaults (backend xdp).
 #[repr(C)]
 #[derive(Debug)]
 pub struct UlnetConfig {

@@ -42,6 +42,9 @@ pub struct Args {
     /// to cut (ULNET_GSO=1).
     #[arg(long)]
     pub gso: bool,
+    /// xdp: turn off the steering program's SYN policer (ULNET_SYN_POLICER=0).
+    #[arg(long)]
+    pub no_syn_policer: bool,
     /// Record every frame in and out to this pcap file.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
@@ -108,6 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "ULNET_PCAP",
         "ULNET_BUSY_POLL",
         "ULNET_GSO",
+        "ULNET_SYN_POLICER",
     ] {
         cmd.env_remove(var);
     }
@@ -125,6 +129,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.gso {
         cmd.env("ULNET_GSO", "1");
+    }
+    if args.no_syn_policer {
+        cmd.env("ULNET_SYN_POLICER", "0");
     }
     let e = cmd.exec();
     Err(e).with_context(|| format!("cannot run {program}"))

@@ -54,6 +54,11 @@ pub struct NetArgs {
     /// GSO (or the device's TSO) to cut, one system call per burst.
     #[arg(long)]
     pub gso: bool,
+    /// xdp: turn off the steering program's SYN policer (on by default: SYNs above
+    /// 50,000/s, then above 1,000/s from one source, are dropped before the receive ring;
+    /// docs/attack.md).
+    #[arg(long)]
+    pub no_syn_policer: bool,
 }
 
 impl NetArgs {
@@ -91,6 +96,9 @@ impl NetArgs {
         }
         if self.gso {
             b = b.gso(true);
+        }
+        if self.no_syn_policer {
+            b = b.syn_policer(None);
         }
         Ok(b)
     }
