@@ -375,8 +375,7 @@ impl Gen {
     /// or, failing that, its source's, or is dropped and counted.
     fn syn_policer(&mut self, syn: SynMapFds) {
         let a = &mut self.a;
-        let (g_later, per_source, s_later, new_source, drop) =
-            (a.label(), a.label(), a.label(), a.label(), a.label());
+        let (per_source, new_source, drop) = (a.label(), a.label(), a.label());
         let steer = self.steer;
         a.jmp_imm(Cond::Ne, Reg::R7, 6, steer)
             // A header too short for its flags is the stack's to judge.
@@ -396,39 +395,29 @@ impl Gen {
             .call(HELPER_MAP_LOOKUP_ELEM)
             .jmp_imm(Cond::Eq, Reg::R0, 0, steer)
             .mov(Reg::R9, Reg::R0);
-        // GCRA: tat = max(tat, now); conforming while tat - now <= tolerance, and then
-        // tat += interval.
-        a.ldx(Size::Dw, Reg::R1, Reg::R9, SYN_TAT)
-            .jmp(Cond::Ge, Reg::R1, Reg::R7, g_later)
-            .mov(Reg::R1, Reg::R7);
-        a.bind(g_later);
-        a.mov(Reg::R2, Reg::R1)
-            .alu(Alu::Sub, Reg::R2, Reg::R7)
-            .ldx(Size::Dw, Reg::R3, Reg::R9, SYN_TOLERANCE)
-            .jmp(Cond::Gt, Reg::R2, Reg::R3, per_source)
-            .ldx(Size::Dw, Reg::R3, Reg::R9, SYN_INTERVAL)
-            .alu(Alu::Add, Reg::R1, Reg::R3)
-            .stx(Size::Dw, Reg::R9, SYN_TAT, Reg::R1)
-            .ja(steer);
+        gcra(
+            a,
+            Reg::R9,
+            SYN_TAT,
+            (SYN_INTERVAL, SYN_TOLERANCE),
+            per_source,
+            steer,
+        );
         // Over the global rate: the source's own bucket.
         a.bind(per_source);
         a.ld_map_fd(Reg::R1, syn.sources)
             .mov(Reg::R2, Reg::R10)
             .alu_imm(Alu::Add, Reg::R2, KEY_SRC.into())
             .call(HELPER_MAP_LOOKUP_ELEM)
-            .jmp_imm(Cond::Eq, Reg::R0, 0, new_source)
-            .ldx(Size::Dw, Reg::R1, Reg::R0, 0)
-            .jmp(Cond::Ge, Reg::R1, Reg::R7, s_later)
-            .mov(Reg::R1, Reg::R7);
-        a.bind(s_later);
-        a.mov(Reg::R2, Reg::R1)
-            .alu(Alu::Sub, Reg::R2, Reg::R7)
-            .ldx(Size::Dw, Reg::R3, Reg::R9, SYN_SRC_TOLERANCE)
-            .jmp(Cond::Gt, Reg::R2, Reg::R3, drop)
-            .ldx(Size::Dw, Reg::R3, Reg::R9, SYN_SRC_INTERVAL)
-            .alu(Alu::Add, Reg::R1, Reg::R3)
-            .stx(Size::Dw, Reg::R0, 0, Reg::R1)
-            .ja(steer);
+            .jmp_imm(Cond::Eq, Reg::R0, 0, new_source);
+        gcra(
+            a,
+            Reg::R0,
+            0,
+            (SYN_SRC_INTERVAL, SYN_SRC_TOLERANCE),
+            drop,
+            steer,
+        );
         // A source not seen (or evicted): its bucket starts with this SYN. A failed
         // insert only forgets the source.
         a.bind(new_source);
@@ -487,6 +476,28 @@ impl Gen {
         self.a.bind(self.pass);
         self.a.mov_imm(Reg::R0, XDP_PASS).exit();
     }
+}
+
+/// One GCRA check (r7 = now, r9 = the policer's state): the bucket's theoretical
+/// arrival time is the `u64` at `bucket + tat`; its emission interval and tolerance are
+/// at the state offsets `params`. `tat = max(tat, now)`; when `tat - now` exceeds the
+/// tolerance the SYN goes to `over`, else `tat += interval` is stored and it goes to
+/// `conforming`. Clobbers r1-r3.
+fn gcra(a: &mut Asm, bucket: Reg, tat: i16, params: (i16, i16), over: Label, conforming: Label) {
+    let (interval, tolerance) = params;
+    let later = a.label();
+    a.ldx(Size::Dw, Reg::R1, bucket, tat)
+        .jmp(Cond::Ge, Reg::R1, Reg::R7, later)
+        .mov(Reg::R1, Reg::R7);
+    a.bind(later);
+    a.mov(Reg::R2, Reg::R1)
+        .alu(Alu::Sub, Reg::R2, Reg::R7)
+        .ldx(Size::Dw, Reg::R3, Reg::R9, tolerance)
+        .jmp(Cond::Gt, Reg::R2, Reg::R3, over)
+        .ldx(Size::Dw, Reg::R3, Reg::R9, interval)
+        .alu(Alu::Add, Reg::R1, Reg::R3)
+        .stx(Size::Dw, bucket, tat, Reg::R1)
+        .ja(conforming);
 }
 
 #[cfg(test)]
