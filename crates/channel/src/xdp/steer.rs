@@ -64,8 +64,9 @@ impl FlowRule {
 /// AF_XDP receive ring and the ring drops the segments of open connections and the
 /// requests of new ones (measured: docs/attack.md). The defaults are far above what one
 /// client asks for (a load generator opening connections without keep-alive makes a
-/// few thousand a second here) and, with the source rates added, below what ulnet
-/// answers with SYN cookies on this machine (about 180,000 SYNs/s).
+/// few thousand a second here) and well below what ulnet answers with SYN cookies on
+/// this machine (about 180,000 SYNs/s), so a flood leaves it time for its connections.
+/// A server that must accept more new connections a second turns it off or raises it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SynPolicer {
     /// SYNs per second passed whatever their source.
@@ -81,17 +82,19 @@ pub struct SynPolicer {
 }
 
 impl Default for SynPolicer {
-    /// 50,000 SYNs/s (burst 512); above that 1,000 per source (burst 16); 65,536
-    /// sources. The bursts are what a flood gets through at once, before any rate
-    /// applies: together they must stay well inside the receive ring (2,048 by default),
-    /// or the ring overflows at the flood's start (measured: with bursts of 5,000 and 100
-    /// the ring still dropped 6,000-11,000 frames per flood, docs/attack.md).
+    /// 25,000 SYNs/s (burst 256); above that 500 per source (burst 8); 65,536 sources.
+    /// The bursts are what a flood gets through at once, before any rate applies:
+    /// together they must stay well inside the receive ring (2,048 by default); and what
+    /// is admitted must leave ulnet time for the connections it serves. Measured with a
+    /// download running (docs/attack.md): bursts of 5,000 and 100 left 6,000-11,000 ring
+    /// drops per flood, 50,000/s with bursts of 512 and 16 still 3,000-11,000, these
+    /// defaults 0-500.
     fn default() -> Self {
         SynPolicer {
-            rate: 50_000,
-            burst: 512,
-            per_source_rate: 1_000,
-            per_source_burst: 16,
+            rate: 25_000,
+            burst: 256,
+            per_source_rate: 500,
+            per_source_burst: 8,
             sources: 65_536,
         }
     }

@@ -55,7 +55,7 @@ pub struct NetArgs {
     #[arg(long)]
     pub gso: bool,
     /// xdp: turn off the steering program's SYN policer (on by default: SYNs above
-    /// 50,000/s, then above 1,000/s from one source, are dropped before the receive ring;
+    /// 25,000/s, then above 500/s from one source, are dropped before the receive ring;
     /// docs/attack.md).
     #[arg(long)]
     pub no_syn_policer: bool,

@@ -434,7 +434,7 @@ impl StackBuilder {
     /// The AF_XDP steering program's SYN policer ([`SynPolicer`](ulnet_channel::xdp::SynPolicer):
     /// SYNs over a global rate, then over a per-source rate, are dropped before the
     /// receive ring). On by default with its defaults; `None` turns it off (a load test
-    /// opening more than 50,000 connections a second from few hosts needs that). Other
+    /// opening more than 25,000 connections a second from few hosts needs that). Other
     /// backends have no program in front of the stack and ignore it.
     #[must_use]
     pub fn syn_policer(mut self, policer: Option<ulnet_channel::xdp::SynPolicer>) -> Self {
