@@ -298,6 +298,19 @@ impl Gen {
         self.rules || self.maps.syn.is_some()
     }
 
+    /// Copies `words` 32-bit words of the frame from offset `from` to the stack slot
+    /// `to` (clobbers r1; the frame's bounds were checked by the caller).
+    fn frame_to_stack(&mut self, from: i16, to: i16, words: i16) {
+        for i in 0..words {
+            self.a.ldx(Size::W, Reg::R1, Reg::R7, from + 4 * i).stx(
+                Size::W,
+                Reg::R10,
+                to + 4 * i,
+                Reg::R1,
+            );
+        }
+    }
+
     /// IPv6 (RFC 8200).
     fn ipv6(&mut self, l3: i16) {
         self.need(i32::from(l3) + 40);
@@ -305,25 +318,11 @@ impl Gen {
             .ldx(Size::B, Reg::R1, Reg::R7, l3)
             .alu_imm(Alu::Rsh, Reg::R1, 4)
             .jmp_imm(Cond::Ne, Reg::R1, 6, self.pass);
-        for i in 0..4 {
-            self.a.ldx(Size::W, Reg::R1, Reg::R7, l3 + 24 + 4 * i).stx(
-                Size::W,
-                Reg::R10,
-                KEY_V6 + 4 * i,
-                Reg::R1,
-            );
-        }
+        self.frame_to_stack(l3 + 24, KEY_V6, 4);
         self.lookup_or_pass(self.maps.addrs6, KEY_V6);
         if self.maps.syn.is_some() {
             // The policer's key: the source's /64, what one host usually holds.
-            for i in 0..2 {
-                self.a.ldx(Size::W, Reg::R1, Reg::R7, l3 + 8 + 4 * i).stx(
-                    Size::W,
-                    Reg::R10,
-                    KEY_SRC + 4 * i,
-                    Reg::R1,
-                );
-            }
+            self.frame_to_stack(l3 + 8, KEY_SRC, 2);
         }
         if !self.l4_checks() {
             self.a.ja(self.steer);
