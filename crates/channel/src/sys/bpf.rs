@@ -455,6 +455,16 @@ impl Program {
     /// # Errors
     /// `bpf(BPF_PROG_TEST_RUN)`.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32> {
+        self.test_run_repeat(frame, 1).map(|(v, _)| v)
+    }
+
+    /// Runs the program on `frame` `repeat` times in the kernel; returns the verdict and
+    /// the kernel's mean time per run in nanoseconds (what the program itself costs a
+    /// frame, without the system call).
+    ///
+    /// # Errors
+    /// As [`test_run`](Self::test_run).
+    pub fn test_run_repeat(&self, frame: &[u8], repeat: u32) -> Result<(u32, u32)> {
         let mut out = vec![0u8; frame.len() + 256];
         let mut attr = TestRunAttr {
             prog_fd: self.fd.as_raw_fd() as u32,
@@ -462,11 +472,11 @@ impl Program {
             data_size_out: out.len() as u32,
             data_in: frame.as_ptr() as u64,
             data_out: out.as_mut_ptr() as u64,
-            repeat: 1,
+            repeat,
             ..Default::default()
         };
         bpf("bpf(BPF_PROG_TEST_RUN)", BPF_PROG_TEST_RUN, &mut attr)?;
-        Ok(attr.retval)
+        Ok((attr.retval, attr.duration))
     }
 }
 
