@@ -310,13 +310,19 @@ impl<W: Write, F: FnMut() -> Duration> Tx for RecordingTx<'_, W, F> {
     }
 }
 
+impl<C: Channel, W: Write, F: FnMut() -> Duration> Pcap<C, W, F> {
+    /// The channel's transmit half, recording what it sends.
+    fn recording_tx(&mut self) -> RecordingTx<'_, W, F> {
+        RecordingTx {
+            inner: self.inner.tx(),
+            recorder: &mut self.recorder,
+        }
+    }
+}
+
 impl<C: Channel, W: Write, F: FnMut() -> Duration> Tx for Pcap<C, W, F> {
     fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), TxError> {
-        let recorder = &mut self.recorder;
-        self.inner.tx().send(len, &mut |buf| {
-            fill(buf);
-            recorder.record(buf);
-        })
+        self.recording_tx().send(len, fill)
     }
 
     fn send_gso(
@@ -325,11 +331,7 @@ impl<C: Channel, W: Write, F: FnMut() -> Duration> Tx for Pcap<C, W, F> {
         gso: Gso,
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), TxError> {
-        let recorder = &mut self.recorder;
-        self.inner.tx().send_gso(len, gso, &mut |buf| {
-            fill(buf);
-            recorder.record(buf);
-        })
+        self.recording_tx().send_gso(len, gso, fill)
     }
 
     fn flush(&mut self) -> crate::Result<()> {

@@ -248,9 +248,9 @@ impl Core {
     }
 
     /// Sends a burst of `segment_size`-byte segments ([`TcpConfig::gso_max`]): as one
-    /// frame for the channel to cut when it can (IPv4, the next hop's MAC known, within
-    /// [`InterfaceConfig::gso_max_len`]), else segment by segment here, as the channel
-    /// would have cut it. False only when the transmit ring is full; then nothing of the
+    /// frame for the channel to cut when it can (IPv4 or IPv6, the next hop's MAC known,
+    /// within [`InterfaceConfig::gso_max_len`]), else segment by segment here, as the
+    /// channel would have cut it. False only when the transmit ring is full; then nothing of the
     /// burst counts as sent, and what did go out is sent again (duplicates the receiver
     /// discards, not losses it must wait for).
     ///
