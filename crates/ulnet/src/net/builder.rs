@@ -192,6 +192,8 @@ pub struct StackBuilder {
     /// `None`: no TCP layer.
     tcp: Option<TcpConfig>,
     wait: WaitMode,
+    /// The receive coalescing time; `None`: the runtime's default.
+    coalesce: Option<Duration>,
     pcap: Option<PathBuf>,
     apps: Vec<Box<dyn App + Send>>,
     close_linger: Duration,
@@ -242,6 +244,7 @@ impl Default for StackBuilder {
             limits: Limits::default(),
             tcp: Some(TcpConfig::default()),
             wait: WaitMode::Sleep,
+            coalesce: None,
             pcap: None,
             apps: Vec::new(),
             close_linger: Duration::from_secs(1),
@@ -256,8 +259,9 @@ impl StackBuilder {
     /// several separated by commas for dual stack, e.g.
     /// `198.18.1.16/24,2001:2:0:1::10/64`),
     /// `ULNET_GATEWAY`, `ULNET_PCAP`, `ULNET_BUSY_POLL=1`, `ULNET_GSO=1`
-    /// ([`gso`](Self::gso)) and `ULNET_SYN_POLICER=0` ([`syn_policer`](Self::syn_policer)
-    /// off). Unset variables leave the
+    /// ([`gso`](Self::gso)), `ULNET_SYN_POLICER=0` ([`syn_policer`](Self::syn_policer)
+    /// off) and `ULNET_RX_COALESCE_US` ([`rx_coalesce`](Self::rx_coalesce) in
+    /// microseconds, 0: off). Unset variables leave the
     /// builder as it is; malformed ones make [`build`](Self::build) fail
     /// ([`BuildError::Env`]).
     #[must_use]
@@ -302,6 +306,18 @@ impl StackBuilder {
         }
         if var("ULNET_SYN_POLICER").is_some_and(|v| v == "0") {
             self = self.syn_policer(None);
+        }
+        if let Some(c) = var("ULNET_RX_COALESCE_US") {
+            match c.parse::<u64>() {
+                Ok(us) => self = self.rx_coalesce(Duration::from_micros(us)),
+                Err(_) => self.fail_env(
+                    "ULNET_RX_COALESCE_US",
+                    BuildError::Io(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("not a whole number of microseconds: {c:?}"),
+                    )),
+                ),
+            }
         }
         self
     }
@@ -453,6 +469,17 @@ impl StackBuilder {
         self
     }
 
+    /// How long a sleeping stack that is receiving a stream waits between batches
+    /// instead of polling for each frame ([`Runtime::set_coalesce`]: the first wait; it
+    /// adapts up to [`runtime::MAX_COALESCE`]). Default
+    /// [`runtime::DEFAULT_COALESCE`]; zero turns it off, for a receiver whose every
+    /// frame is latency-critical even in a stream (busy-polling stacks never coalesce).
+    #[must_use]
+    pub fn rx_coalesce(mut self, first: Duration) -> Self {
+        self.coalesce = Some(first);
+        self
+    }
+
     /// The whole TCP configuration (replaces what the setters below changed).
     #[must_use]
     pub fn tcp_config(mut self, tcp: TcpConfig) -> Self {
@@ -592,6 +619,7 @@ impl StackBuilder {
             tcp: self.tcp,
             wait: self.wait,
             pcap: self.pcap,
+            coalesce: self.coalesce,
         })?;
         {
             let mut iface = rt.iface();

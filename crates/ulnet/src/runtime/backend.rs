@@ -96,6 +96,8 @@ pub(crate) struct NetConfig {
     pub wait: WaitMode,
     /// Record every frame in and out to this pcap file.
     pub pcap: Option<PathBuf>,
+    /// The receive coalescing time ([`Runtime::set_coalesce`]); `None`: the default.
+    pub coalesce: Option<Duration>,
 }
 
 /// Where the frames go: a kernel backend on a named interface, or a channel the user
@@ -178,6 +180,7 @@ pub(crate) fn open(cfg: NetConfig) -> io::Result<Runtime<AnyChannel>> {
         tcp,
         wait,
         pcap,
+        coalesce,
     } = cfg;
     let (channel, mac) = match link {
         Link::Kernel {
@@ -204,7 +207,11 @@ pub(crate) fn open(cfg: NetConfig) -> io::Result<Runtime<AnyChannel>> {
     };
     let caps = channel.capabilities();
     let iface = build_interface(&addresses, gateway, &neighbors, limits, tcp, &caps, mac)?;
-    Runtime::new(channel, iface, wait, Clock::monotonic())
+    let mut rt = Runtime::new(channel, iface, wait, Clock::monotonic())?;
+    if let Some(c) = coalesce {
+        rt.set_coalesce(c);
+    }
+    Ok(rt)
 }
 
 fn open_channel(

@@ -61,6 +61,9 @@ pub(crate) trait Turn: Send {
     fn turn(&mut self) -> io::Result<Turned>;
     /// Whether the loop is within its spin time after the last frame it moved.
     fn spinning(&self) -> bool;
+    /// Instead of the next spin, a coalescing sleep (how long, and the wake-up count it
+    /// must see unchanged), when the loop is receiving a stream.
+    fn coalescing(&mut self) -> Option<(Duration, u64)>;
     /// How the loop waits.
     fn mode(&self) -> WaitMode;
     /// Readies a sleep: `None` when the loop must not sleep now (a deadline passed,
@@ -83,6 +86,9 @@ impl<C: Channel + Send, A: App + Send> Turn for (Runtime<C>, A) {
     }
     fn spinning(&self) -> bool {
         self.0.spinning()
+    }
+    fn coalescing(&mut self) -> Option<(Duration, u64)> {
+        self.0.coalescing().then(|| self.0.coalesce_plan())
     }
     fn mode(&self) -> WaitMode {
         self.0.mode
@@ -258,6 +264,15 @@ impl Engine {
                     continue;
                 }
                 WaitMode::Sleep if t.spinning() => {
+                    if let Some((d, kicks)) = t.coalescing() {
+                        drop(t);
+                        if let Err(e) = self.shared.sleep(None, Some(d), kicks) {
+                            relock(&self.failed).get_or_insert(e);
+                            self.shared.stop.store(true, Ordering::SeqCst);
+                            return true;
+                        }
+                        continue;
+                    }
                     drop(t);
                     // As the loop's thread does: yield, so kernel work our sends caused
                     // (deferred to ksoftirqd on this CPU) can run.
@@ -366,8 +381,12 @@ impl Engine {
                     std::hint::spin_loop();
                 }
                 WaitMode::Sleep if t.spinning() => {
+                    let coalesce = t.coalescing();
                     drop(t);
-                    std::thread::yield_now();
+                    match coalesce {
+                        Some((d, kicks)) => self.shared.sleep(None, Some(d), kicks)?,
+                        None => std::thread::yield_now(),
+                    }
                 }
                 WaitMode::Sleep => {
                     let plan = t.sleep_plan()?;

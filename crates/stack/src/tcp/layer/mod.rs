@@ -194,8 +194,9 @@ impl Tcp {
     }
 
     /// Bytes of our data acknowledged so far, over all connections (cheaper than
-    /// [`stats`](Self::stats) on the per-segment path).
-    pub(crate) fn bytes_acked(&self) -> u64 {
+    /// [`stats`](Self::stats) on the per-segment path, and for a runtime that looks
+    /// every iteration whether this host's data is getting anywhere).
+    pub fn bytes_acked(&self) -> u64 {
         self.stats.bytes_acked
     }
 
