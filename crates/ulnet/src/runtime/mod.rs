@@ -70,20 +70,27 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 pub const MAX_SPIN: Duration = Duration::from_micros(400);
 
 /// The default of [`Runtime::set_coalesce`]: the first coalescing sleep of a stream.
-/// The kernel adds its timer slack (50 µs for a normal thread) to a `poll(2)` timeout
-/// this short.
+/// The kernel adds up to its timer slack (50 µs for a normal thread) to a `poll(2)`
+/// timeout this short, so the sleep lasts 10-60 µs; bulk receive stays near it.
 pub const DEFAULT_COALESCE: Duration = Duration::from_micros(10);
 
 /// The longest coalescing sleep. A sleep that brought fewer than [`COALESCE_BATCH`]
-/// frames doubles the next one up to this; one that brought four times as many halves
-/// it (a NIC's adaptive interrupt moderation does the same). At 100 Mb/s in 128-byte
-/// segments (seed 004's small-write receive) the sleep settles here, about 20 frames a
-/// batch: measured (`ulnet bench netchannel-cpu`), 0.55 cores of receive CPU with a
-/// spin, 0.21 with a fixed 50 µs sleep, 0.15 with a fixed 200 µs sleep.
-pub const MAX_COALESCE: Duration = Duration::from_micros(200);
+/// frames doubles the next one, up to half of this on frame counts alone and up to this
+/// only while the batches are also smaller than [`COALESCE_BYTES`] (a slow stream of
+/// small segments); a batch of four times [`COALESCE_BATCH`] halves it. A NIC's adaptive
+/// interrupt moderation does the same. Measured (`ulnet bench netchannel-cpu`, receive
+/// at 100 Mb/s in 128-byte writes, seed 004): 0.55 cores with the spin, 0.21 with a
+/// fixed 50 µs sleep, 0.15 with 200 µs, 0.09-0.11 with 400 µs. Bulk receive
+/// (`ulnet bench hurd-tcp`) wants the middle: at MTU 1500 it fell from 9 to 6.7 Gb/s
+/// when every small batch could grow the sleep to 400 µs, and at MTU 9000 from 17.5 to
+/// 11-14 Gb/s when batches over 16 KiB kept it at the shortest.
+pub const MAX_COALESCE: Duration = Duration::from_micros(400);
 
-/// The batch a coalescing sleep aims for (see [`MAX_COALESCE`]).
+/// The batch a coalescing sleep aims for, in frames (see [`MAX_COALESCE`]).
 pub const COALESCE_BATCH: usize = 32;
+
+/// The batch a coalescing sleep aims for, in bytes (see [`MAX_COALESCE`]).
+pub const COALESCE_BYTES: u64 = 16 * 1024;
 
 /// Frames a loop must have received since it last sent data (a TCP peer acknowledged
 /// some of ours, or a datagram left) before it coalesces. A request/response exchange
@@ -359,14 +366,18 @@ impl<C: Channel> Runtime<C> {
         self.coalesce_now = coalesce;
     }
 
-    /// Adapts the coalescing sleep to the batch the last one brought (see
-    /// [`MAX_COALESCE`]).
-    fn coalesced(&mut self, batch: usize) {
-        let max = MAX_COALESCE.max(self.coalesce);
-        if batch < COALESCE_BATCH {
-            self.coalesce_now = (self.coalesce_now * 2).min(max);
-        } else if batch >= 4 * COALESCE_BATCH {
+    /// Adapts the coalescing sleep to the batch (frames, bytes) the last one brought
+    /// (see [`MAX_COALESCE`]).
+    fn coalesced(&mut self, frames: usize, bytes: u64) {
+        let max = if bytes < COALESCE_BYTES {
+            MAX_COALESCE
+        } else {
+            MAX_COALESCE / 2
+        };
+        if frames >= 4 * COALESCE_BATCH {
             self.coalesce_now = (self.coalesce_now / 2).max(self.coalesce);
+        } else if frames < COALESCE_BATCH {
+            self.coalesce_now = (self.coalesce_now * 2).min(max.max(self.coalesce));
         }
     }
 
@@ -441,12 +452,15 @@ impl<C: Channel> Runtime<C> {
         self.shared.now.store(now.total_micros(), Ordering::Relaxed);
         self.kicks_seen = self.shared.kicks();
         let received;
+        let received_bytes;
         let mut progressed;
         let mut trim_heap = false;
         {
             let mut guard = self.shared.lock();
             let iface = &mut *guard;
+            let rx_bytes = iface.stats().rx_bytes;
             received = self.driver.receive(now, iface)?;
+            received_bytes = iface.stats().rx_bytes - rx_bytes;
             progressed = received > 0;
             progressed |= self.driver.serve(now, iface, app);
             // Only waiters care, and walking the timers on every spin of an idle loop
@@ -478,7 +492,7 @@ impl<C: Channel> Runtime<C> {
             }
         }
         if std::mem::take(&mut self.coalesced) {
-            self.coalesced(received);
+            self.coalesced(received, received_bytes);
         }
         if trim_heap {
             // Outside the lock: trimming a large heap takes a while.
@@ -622,22 +636,30 @@ mod tests {
     fn the_coalescing_sleep_grows_on_small_batches_and_shrinks_on_large_ones() {
         let mut rt = runtime();
         assert_eq!(rt.coalesce_now, DEFAULT_COALESCE);
-        rt.coalesced(COALESCE_BATCH - 1);
+        // Few frames of few bytes (a slow stream of small segments): up to the longest.
+        rt.coalesced(COALESCE_BATCH - 1, 128 * (COALESCE_BATCH as u64 - 1));
         assert_eq!(rt.coalesce_now, DEFAULT_COALESCE * 2);
         for _ in 0..20 {
-            rt.coalesced(1);
+            rt.coalesced(1, 100);
         }
         assert_eq!(rt.coalesce_now, MAX_COALESCE);
-        // A batch in the aimed-for range leaves it alone.
-        rt.coalesced(2 * COALESCE_BATCH);
+        // In the aimed-for range it stays.
+        rt.coalesced(2 * COALESCE_BATCH, 2 * COALESCE_BATCH as u64 * 128);
         assert_eq!(rt.coalesce_now, MAX_COALESCE);
+        // Many frames halve it, down to the configured time.
         for _ in 0..20 {
-            rt.coalesced(4 * COALESCE_BATCH);
+            rt.coalesced(4 * COALESCE_BATCH, 0);
         }
         assert_eq!(rt.coalesce_now, DEFAULT_COALESCE);
+        // Few frames of many bytes (jumbo frames in bulk): up to half the longest only.
+        for _ in 0..20 {
+            rt.coalesced(8, 8 * 9000);
+        }
+        assert_eq!(rt.coalesce_now, MAX_COALESCE / 2);
+        rt.coalesce_now = DEFAULT_COALESCE;
         // A long pause ends the stream: the count and the sleep start again.
         rt.rx_run = COALESCE_AFTER;
-        rt.coalesced(1);
+        rt.coalesced(1, 0);
         rt.slept(STREAM_GAP);
         assert_eq!((rt.rx_run, rt.coalesce_now), (0, DEFAULT_COALESCE));
         // A short one does not.
@@ -661,7 +683,7 @@ mod tests {
         rt.set_coalesce(Duration::ZERO);
         assert!(!rt.coalescing());
         rt.set_coalesce(MAX_COALESCE * 2);
-        rt.coalesced(1);
+        rt.coalesced(1, 0);
         assert_eq!(
             rt.coalesce_now,
             MAX_COALESCE * 2,
