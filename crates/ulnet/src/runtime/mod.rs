@@ -263,7 +263,8 @@ pub struct Runtime<C> {
     coalesce_now: Duration,
     /// The last wait was a coalescing sleep: the next iteration's batch adapts it.
     coalesced: bool,
-    /// Frames received since the loop last sent data or slept long on the channel.
+    /// Frames received since the loop last sent data, delivered a datagram or slept
+    /// long on the channel.
     rx_run: usize,
     /// Our TCP bytes acknowledged plus UDP datagrams sent and delivered, at the last
     /// iteration.
@@ -359,9 +360,9 @@ impl<C: Channel> Runtime<C> {
     /// otherwise spin, before it takes what arrived (default [`DEFAULT_COALESCE`] on the
     /// monotonic clock, zero on a manual one; zero: never). A stream is
     /// [`COALESCE_AFTER`] frames received since the loop last sent data or delivered a
-    /// datagram (or paused for [`STREAM_GAP`]): TCP only; the loop coalesces only within its spin time, so a sparse flow
-    /// still wakes on each frame, and a call from another thread (a write, a close)
-    /// still wakes it at once. The cost is up to this long (plus the kernel's timer
+    /// datagram (or paused for [`STREAM_GAP`]), so TCP only. The loop coalesces only
+    /// within its spin time, so a sparse flow still wakes on each frame, and a call
+    /// from another thread (a write, a close) still wakes it at once. The cost is up to this long (plus the kernel's timer
     /// slack) on a stream's frames, which a NIC's interrupt moderation also adds; the
     /// gain, seed 004's small-write receive at a fraction of the CPU. Busy-polling
     /// loops ignore it.
