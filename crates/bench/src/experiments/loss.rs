@@ -488,7 +488,7 @@ fn declare_systems(ctx: &mut Ctx<'_>, cc: &str) {
                 "channel",
                 "AF_XDP on A's veth end with ulnet's steering program, opened and closed each round".into(),
             ),
-            ("wait mode", "sleep (poll(2) after a short spin)".into()),
+            ("wait mode", "sleep (poll(2) after a short spin; a received TCP stream in coalesced batches: Runtime::set_coalesce)".into()),
             (
                 "TCP",
                 "ulnet's default TcpConfig (buffers grown with use: send 64 KiB up to 4 MiB, receive 128 KiB up to 6 MiB, as Linux's tcp_wmem/tcp_rmem; SACK, timestamps)".into(),

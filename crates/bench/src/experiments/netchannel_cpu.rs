@@ -222,7 +222,7 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration) {
         false,
         &k,
     );
-    let mut u = common("sleep (poll(2) when idle); app thread sleeps between slices");
+    let mut u = common("sleep (poll(2) when idle; a received TCP stream in coalesced batches: Runtime::set_coalesce); app thread sleeps between slices");
     u.push((
         "api",
         "ulnet::net::TcpStream, blocking write/read (public socket API)".into(),

@@ -299,7 +299,7 @@ fn ulnet_setup(backend: Backend) -> Vec<(&'static str, String)> {
             "API",
             "ulnet::net socket API: Stack::builder()...build(); rx: TcpListener::bind + accept + blocking read of 64 KiB, every byte checked; tx: TcpStream::connect + write_all of 64 KiB pattern slices".to_owned(),
         ),
-        ("wait mode", "sleep (poll(2) after a 50 µs spin)".into()),
+        ("wait mode", "sleep (poll(2) after an adaptive spin; a received TCP stream in coalesced batches, 10-400 µs apart: Runtime::set_coalesce)".into()),
         (
             "TCP",
             "ulnet's default TcpConfig (buffers grown with use: send 64 KiB up to 4 MiB, receive 128 KiB up to 6 MiB, as Linux's tcp_wmem/tcp_rmem; SACK, timestamps)".into(),
@@ -352,7 +352,7 @@ fn declare_systems(ctx: &mut Ctx<'_>, used: &[&'static str], cc: &str) {
                     "API",
                     "engine only: ulnet's discard app inside the runtime loop (no socket API, no thread hand-off), every byte checked".into(),
                 ),
-                ("wait mode", "sleep (poll(2) after a 50 µs spin)".into()),
+                ("wait mode", "sleep (poll(2) after an adaptive spin; a received TCP stream in coalesced batches, 10-400 µs apart: Runtime::set_coalesce)".into()),
                 (
                     "channel",
                     "AF_XDP on A's veth end with ulnet's steering program".into(),
