@@ -294,8 +294,9 @@ impl Stack {
     }
 
     /// Runs `op` on the locked interface until it is ready: `Poll::Pending` waits for
-    /// the socket's next readiness event (`notify`), up to `timeout`. `before_wait` runs
-    /// under the lock just before sleeping.
+    /// the socket's next readiness event (`notify`), up to `timeout`. `queued` says, under the lock, whether the
+    /// finished call left something for the wire (a datagram, data, a window update):
+    /// only then does a turn (or a wake-up of the loop) follow it.
     ///
     /// # Errors
     /// What `op` returns; `WouldBlock` when `nonblocking` and not ready, or when the
@@ -308,24 +309,26 @@ impl Stack {
         timeout: Option<Duration>,
         timeout_kind: io::ErrorKind,
         mut op: impl FnMut(&mut Interface) -> Poll<io::Result<T>>,
-        before_wait: &dyn Fn(),
+        queued: Queued,
     ) -> io::Result<T> {
         let deadline = timeout.map(|t| std::time::Instant::now() + t);
         loop {
             let seen = {
                 let mut g = self.inner.handle.lock();
                 if let Poll::Ready(r) = op(&mut g) {
+                    let turn = queued.check(&g);
                     drop(g);
                     // What `op` queued (data, a window update) leaves from this thread
                     // when application threads drive, else with the loop's next batch.
-                    self.inner.engine.after_call();
+                    // A call that queued nothing (a datagram read) costs no turn: in a
+                    // busy-poll ping-pong that turn was a tenth of the round trip.
+                    if turn {
+                        self.inner.engine.after_call();
+                    }
                     return r;
                 }
                 if self.registry().is_closed() {
                     return Err(stopped());
-                }
-                if !nonblocking {
-                    before_wait();
                 }
                 notify.seq()
             };
@@ -342,6 +345,31 @@ impl Stack {
             {
                 return Err(err(timeout_kind, "operation timed out"));
             }
+        }
+    }
+}
+
+/// Whether a finished socket call may have queued something for the wire
+/// ([`Stack::block`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Queued {
+    /// It may have (a send, a write, an accept): always turn.
+    Maybe,
+    /// It cannot have (a datagram read frees queue space, nothing more).
+    Nothing,
+    /// Only what the TCP layer now has pending (a read may open the window enough for
+    /// a window update, RFC 9293 §3.8.6.2.2).
+    TcpOutput,
+}
+
+impl Queued {
+    fn check(self, iface: &Interface) -> bool {
+        match self {
+            Queued::Maybe => true,
+            Queued::Nothing => false,
+            Queued::TcpOutput => iface
+                .tcp()
+                .is_some_and(ulnet_stack::tcp::Tcp::output_pending),
         }
     }
 }

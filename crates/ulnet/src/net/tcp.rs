@@ -22,7 +22,7 @@ use ulnet_stack::tcp::{
 use super::error::{self, err, no_tcp};
 use super::poll::Source;
 use super::reactor::{Key, Notify};
-use super::stack::Stack;
+use super::stack::{Queued, Stack};
 
 /// The accept queue a listener asks for.
 const BACKLOG: usize = 1024;
@@ -156,7 +156,7 @@ impl Drop for StreamInner {
                         _ => Poll::Ready(Ok(())),
                     }
                 },
-                &|| {},
+                Queued::Maybe,
             );
         }
         self.stack.handle().with(|iface, now| {
@@ -319,7 +319,7 @@ impl TcpStream {
             timeout,
             io::ErrorKind::TimedOut,
             |iface| self.poll_established(iface),
-            &|| {},
+            Queued::Maybe,
         )
     }
 
@@ -406,7 +406,7 @@ impl TcpStream {
             get(&o.read_timeout),
             io::ErrorKind::WouldBlock,
             |iface| self.try_read(iface, buf, peek),
-            &|| {},
+            Queued::TcpOutput,
         )
     }
 
@@ -418,7 +418,7 @@ impl TcpStream {
             get(&o.write_timeout),
             io::ErrorKind::WouldBlock,
             |iface| self.try_write(iface, buf),
-            &|| {},
+            Queued::Maybe,
         )
     }
 
@@ -839,7 +839,7 @@ impl TcpListener {
             None,
             io::ErrorKind::WouldBlock,
             |iface| self.try_accept(iface),
-            &|| {},
+            Queued::Maybe,
         )
     }
 

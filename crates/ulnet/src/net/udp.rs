@@ -21,7 +21,7 @@ use ulnet_stack::IpFields;
 use super::error::{self, err};
 use super::poll::Source;
 use super::reactor::{Key, Notify};
-use super::stack::Stack;
+use super::stack::{Queued, Stack};
 
 #[derive(Debug)]
 struct Inner {
@@ -376,7 +376,7 @@ impl UdpSocket {
             get(&i.write_timeout),
             io::ErrorKind::WouldBlock,
             |iface| self.try_send_to(iface, buf, dst, start),
-            &|| {},
+            Queued::Maybe,
         )
     }
 
@@ -403,7 +403,7 @@ impl UdpSocket {
             get(&i.read_timeout),
             io::ErrorKind::WouldBlock,
             |iface| self.try_recv_from(iface, buf),
-            &|| {},
+            Queued::Nothing,
         )
     }
 

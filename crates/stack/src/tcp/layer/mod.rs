@@ -781,10 +781,16 @@ impl Tcp {
         }
     }
 
+    /// Whether segments wait to be sent now (data, an ACK or window update, a reset):
+    /// what [`Tcp::poll_at`] answers with "now", without looking at the timers.
+    pub fn output_pending(&self) -> bool {
+        !self.ready.is_empty() || !self.pending_rst.is_empty()
+    }
+
     /// When to call [`Tcp::dispatch`] next: the earliest timer, or the last instant seen
     /// when output is already pending. `None` when there is nothing to do.
     pub fn poll_at(&self) -> Option<Instant> {
-        if !self.ready.is_empty() || !self.pending_rst.is_empty() {
+        if self.output_pending() {
             return Some(self.last_now);
         }
         let heap = self.heap.peek().map(|r| r.0 .0);

@@ -1,0 +1,148 @@
+//! The socket API's own share of a busy-poll round trip (issue 11, goal 4): two stacks
+//! joined by the in-memory pipe, both busy-polling, a 64-byte UDP or TCP ping-pong
+//! between a client thread and an echo thread through the public blocking sockets.
+//!
+//! No kernel path is crossed except the pipe's eventfd signal per flush, so what this
+//! times is ulnet's per-message work on both ends (ingress, the hand-off to the
+//! application, the call itself, egress) plus that signal: the part of `ulnet bench
+//! latency`'s busy-poll round trip that ulnet can change. Run it on a quiet machine
+//! (each end spins on a core of its own).
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use ulnet::channel::pipe;
+use ulnet::net::{Stack, TcpListener, TcpStream, UdpSocket};
+use ulnet::runtime::{Clock, Runtime, WaitMode};
+use ulnet::stack::iface::{Interface, InterfaceConfig, IpCidr};
+use ulnet::stack::tcp::{Tcp, TcpConfig};
+use ulnet::wire::EthernetAddress;
+
+const MSG: usize = 64;
+
+/// Host `last` of 198.18.0.0/24 with its peer's MAC known (no ARP in the timed part).
+fn iface(last: u8, peer: u8) -> Interface {
+    let mac = |n: u8| EthernetAddress([2, 0, 0, 0, 0, n]);
+    let cfg = InterfaceConfig::new(mac(last))
+        .address(IpCidr::new([198, 18, 0, last].into(), 24).unwrap());
+    let mut i = Interface::new(cfg).unwrap();
+    i.set_tcp(Tcp::new(TcpConfig::default(), [last; 16]));
+    i.add_static_neighbor([198, 18, 0, peer].into(), mac(peer))
+        .unwrap();
+    i
+}
+
+fn stacks() -> (Stack, Stack) {
+    let (a, b) = pipe::pair().unwrap();
+    let rt = |ch, last, peer| {
+        Runtime::new(
+            ch,
+            iface(last, peer),
+            WaitMode::BusyPoll,
+            Clock::monotonic(),
+        )
+        .unwrap()
+    };
+    let a = Stack::from_runtime(rt(a, 1, 2), Vec::new()).unwrap();
+    let b = Stack::from_runtime(rt(b, 2, 1), Vec::new()).unwrap();
+    (a, b)
+}
+
+fn server_addr() -> SocketAddr {
+    "198.18.0.1:7".parse().unwrap()
+}
+
+/// An echo thread on `a` until `stop`.
+fn udp_echo(a: &Stack, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+    let s = UdpSocket::bind(a, server_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = s.recv_from(&mut buf) {
+                let _ = s.send_to(&buf[..n], from);
+            }
+        }
+    })
+}
+
+fn tcp_echo(a: &Stack, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+    let l = TcpListener::bind(a, server_addr()).unwrap();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut buf = [0u8; MSG];
+        while !stop.load(Ordering::Relaxed) {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if s.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => break,
+            }
+        }
+    })
+}
+
+fn rtt(c: &mut Criterion) {
+    let mut g = c.benchmark_group("busy_poll_rtt_64B");
+    g.measurement_time(Duration::from_secs(4));
+
+    {
+        let (a, b) = stacks();
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = udp_echo(&a, Arc::clone(&stop));
+        let s = UdpSocket::bind(&b, "198.18.0.2:0").unwrap();
+        s.connect(server_addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut buf = [0u8; 2048];
+        g.bench_function("udp", |bn| {
+            bn.iter_custom(|iters| {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    s.send(&[7; MSG]).unwrap();
+                    assert_eq!(s.recv(&mut buf).unwrap(), MSG);
+                }
+                t.elapsed()
+            });
+        });
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap();
+    }
+
+    {
+        let (a, b) = stacks();
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = tcp_echo(&a, Arc::clone(&stop));
+        let mut s = TcpStream::connect_timeout(&b, &server_addr(), Duration::from_secs(5)).unwrap();
+        s.set_nodelay(true).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut buf = [0u8; MSG];
+        g.bench_function("tcp", |bn| {
+            bn.iter_custom(|iters| {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    s.write_all(&[7; MSG]).unwrap();
+                    s.read_exact(&mut buf).unwrap();
+                }
+                t.elapsed()
+            });
+        });
+        stop.store(true, Ordering::Relaxed);
+        drop(s);
+        server.join().unwrap();
+    }
+    g.finish();
+}
+
+criterion_group!(benches, rtt);
+criterion_main!(benches);

@@ -1,0 +1,188 @@
+//! The blocking socket API in both wait modes (sleeping and busy-polling), where the
+//! application's thread drives the loop: two stacks joined by the in-memory link.
+//!
+//! A call that queued nothing for the wire (a datagram read, a TCP read that does not
+//! open the window enough) takes no turn after it. These tests hold what must not move
+//! with that: a transfer far larger than the receive buffer, whose sender keeps meeting
+//! a closed window that only the reader's window updates reopen, arrives byte-exact;
+//! ping-pongs over UDP and TCP arrive exact; a blocking read with a timeout returns
+//! when the timeout passes (a busy-polling driver still looks at the clock).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ulnet::channel::pipe;
+use ulnet::net::{Stack, TcpListener, TcpStream, UdpSocket};
+use ulnet::runtime::WaitMode;
+
+fn stacks(wait: WaitMode, recv_buffer: usize) -> (Stack, Stack) {
+    let (a, b) = pipe::pair().unwrap();
+    let build = |addr: &str, ch| {
+        Stack::builder()
+            .address(addr)
+            .wait(wait)
+            .tcp_buffers(64 * 1024, recv_buffer)
+            .channel(ch)
+            .build()
+            .unwrap()
+    };
+    (build("198.18.0.1/24", a), build("198.18.0.2/24", b))
+}
+
+fn pattern(i: u64) -> u8 {
+    (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
+}
+
+const SERVER: &str = "198.18.0.1:5000";
+
+/// 2 MB through an 8 KiB receive buffer, read 700 bytes at a time: the sender meets a
+/// closed window again and again, and only the reader's window updates reopen it.
+fn tcp_small_window(wait: WaitMode) {
+    const TOTAL: u64 = 2 << 20;
+    let (a, b) = stacks(wait, 8 * 1024);
+    let at: SocketAddr = SERVER.parse().unwrap();
+    let l = TcpListener::bind(&a, at).unwrap();
+    let reader = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut buf = [0u8; 700];
+        let mut got = 0u64;
+        while got < TOTAL {
+            let n = s.read(&mut buf).expect("the transfer stalled");
+            assert!(n > 0, "EOF after {got} bytes");
+            for (k, &x) in buf[..n].iter().enumerate() {
+                assert_eq!(x, pattern(got + k as u64), "byte {}", got + k as u64);
+            }
+            got += n as u64;
+        }
+        got
+    });
+    let mut s = TcpStream::connect_timeout(&b, &at, Duration::from_secs(5)).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut sent = 0u64;
+    let mut chunk = vec![0u8; 16 * 1024];
+    while sent < TOTAL {
+        let n = chunk.len().min((TOTAL - sent) as usize);
+        for (k, x) in chunk[..n].iter_mut().enumerate() {
+            *x = pattern(sent + k as u64);
+        }
+        s.write_all(&chunk[..n]).expect("the transfer stalled");
+        sent += n as u64;
+    }
+    assert_eq!(reader.join().unwrap(), TOTAL);
+}
+
+#[test]
+fn tcp_window_updates_sleeping() {
+    tcp_small_window(WaitMode::Sleep);
+}
+
+#[test]
+fn tcp_window_updates_busy_poll() {
+    tcp_small_window(WaitMode::BusyPoll);
+}
+
+/// `rounds` exchanges of a 64-byte message, each different, over UDP and over TCP.
+fn ping_pong(wait: WaitMode, rounds: u32) {
+    let (a, b) = stacks(wait, 64 * 1024);
+    let at: SocketAddr = SERVER.parse().unwrap();
+    let u = UdpSocket::bind(&a, at).unwrap();
+    let l = TcpListener::bind(&a, at).unwrap();
+    let server = thread::spawn(move || {
+        u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 128];
+        for _ in 0..rounds {
+            let (n, from) = u.recv_from(&mut buf).unwrap();
+            u.send_to(&buf[..n], from).unwrap();
+        }
+        let (mut s, _) = l.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut m = [0u8; 64];
+        for _ in 0..rounds {
+            s.read_exact(&mut m).unwrap();
+            s.write_all(&m).unwrap();
+        }
+    });
+    let msg =
+        |r: u32| -> [u8; 64] { std::array::from_fn(|k| pattern(u64::from(r) * 64 + k as u64)) };
+    let c = UdpSocket::bind(&b, "198.18.0.2:0").unwrap();
+    c.connect(at).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 128];
+    for r in 0..rounds {
+        c.send(&msg(r)).unwrap();
+        let n = c.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], &msg(r)[..], "UDP round {r}");
+    }
+    let mut s = TcpStream::connect_timeout(&b, &at, Duration::from_secs(5)).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut m = [0u8; 64];
+    for r in 0..rounds {
+        s.write_all(&msg(r)).unwrap();
+        s.read_exact(&mut m).unwrap();
+        assert_eq!(m, msg(r), "TCP round {r}");
+    }
+    server.join().unwrap();
+}
+
+#[test]
+fn ping_pong_sleeping() {
+    ping_pong(WaitMode::Sleep, 2000);
+}
+
+#[test]
+fn ping_pong_busy_poll() {
+    ping_pong(WaitMode::BusyPoll, 2000);
+}
+
+/// A blocking read with nothing to read fails with `WouldBlock` once its timeout
+/// passes, in either mode (a busy-polling driver must still look at the clock).
+fn read_timeout(wait: WaitMode) {
+    let (a, b) = stacks(wait, 64 * 1024);
+    let at: SocketAddr = SERVER.parse().unwrap();
+    let u = UdpSocket::bind(&a, at).unwrap();
+    u.set_read_timeout(Some(Duration::from_millis(30))).unwrap();
+    let t = Instant::now();
+    let e = u.recv_from(&mut [0u8; 16]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(30),
+        "returned early: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "missed its timeout: {took:?}"
+    );
+
+    let l = TcpListener::bind(&a, at).unwrap();
+    let s = TcpStream::connect_timeout(&b, &at, Duration::from_secs(5)).unwrap();
+    let (_peer, _) = l.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(30))).unwrap();
+    let t = Instant::now();
+    let e = (&s).read(&mut [0u8; 16]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(30),
+        "returned early: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "missed its timeout: {took:?}"
+    );
+}
+
+#[test]
+fn read_timeout_sleeping() {
+    read_timeout(WaitMode::Sleep);
+}
+
+#[test]
+fn read_timeout_busy_poll() {
+    read_timeout(WaitMode::BusyPoll);
+}
