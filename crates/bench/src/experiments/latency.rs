@@ -139,9 +139,14 @@ impl Experiment for Latency {
                 let p50 = s.ratio(case, sys, base, "rtt_p50_us");
                 let p99 = s.ratio(case, sys, base, "rtt_p99_us");
                 if let (Some(a), Some(b)) = (p50, p99) {
-                    let met = if a <= goal { "met" } else { "not met" };
+                    // The goal holds the tail as well as the median.
+                    let met = if a <= goal && b <= goal {
+                        "met"
+                    } else {
+                        "not met"
+                    };
                     out.push(format!(
-                        "{}: ulnet {what}: p50 {a:.2}x, p99 {b:.2}x the kernel's; the goal of ≤ {goal}x (p50) is {met}.",
+                        "{}: ulnet {what}: p50 {a:.2}x, p99 {b:.2}x the kernel's; the goal of ≤ {goal}x (p50 and p99) is {met}.",
                         case.to_uppercase()
                     ));
                 }
