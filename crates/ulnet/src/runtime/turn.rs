@@ -337,8 +337,12 @@ impl Engine {
     fn run_inner(&self) -> io::Result<()> {
         let mut park = PARK_BUSY;
         let mut slept = None;
+        // Application threads have driven this loop: they may share this thread's
+        // core, so a busy-polling turn here yields instead of spinning (below).
+        let mut shared = false;
         while !self.stopped() {
             if self.drivers.load(Ordering::SeqCst) > 0 {
+                shared = true;
                 let seen = self.app_turns.load(Ordering::Relaxed);
                 if park > PARK_BUSY {
                     self.deep_parked.store(true, Ordering::SeqCst);
@@ -376,6 +380,15 @@ impl Engine {
                 continue;
             }
             match t.mode() {
+                // Between two blocking calls of an application thread on this core (a
+                // write after a read), a spin here held the core for the rest of the
+                // scheduler's slice: the application could not make its next call,
+                // which would have parked this thread, and its round trips stalled
+                // 4 ms (a tick) after each park (`ulnet bench latency`, TCP p99).
+                WaitMode::BusyPoll if shared => {
+                    drop(t);
+                    std::thread::yield_now();
+                }
                 WaitMode::BusyPoll => {
                     drop(t);
                     std::hint::spin_loop();
