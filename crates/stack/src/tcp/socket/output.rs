@@ -82,7 +82,8 @@ pub(crate) fn output(
     if s.timers.keepalive_due() {
         return keepalive(s, now, emit);
     }
-    if let Some((seq, len)) = new_data_plan(s, now, cx.cfg.gso_max) {
+    let gso_max = s.burst_max(now, cx.cfg.gso_max);
+    if let Some((seq, len)) = new_data_plan(s, now, gso_max) {
         return data(s, now, cx, seq, len, Kind::New, scratch, emit);
     }
     ack_only(s, now, emit)
@@ -237,9 +238,14 @@ fn data(
     let avail = s.tx.len().saturating_sub(offset);
     // New data may go as a burst of `cap`-sized segments that the channel cuts
     // (`TcpConfig::gso_max`); all full-sized but the one that ends the queued data.
-    let burst = kind == Kind::New && cx.cfg.gso_max as usize > cap;
+    let gso_max = if kind == Kind::New {
+        s.burst_max(now, cx.cfg.gso_max)
+    } else {
+        0
+    };
+    let burst = gso_max as usize > cap;
     let limit = if burst {
-        (max as usize).min(cx.cfg.gso_max as usize)
+        (max as usize).min(gso_max as usize)
     } else {
         (max as usize).min(cap)
     };

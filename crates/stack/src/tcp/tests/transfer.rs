@@ -767,3 +767,47 @@ fn psh_only_at_end_of_queue_or_forced_push() {
     assert_eq!(pushed, [false, true, false, false, true]);
     assert_eq!(out[4].len(), 500);
 }
+
+/// With bursts on (`TcpConfig::gso_max`), new data goes as bursts on a clean path, one
+/// segment at a time for `BURST_HOLD` after a retransmission (a receiver held its ACKs
+/// after cut bursts under loss: RTOs), and as bursts again once the hold has passed.
+#[test]
+fn bursts_pause_after_a_retransmission_and_resume_after_the_hold() {
+    use crate::tcp::socket::BURST_HOLD;
+    let cfg = TcpConfig {
+        gso_max: 64 * 1024,
+        ..plain_config()
+    };
+    let mut h = Harness::new(cfg);
+    let (s, iss) = h.active_open(1000, h.peer().mss(1000));
+    let mss = 1000usize;
+    let is_burst = |g: &Seg| g.payload.len() > mss;
+    h.tcp.send(h.now, s, &[7; 60_000]).unwrap();
+    // A clean path: the initial window (10 segments) leaves as one burst.
+    let first = h.out();
+    assert_eq!(first.len(), 1, "{first:#?}");
+    assert_eq!(first[0].payload.len(), 10 * mss);
+    // Nothing acknowledged: the RTO retransmits the first segment alone.
+    let rtx = h.wait();
+    assert!(!rtx.is_empty());
+    assert_eq!(rtx[0].seq, iss + 1);
+    assert!(!rtx.iter().any(is_burst), "{rtx:#?}");
+    // Everything acknowledged: new data goes segment by segment during the hold.
+    h.send(h.peer().seq(1001).ack(iss + 1 + 10 * mss as u32));
+    let held = h.out();
+    assert!(!held.is_empty());
+    assert!(
+        !held.iter().any(is_burst),
+        "a burst during the hold: {held:#?}"
+    );
+    let mut acked = iss + 1 + 10 * mss as u32;
+    acked += held.iter().map(Seg::len).sum::<u32>();
+    // Past the hold, with the data so far acknowledged: bursts again.
+    h.now += BURST_HOLD;
+    h.send(h.peer().seq(1001).ack(acked));
+    let after = h.out();
+    assert!(
+        after.iter().any(is_burst),
+        "no burst after the hold: {after:#?}"
+    );
+}
