@@ -1,10 +1,12 @@
-//! TCP bursts cut by the kernel (`StackBuilder::gso`): ulnet on AF_XDP sends new data as
-//! frames of up to 64 KB through an AF_PACKET socket with a virtio-net header. Checked
+//! TCP bursts cut by the kernel (`StackBuilder::gso`, on by default): ulnet on AF_XDP
+//! sends new data as frames of up to 64 KB through an AF_PACKET socket with a
+//! virtio-net header. Checked
 //! against the Linux kernel in B, byte for byte, both ways the kernel can cut them: by
 //! veth's TSO (A's offloads on: B receives the burst whole, as from a TSO sender) and in
 //! software at A's device (offloads off: `validate_xmit_skb` segments it), with and
-//! without loss (every 50th packet dropped each way), over IPv4 and IPv6. Every case also checks that bursts were really sent, so a build that
-//! quietly fell back to one frame per segment fails.
+//! without loss (every 50th packet dropped each way), over IPv4 and IPv6. Every case also
+//! checks that bursts were really sent, so a build that quietly fell back to one frame
+//! per segment fails; and with bursts turned off, a transfer goes segment by segment.
 
 mod interop_support;
 
@@ -36,12 +38,12 @@ fn bursts_cut_by_the_kernel(label: &str, a_offloads: bool, ipv6: bool) {
         (a.spare_ip(0), a.prefix_len, b.ip)
     };
     let scratch = Scratch::new();
+    // Bursts are the default: the builder is not asked for them.
     let cfg = Stack::builder()
         .backend(Backend::Xdp)
         .interface(&a.ifname)
         .address_cidr(IpCidr::new(ip, prefix).unwrap())
-        .netns(&a.ns)
-        .gso(true);
+        .netns(&a.ns);
     let mut t = Session::open(cfg, &b.ns);
     assert!(
         t.rt.iface().config().gso_max_len > 0,
@@ -87,4 +89,24 @@ fn ipv6_bursts_cut_by_veth_tso_arrive_byte_exact() {
 #[test]
 fn ipv6_bursts_cut_in_software_arrive_byte_exact() {
     bursts_cut_by_the_kernel("gso6s", false, true);
+}
+
+/// `gso(false)`: every segment its own AF_XDP frame, no burst, byte-exact both ways.
+#[test]
+fn without_bursts_every_segment_is_a_frame_of_its_own() {
+    let tb = testbed("nogso");
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    let scratch = Scratch::new();
+    let cfg = Stack::builder()
+        .backend(Backend::Xdp)
+        .interface(&a.ifname)
+        .address_cidr(IpCidr::new(a.spare_ip(0), a.prefix_len).unwrap())
+        .netns(&a.ns)
+        .gso(false);
+    let mut t = Session::open(cfg, &b.ns);
+    assert_eq!(t.rt.iface().config().gso_max_len, 0, "bursts offered");
+    let out = scratch.path("body");
+    t.check_curl(5_000_000, &out);
+    t.check_bulk(SocketAddr::new(b.ip, 5001), 2_000_000, 0);
+    assert_eq!(t.rt.iface().stats().gso_bursts, 0, "a burst went out");
 }

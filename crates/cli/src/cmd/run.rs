@@ -38,10 +38,10 @@ pub struct Args {
     /// Spin on the rings instead of sleeping in poll(2) (one core at 100%).
     #[arg(long)]
     pub busy_poll: bool,
-    /// xdp: send TCP bursts of up to 64 KB for the kernel's GSO (or the device's TSO)
-    /// to cut (ULNET_GSO=1).
+    /// xdp: send TCP segment by segment, without the bursts of up to 64 KB for the
+    /// kernel's GSO (or the device's TSO) to cut that go by default (ULNET_GSO=0).
     #[arg(long)]
-    pub gso: bool,
+    pub no_gso: bool,
     /// xdp: turn off the steering program's SYN policer (ULNET_SYN_POLICER=0).
     #[arg(long)]
     pub no_syn_policer: bool,
@@ -127,8 +127,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.busy_poll {
         cmd.env("ULNET_BUSY_POLL", "1");
     }
-    if args.gso {
-        cmd.env("ULNET_GSO", "1");
+    if args.no_gso {
+        cmd.env("ULNET_GSO", "0");
     }
     if args.no_syn_policer {
         cmd.env("ULNET_SYN_POLICER", "0");

@@ -50,10 +50,11 @@ pub struct NetArgs {
     /// Record every frame in and out to this pcap file.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
-    /// xdp: send TCP bursts of up to 64 KB through an AF_PACKET socket for the kernel's
-    /// GSO (or the device's TSO) to cut, one system call per burst.
+    /// xdp: send TCP segment by segment, without the bursts of up to 64 KB that go by
+    /// default through an AF_PACKET socket for the kernel's GSO (or the device's TSO)
+    /// to cut, one system call per burst.
     #[arg(long)]
-    pub gso: bool,
+    pub no_gso: bool,
     /// xdp: turn off the steering program's SYN policer (on by default: SYNs above
     /// 25,000/s, then above 500/s from one source, are dropped before the receive ring;
     /// docs/attack.md).
@@ -94,8 +95,8 @@ impl NetArgs {
         if let Some(pcap) = &self.pcap {
             b = b.pcap(pcap);
         }
-        if self.gso {
-            b = b.gso(true);
+        if self.no_gso {
+            b = b.gso(false);
         }
         if self.no_syn_policer {
             b = b.syn_policer(None);

@@ -258,8 +258,8 @@ impl StackBuilder {
     /// (xdp, packet, tap), `ULNET_IFACE`, `ULNET_NETNS`, `ULNET_ADDR` (with prefix;
     /// several separated by commas for dual stack, e.g.
     /// `198.18.1.16/24,2001:2:0:1::10/64`),
-    /// `ULNET_GATEWAY`, `ULNET_PCAP`, `ULNET_BUSY_POLL=1`, `ULNET_GSO=1`
-    /// ([`gso`](Self::gso)), `ULNET_SYN_POLICER=0` ([`syn_policer`](Self::syn_policer)
+    /// `ULNET_GATEWAY`, `ULNET_PCAP`, `ULNET_BUSY_POLL=1`, `ULNET_GSO=0`
+    /// ([`gso`](Self::gso) off; `1` on, the default), `ULNET_SYN_POLICER=0` ([`syn_policer`](Self::syn_policer)
     /// off) and `ULNET_RX_COALESCE_US` ([`rx_coalesce`](Self::rx_coalesce) in
     /// microseconds, 0: off). Unset variables leave the
     /// builder as it is; malformed ones make [`build`](Self::build) fail
@@ -301,8 +301,10 @@ impl StackBuilder {
         if var("ULNET_BUSY_POLL").is_some_and(|v| v == "1") {
             self.wait = WaitMode::BusyPoll;
         }
-        if var("ULNET_GSO").is_some_and(|v| v == "1") {
-            self = self.gso(true);
+        match var("ULNET_GSO").as_deref() {
+            Some("0") => self = self.gso(false),
+            Some("1") => self = self.gso(true),
+            _ => {}
         }
         if var("ULNET_SYN_POLICER").is_some_and(|v| v == "0") {
             self = self.syn_policer(None);
@@ -462,7 +464,9 @@ impl StackBuilder {
     /// to 64 KB through an AF_PACKET socket with a virtio-net header, and the kernel's
     /// GSO (or the device's TSO) cuts it into segments, one system call per burst instead
     /// of a frame per segment; receive and every other frame stay on AF_XDP
-    /// ([`XdpOptions::gso`]). Off by default. Other backends ignore it.
+    /// ([`XdpOptions::gso`]). On by default; a connection that retransmitted sends
+    /// segment by segment for a second (a Linux receiver held its ACKs after cut bursts
+    /// under loss). Other backends ignore it.
     #[must_use]
     pub fn gso(mut self, on: bool) -> Self {
         self.xdp.get_or_insert_with(XdpOptions::default).gso = on;
