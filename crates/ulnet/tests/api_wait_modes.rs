@@ -142,39 +142,31 @@ fn ping_pong_busy_poll() {
 /// A blocking read with nothing to read fails with `WouldBlock` once its timeout
 /// passes, in either mode (a busy-polling driver must still look at the clock).
 fn read_timeout(wait: WaitMode) {
+    const TIMEOUT: Duration = Duration::from_millis(30);
+    /// Times `read`, which must fail with `WouldBlock` after `TIMEOUT` (bounded above
+    /// loosely: the point is that it returns).
+    fn times_out(what: &str, read: impl FnOnce() -> std::io::Result<usize>) {
+        let t = Instant::now();
+        let e = read().unwrap_err();
+        let took = t.elapsed();
+        assert_eq!(e.kind(), ErrorKind::WouldBlock, "{what}");
+        assert!(took >= TIMEOUT, "{what} returned early: {took:?}");
+        assert!(
+            took < Duration::from_secs(5),
+            "{what} missed its timeout: {took:?}"
+        );
+    }
     let (a, b) = stacks(wait, 64 * 1024);
     let at: SocketAddr = SERVER.parse().unwrap();
     let u = UdpSocket::bind(&a, at).unwrap();
-    u.set_read_timeout(Some(Duration::from_millis(30))).unwrap();
-    let t = Instant::now();
-    let e = u.recv_from(&mut [0u8; 16]).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::WouldBlock);
-    let took = t.elapsed();
-    assert!(
-        took >= Duration::from_millis(30),
-        "returned early: {took:?}"
-    );
-    assert!(
-        took < Duration::from_secs(5),
-        "missed its timeout: {took:?}"
-    );
+    u.set_read_timeout(Some(TIMEOUT)).unwrap();
+    times_out("UDP", || u.recv_from(&mut [0u8; 16]).map(|(n, _)| n));
 
     let l = TcpListener::bind(&a, at).unwrap();
     let s = TcpStream::connect_timeout(&b, &at, Duration::from_secs(5)).unwrap();
     let (_peer, _) = l.accept().unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(30))).unwrap();
-    let t = Instant::now();
-    let e = (&s).read(&mut [0u8; 16]).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::WouldBlock);
-    let took = t.elapsed();
-    assert!(
-        took >= Duration::from_millis(30),
-        "returned early: {took:?}"
-    );
-    assert!(
-        took < Duration::from_secs(5),
-        "missed its timeout: {took:?}"
-    );
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    times_out("TCP", || (&s).read(&mut [0u8; 16]));
 }
 
 #[test]
