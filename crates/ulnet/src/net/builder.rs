@@ -259,8 +259,8 @@ impl StackBuilder {
     /// several separated by commas for dual stack, e.g.
     /// `198.18.1.16/24,2001:2:0:1::10/64`),
     /// `ULNET_GATEWAY`, `ULNET_PCAP`, `ULNET_BUSY_POLL=1`, `ULNET_GSO=0`
-    /// ([`gso`](Self::gso) off; `1` on, the default), `ULNET_SYN_POLICER=0` ([`syn_policer`](Self::syn_policer)
-    /// off) and `ULNET_RX_COALESCE_US` ([`rx_coalesce`](Self::rx_coalesce) in
+    /// ([`gso`](Self::gso) off; `1` on, the default), `ULNET_SYN_POLICER=0`
+    /// ([`syn_policer`](Self::syn_policer) off) and `ULNET_RX_COALESCE_US` ([`rx_coalesce`](Self::rx_coalesce) in
     /// microseconds, 0: off). Unset variables leave the
     /// builder as it is; malformed ones make [`build`](Self::build) fail
     /// ([`BuildError::Env`]).

@@ -294,9 +294,10 @@ impl Stack {
     }
 
     /// Runs `op` on the locked interface until it is ready: `Poll::Pending` waits for
-    /// the socket's next readiness event (`notify`), up to `timeout`. `queued` says, under the lock, whether the
-    /// finished call left something for the wire (a datagram, data, a window update):
-    /// only then does a turn (or a wake-up of the loop) follow it.
+    /// the socket's next readiness event (`notify`), up to `timeout`. `queued` says,
+    /// under the lock, whether the finished call left something for the wire (a
+    /// datagram, data, a window update): only then does a turn (or a wake-up of the
+    /// loop) follow it.
     ///
     /// # Errors
     /// What `op` returns; `WouldBlock` when `nonblocking` and not ready, or when the

@@ -398,9 +398,6 @@ impl Socket {
         );
     }
 
-    /// The payload bytes of a full-sized segment: the peer's MSS less the options every
-    /// segment carries (RFC 6691, RFC 9293 §3.7.1 Eff.snd.MSS).
-    #[inline]
     /// The largest burst of new data to plan now ([`TcpConfig::gso_max`]): none for
     /// [`BURST_HOLD`] after any retransmission, so a lossy path is sent segment by
     /// segment.
@@ -428,6 +425,9 @@ impl Socket {
         }
     }
 
+    /// The payload bytes of a full-sized segment: the peer's MSS less the options every
+    /// segment carries (RFC 6691, RFC 9293 §3.7.1 Eff.snd.MSS).
+    #[inline]
     pub(crate) fn data_mss(&self) -> u16 {
         self.snd.data_mss()
     }
