@@ -149,6 +149,40 @@ impl Umem {
         ))
     }
 
+    /// Asks the CPU to start loading `len` bytes at `addr` (an address the kernel put on
+    /// the rx ring, not yet reclaimed) into its cache, so the next frame's payload is on
+    /// its way while this one is processed. A hint only: it reads nothing the program can
+    /// see, never faults, and an address outside the UMEM is ignored.
+    ///
+    /// Why: on veth the peer's core copies each frame into the UMEM, so the receiving
+    /// core's first touch of the payload (the checksum) misses all the way to the other
+    /// core's cache, line after line (docs/performance.md, "Session 11").
+    #[inline]
+    pub fn prefetch(&self, addr: u64, len: u32) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let Ok(start) = usize::try_from(addr) else {
+                return;
+            };
+            let end = start.saturating_add(len as usize).min(self.map.len());
+            let base = self.map.as_ptr();
+            let mut off = start & !63;
+            while off < end {
+                // SAFETY: `off` is inside the mapping (`off < end <= len`); a prefetch
+                // is a hint that neither reads into the program nor faults, so it is
+                // sound even while the kernel owns the frame.
+                unsafe {
+                    core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                        base.add(off).cast_const().cast(),
+                    );
+                }
+                off += 64;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (addr, len);
+    }
+
     /// The frame's bytes, readable while the token is borrowed.
     ///
     /// # Panics
@@ -217,6 +251,19 @@ mod tests {
         frames.swap(2, 3);
         assert!(u.run_mut(&mut frames[2..5]).is_none(), "out of order");
         assert!(u.run_mut(&mut []).is_none());
+    }
+
+    #[test]
+    fn prefetch_is_only_a_hint() {
+        let (u, frames) = Umem::new(4, 2048).unwrap();
+        // Inside, straddling the end, past it and at the largest addresses: nothing
+        // happens, nothing faults, no frame changes hands.
+        u.prefetch(256, 1514);
+        u.prefetch(3 * 2048 + 2000, 4096);
+        u.prefetch(4 * 2048, 64);
+        u.prefetch(u64::MAX - 10, u32::MAX);
+        assert!(frames.iter().all(|f| u.bytes(f).iter().all(|&b| b == 0)));
+        assert!(u.reclaim(0).is_none(), "a prefetch lends nothing");
     }
 
     #[test]

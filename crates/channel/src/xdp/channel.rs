@@ -656,6 +656,11 @@ impl Channel for XdpChannel {
             let Some((parts, d)) = self.frame_parts() else {
                 break;
             };
+            // The next frame's first part starts on its way into this core's cache while
+            // this one is processed (its payload is cold: the peer's core wrote it).
+            if let Some(next) = self.rx.peek(parts) {
+                umem.prefetch(next.addr, next.len);
+            }
             if parts == 1 {
                 self.rx.advance(1);
                 match umem.reclaim(d.addr) {
