@@ -27,9 +27,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use ulnet::channel::xdp::{XdpChannel, XdpOptions};
+use ulnet::channel::Channel as _;
 use ulnet::net::Stack;
 use ulnet::runtime::WaitMode;
+use ulnet::wire::checksum;
 
+use super::hurd_udp::open_xdp;
+use super::load::{flood_frame, Flood};
 use super::netchannel_cpu::{accept_timeout, join, open_stack};
 use super::Experiment;
 use crate::cpu::thread_cpu_time;
@@ -58,6 +63,8 @@ const U_BUSY: &str = "ulnet-busy";
 const KU_SLEEP: &str = "kernel-to-ulnet-sleep";
 const KU_BUSY: &str = "kernel-to-ulnet-busy";
 const SOCKPERF: &str = "sockperf-kernel";
+/// Two bare AF_XDP channels bouncing a frame: no stack, the channel's own floor.
+const X_FLOOR: &str = "xdp-floor";
 
 /// Sizes of a profile: cases, time bound, RTT bound, sockperf seconds (0: skipped).
 fn sizes(p: Profile) -> (usize, Duration, u64, u32) {
@@ -73,7 +80,7 @@ fn sizes(p: Profile) -> (usize, Duration, u64, u32) {
 const OVERHEAD: Duration = Duration::from_millis(250);
 
 fn systems(sockperf: bool) -> Vec<&'static str> {
-    let mut v = vec![K_BLOCK, U_SLEEP, K_SPIN, U_BUSY, KU_SLEEP, KU_BUSY];
+    let mut v = vec![K_BLOCK, U_SLEEP, K_SPIN, U_BUSY, KU_SLEEP, KU_BUSY, X_FLOOR];
     if sockperf {
         v.push(SOCKPERF);
     }
@@ -92,7 +99,7 @@ impl Experiment for Latency {
     }
     fn estimate(&self, plan: &Plan) -> Duration {
         let (cases, t, _, sp) = sizes(plan.profile);
-        let per_round = (t + OVERHEAD) * 6
+        let per_round = (t + OVERHEAD) * 7
             + if sp > 0 {
                 Duration::from_secs(u64::from(sp)) + Duration::from_millis(600)
             } else {
@@ -154,6 +161,16 @@ impl Experiment for Latency {
         }
         if out.is_empty() {
             out.push("Missing ulnet or kernel figures: no verdict.".into());
+        }
+        for case in ["udp", "tcp"] {
+            let floor = s.ratio(case, X_FLOOR, K_SPIN, "rtt_p50_us");
+            let stack = s.ratio(case, U_BUSY, X_FLOOR, "rtt_p50_us");
+            if let (Some(f), Some(u)) = (floor, stack) {
+                out.push(format!(
+                    "{}: the bare AF_XDP channel's own round trip (no stack) is {f:.2}x the kernel spinning at p50, so no stack on this channel can go below that here; ulnet busy-polling is {u:.2}x the bare channel.",
+                    case.to_uppercase()
+                ));
+            }
         }
         out
     }
@@ -219,6 +236,16 @@ fn declare(ctx: &mut Ctx<'_>, sockperf: bool) {
         &base(
             "server stack: WaitMode::BusyPoll; kernel client blocking",
             u_api,
+        ),
+    );
+    ctx.system(
+        X_FLOOR,
+        "AF_XDP echo, no stack (the channel's floor)",
+        SystemKind::Ulnet,
+        false,
+        &base(
+            "both ends busy-poll their rx rings",
+            "ulnet::channel::xdp::XdpChannel on both veth ends: one 64-byte-payload UDP frame bounced (the echo swaps addresses and ports in place), the same frames for the tcp case",
         ),
     );
     if sockperf {
@@ -371,6 +398,13 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
                     };
                     drop(sa);
                     r
+                }
+                X_FLOOR => {
+                    let at = SocketAddr::new(ua, port);
+                    let server = floor_server(a, at)?;
+                    measure(server, None, |stop| {
+                        floor_client(b, ub, at, a.mac.0, bounds, stop)
+                    })
                 }
                 _ => sockperf_round(a, b, port, tcp, sp_secs),
             }
@@ -818,6 +852,159 @@ fn ulnet_client(
 }
 
 // ---------------------------------------------------------------------------------------
+// The channel's floor: two bare AF_XDP channels, no stack
+
+/// Opens a bare AF_XDP channel on `side`'s veth end, steering only `addr` to it.
+fn floor_channel(side: &Side, addr: IpAddr) -> io::Result<XdpChannel> {
+    let o = XdpOptions {
+        addresses: vec![addr],
+        ..XdpOptions::default()
+    };
+    open_xdp(&side.ifname, &side.ns, &o)
+}
+
+/// Turns a received Ethernet/IP/UDP frame into its echo in place: MACs, addresses and
+/// ports swapped, which leaves every checksum valid (one's complement sums do not depend
+/// on the order of the words). False for a frame that is not IPv4 or IPv6 UDP.
+fn echo_in_place(f: &mut [u8]) -> bool {
+    let (addr_len, ip_len) = match f.get(12..14) {
+        Some([0x08, 0x00]) => (4, 20),
+        Some([0x86, 0xdd]) => (16, 40),
+        _ => return false,
+    };
+    let src = 14 + if addr_len == 4 { 12 } else { 8 };
+    let udp = 14 + ip_len;
+    if f.len() < udp + 8 {
+        return false;
+    }
+    let swap = |f: &mut [u8], a: usize, n: usize| {
+        let (x, y) = f[a..a + 2 * n].split_at_mut(n);
+        x.swap_with_slice(y);
+    };
+    swap(f, 0, 6);
+    swap(f, src, addr_len);
+    swap(f, udp, 2);
+    true
+}
+
+/// Writes `seq` at the start of the UDP payload of `f` (built by `flood_frame`) and
+/// updates the UDP checksum for it (RFC 1624).
+fn set_seq(f: &mut [u8], udp: usize, seq: u64) {
+    let mut sum = u16::from_be_bytes([f[udp + 6], f[udp + 7]]);
+    let at = udp + 8;
+    let new = seq.to_be_bytes();
+    for i in (0..8).step_by(2) {
+        let old = u16::from_be_bytes([f[at + i], f[at + i + 1]]);
+        sum = checksum::update(sum, old, u16::from_be_bytes([new[i], new[i + 1]]));
+    }
+    // RFC 768 (RFC 8200 §8.1 for IPv6): zero means "no checksum"; send all ones.
+    if sum == 0 {
+        sum = 0xffff;
+    }
+    f[udp + 6..udp + 8].copy_from_slice(&sum.to_be_bytes());
+    f[at..at + 8].copy_from_slice(&new);
+}
+
+/// The echo end of the floor row (thread on the caller's core: the SUT core): busy-polls
+/// its rx ring and sends each UDP frame back, one doorbell per frame.
+fn floor_server(
+    a: &Side,
+    at: SocketAddr,
+) -> io::Result<(JoinHandle<io::Result<()>>, Arc<AtomicBool>)> {
+    let mut ch = floor_channel(a, at.ip())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = Arc::clone(&stop);
+    let t = std::thread::spawn(move || -> io::Result<()> {
+        let mut buf = [0u8; 2048];
+        while !st.load(Ordering::Relaxed) {
+            let mut len = 0;
+            ch.rx_batch(1, &mut |f, _| {
+                if let Some(b) = buf.get_mut(..f.len()) {
+                    b.copy_from_slice(f);
+                    len = f.len();
+                }
+            })
+            .map_err(io_err)?;
+            if len > 0 && echo_in_place(&mut buf[..len]) {
+                let reply = &buf[..len];
+                ch.tx()
+                    .send(len, &mut |b| b.copy_from_slice(reply))
+                    .map_err(|e| io_err(format!("{e:?}")))?;
+                ch.tx().flush().map_err(io_err)?;
+            }
+        }
+        Ok(())
+    });
+    Ok((t, stop))
+}
+
+/// The measuring end of the floor row, on the load core: sends a numbered frame to `to`
+/// (at `to_mac`) and busy-polls for its echo.
+fn floor_client(
+    b: &Side,
+    from: IpAddr,
+    to: SocketAddr,
+    to_mac: [u8; 6],
+    bounds: Bounds,
+    stop: Arc<AtomicBool>,
+) -> io::Result<JoinHandle<io::Result<ClientDone>>> {
+    let mut ch = floor_channel(b, from)?;
+    let f = Flood {
+        ns: b.ns.clone(),
+        ifname: b.ifname.clone(),
+        macs: (b.mac.0, to_mac),
+        ips: (from, to.ip()),
+        port: to.port(),
+        payload_len: MSG,
+    };
+    let mut frame = flood_frame(&f);
+    let udp = frame.len() - MSG - 8;
+    Ok(std::thread::spawn(move || -> io::Result<ClientDone> {
+        pin(LOAD_CPU)?;
+        let mut hist = new_hist()?;
+        let (mut seq, mut lost) = (0u64, 0u64);
+        let cpu0 = thread_cpu_time();
+        let start = Instant::now();
+        while seq < bounds.rtts && start.elapsed() < bounds.time && !stop.load(Ordering::Relaxed) {
+            seq += 1;
+            set_seq(&mut frame, udp, seq);
+            let t0 = Instant::now();
+            let ping = &frame[..];
+            ch.tx()
+                .send(ping.len(), &mut |b| b.copy_from_slice(ping))
+                .map_err(|e| io_err(format!("{e:?}")))?;
+            ch.tx().flush().map_err(io_err)?;
+            let deadline = t0 + RTT_TIMEOUT;
+            loop {
+                let mut echoed = false;
+                ch.rx_batch(1, &mut |r, _| {
+                    echoed = r.len() == frame.len()
+                        && r.get(udp + 8..udp + 16) == Some(&seq.to_be_bytes()[..]);
+                })
+                .map_err(io_err)?;
+                if echoed {
+                    hist.record(t0.elapsed().as_nanos() as u64)
+                        .map_err(io_err)?;
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    lost += 1;
+                    if lost > MAX_LOST {
+                        return Err(io_err(format!("{lost} frames lost")));
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(ClientDone {
+            hist,
+            cpu: thread_cpu_time() - cpu0,
+            lost,
+        })
+    }))
+}
+
+// ---------------------------------------------------------------------------------------
 // sockperf
 
 /// Figures from sockperf's ping-pong output.
@@ -926,6 +1113,70 @@ fn sockperf_round(a: &Side, b: &Side, port: u16, tcp: bool, secs: u32) -> io::Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The UDP checksum of `f` (Ethernet + IPv4/IPv6 + UDP) verifies.
+    fn udp_ok(f: &[u8], v6: bool) -> bool {
+        let (ip, udp) = if v6 { (14, 54) } else { (14, 34) };
+        let (src, dst): (IpAddr, IpAddr) = if v6 {
+            let a: [u8; 16] = f[ip + 8..ip + 24].try_into().unwrap();
+            let b: [u8; 16] = f[ip + 24..ip + 40].try_into().unwrap();
+            (Ipv6Addr::from(a).into(), Ipv6Addr::from(b).into())
+        } else {
+            let a: [u8; 4] = f[ip + 12..ip + 16].try_into().unwrap();
+            let b: [u8; 4] = f[ip + 16..ip + 20].try_into().unwrap();
+            (Ipv4Addr::from(a).into(), Ipv4Addr::from(b).into())
+        };
+        let len = (f.len() - udp) as u32;
+        let sum = checksum::combine(&[
+            checksum::pseudo_header(&src, &dst, ulnet::wire::IpProtocol::Udp, len),
+            checksum::data(&f[udp..]),
+        ]);
+        sum == 0xffff
+    }
+
+    #[test]
+    fn floor_frames_number_and_echo_with_valid_checksums() {
+        for (a, b) in [
+            (
+                IpAddr::from([198, 18, 3, 16]),
+                IpAddr::from([198, 18, 3, 144]),
+            ),
+            (
+                "2001:2:0:3::10".parse().unwrap(),
+                "2001:2:0:3::90".parse().unwrap(),
+            ),
+        ] {
+            let v6 = a.is_ipv6();
+            let f = Flood {
+                ns: String::new(),
+                ifname: String::new(),
+                macs: ([2, 0, 0, 0, 0, 0xb], [2, 0, 0, 0, 0, 0xa]),
+                ips: (b, a),
+                port: 30_001,
+                payload_len: MSG,
+            };
+            let mut frame = flood_frame(&f);
+            let udp = frame.len() - MSG - 8;
+            assert!(udp_ok(&frame, v6));
+            for seq in [1, 2, 0xffff, 0x1234_5678_9abc_def0, u64::MAX] {
+                set_seq(&mut frame, udp, seq);
+                assert!(udp_ok(&frame, v6), "seq {seq:#x}");
+                assert_eq!(frame[udp + 8..udp + 16], seq.to_be_bytes());
+            }
+            let mut echo = frame.clone();
+            assert!(echo_in_place(&mut echo));
+            assert!(udp_ok(&echo, v6), "the echo's checksum");
+            assert_eq!(echo[..6], frame[6..12], "MACs swapped");
+            assert_eq!(echo[udp..udp + 2], frame[udp + 2..udp + 4], "ports swapped");
+            assert_eq!(echo[udp + 8..], frame[udp + 8..], "payload kept");
+            assert!(echo_in_place(&mut echo));
+            assert_eq!(echo, frame, "twice is the original");
+        }
+        assert!(!echo_in_place(&mut [0u8; 10]), "too short");
+        let mut arp = [0u8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert!(!echo_in_place(&mut arp), "not IP");
+    }
 
     const OUT: &str = "sockperf: [Total Run] RunTime=1.001 sec; Warm up time=400 msec; SentMessages=16360; ReceivedMessages=16359
 sockperf: ========= Printing statistics for Server No: 0
