@@ -236,7 +236,7 @@ impl Experiment for Dispatch {
         per_round * (SIZES.len() as u32 * plan.rounds) + Duration::from_secs(2)
     }
     fn tools(&self) -> &'static [&'static str] {
-        &["ip", "ethtool", "bpftrace"]
+        &["ip", "ethtool", "bpftrace", "mount"]
     }
     fn run(&self, ctx: &mut Ctx<'_>) -> io::Result<()> {
         let tb = Testbed::builder()
@@ -1013,6 +1013,23 @@ END {{
     s
 }
 
+/// Where the kernel's tracepoints are listed; bpftrace resolves `tracepoint:` probes
+/// there.
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// Mounts tracefs at [`TRACEFS`] when nothing is mounted there (a fresh VM booted without
+/// systemd's `sys-kernel-tracing.mount` has the empty directory only; bpftrace then
+/// fails with "tracepoint not found: net:netif_rx"). Left mounted: it is the kernel's
+/// own pseudo-filesystem, and mounting it changes no setting.
+fn ensure_tracefs() -> io::Result<()> {
+    if std::path::Path::new(TRACEFS).join("events").is_dir() {
+        return Ok(());
+    }
+    crate::exec::run("mount", ["-t", "tracefs", "nodev", TRACEFS])
+        .map(|_| ())
+        .map_err(|e| io_err(format!("bpftrace needs tracefs at {TRACEFS}: {e}")))
+}
+
 /// A running bpftrace, its script file and the thread reading its output.
 struct Probes {
     child: ChildGuard,
@@ -1024,6 +1041,7 @@ impl Probes {
     /// Starts bpftrace on `script` and waits until its probes are attached (its BEGIN
     /// probe prints `ready`; bpftrace flushes each line to a pipe, not to a file).
     fn start(script: &str) -> io::Result<Probes> {
+        ensure_tracefs()?;
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let script_path =
