@@ -27,6 +27,8 @@
 //! Per segment this costs a comparison or two (is the storage large enough, has a round
 //! trip passed); growth itself is amortised.
 
+use ulnet_wire::SeqNumber;
+
 use crate::storage::MemBudget;
 use crate::time::{Duration, Instant};
 
@@ -49,6 +51,16 @@ pub(crate) struct Drs {
     read_mark: u64,
     /// Bytes read in the last round trip that grew (Linux `rcvq_space.space`).
     space: u64,
+    /// The receiver's own round-trip estimate in µs, 0 for none yet (Linux
+    /// `rcv_rtt_est`), see [`Socket::rcv_rtt_measure`]. Plain words rather than
+    /// `Option`s: the control block stays within its size (`control_block_sizes`).
+    rcv_rtt_us: u32,
+    /// The sequence number (RCV.NXT plus the window offered) whose arrival ends the
+    /// measurement under way.
+    rcv_rtt_edge: SeqNumber,
+    /// When that measurement began; zero when none is under way (no clock reads zero
+    /// once data flows, and a mark at zero only loses one sample).
+    rcv_rtt_since: Instant,
 }
 
 impl Socket {
@@ -103,6 +115,42 @@ impl Socket {
         ok
     }
 
+    /// The receiver's round-trip estimate (Linux `tcp_rcv_rtt_measure`), called for every
+    /// in-order data segment: the time RCV.NXT takes to pass the right edge of the window
+    /// offered when the measurement began. Receiving a whole window takes at least a
+    /// round trip, so each measurement is an upper bound, and the estimate keeps the
+    /// smallest. DRS paces itself by this, not by SRTT: a receiver that sends no data
+    /// keeps the SRTT of its handshake, and a SYN-ACK that waited for the neighbour's
+    /// address (a proxy ARP answers after up to 0.8 s) left one of 160 ms on a path of
+    /// 100 µs, so DRS looked once per 160 ms and a 100 MB transfer never grew its window
+    /// (`ulnet bench loss`, rx at 0% drop: 3 Gb/s against the kernel's 7).
+    pub(crate) fn rcv_rtt_measure(&mut self, now: Instant) {
+        let nxt = self.rcv.nxt();
+        let d = &mut self.drs;
+        if d.rcv_rtt_since != Instant::default() {
+            if nxt.diff(d.rcv_rtt_edge) < 0 {
+                return;
+            }
+            let us = now.saturating_duration_since(d.rcv_rtt_since).as_micros();
+            let sample = u32::try_from(us).unwrap_or(u32::MAX).max(1);
+            d.rcv_rtt_us = match d.rcv_rtt_us {
+                0 => sample,
+                e => e.min(sample),
+            };
+        }
+        d.rcv_rtt_since = now;
+        d.rcv_rtt_edge = nxt.add(self.rcv.wnd());
+    }
+
+    /// The round trip DRS measures over: the receiver's own estimate, else the SRTT.
+    #[inline]
+    fn drs_rtt(&self) -> Duration {
+        match self.drs.rcv_rtt_us {
+            0 => self.rtt.srtt().unwrap_or(DRS_DEFAULT_RTT),
+            us => Duration::from_micros(u64::from(us)),
+        }
+    }
+
     /// Dynamic right-sizing (Linux `tcp_rcv_space_adjust`), called for every data
     /// segment: once per round trip, when the application read more than in the round
     /// trip before, the receive capacity grows to Linux's estimate of the window the
@@ -130,10 +178,11 @@ impl Socket {
                 since: Some(now),
                 read_mark: read,
                 space: (10 * mss).min(first_window).max(1),
+                ..self.drs
             };
             return;
         };
-        let rtt = self.rtt.srtt().unwrap_or(DRS_DEFAULT_RTT);
+        let rtt = self.drs_rtt();
         if now < since + rtt {
             return;
         }

@@ -75,6 +75,9 @@ pub(crate) fn deliver(
     }
     let len = payload.len().min(space - offset);
     let data = &payload[..len];
+    if offset == 0 {
+        s.rcv_rtt_measure(now);
+    }
     s.rcv_space_adjust(now, cx);
     if !s.reserve_rx(s.rx.len() + offset + len, now, cx) {
         // No storage within the memory budget: drop the data (the sender retransmits

@@ -57,6 +57,10 @@ pub struct Link {
     /// Extra random delay up to this (reorders segments).
     pub jitter: Duration,
     pub rng: Rng,
+    /// Extra delay of the first segment towards A only (the server's SYN-ACK): what a
+    /// SYN-ACK waiting for the neighbour's link-layer address costs (a proxy ARP answers
+    /// after up to 0.8 s), seen by the handshake's round-trip sample and nothing else.
+    pub first_to_a: Duration,
 }
 
 #[allow(dead_code)] // fields kept for tests that inspect them
@@ -99,6 +103,10 @@ impl Pipe {
             return;
         }
         let mut at = now + self.link.delay;
+        if !to_b && !self.link.first_to_a.is_zero() {
+            at += self.link.first_to_a;
+            self.link.first_to_a = Duration::ZERO;
+        }
         if !self.link.jitter.is_zero() {
             let j = self.link.rng.next() % (self.link.jitter.as_micros() as u64 + 1);
             at += Duration::from_micros(j);
@@ -291,6 +299,7 @@ fn link(delay_ms: u64, loss_per_million: u64, seed: u64) -> Link {
         loss_per_million,
         jitter: Duration::ZERO,
         rng: Rng(seed | 1),
+        first_to_a: Duration::ZERO,
     }
 }
 
