@@ -286,6 +286,17 @@ impl Router {
                 "-w",
                 &format!("net.ipv4.conf.{i}.proxy_arp=1"),
             ])?;
+            // Proxy ARP answers at once: by default it waits a random time up to
+            // `proxy_delay` (0.8 s), and a stack opened for the round (ulnet's, with an
+            // empty neighbour cache, where the kernel's stays warm from round to round)
+            // had its handshake's round-trip sample, and so its SRTT, RTO and loss probes,
+            // inflated by that wait: up to 0.8 s on a path of 100 µs.
+            run_b(&[
+                "sysctl",
+                "-q",
+                "-w",
+                &format!("net.ipv4.neigh.{i}.proxy_delay=0"),
+            ])?;
             // No redirects: A and C are on different links of B anyway, but A must never
             // be told to bypass the router.
             run_b(&[
