@@ -117,10 +117,9 @@ impl Socket {
 
     /// The receiver's round-trip estimate (Linux `tcp_rcv_rtt_measure`), called for every
     /// in-order data segment: the time RCV.NXT takes to pass the right edge of the window
-    /// offered when the measurement began. Receiving a whole window takes about a round
-    /// trip when the sender is window-limited and longer when it is not, so the estimate
-    /// follows the smaller samples at once and larger ones slowly. DRS paces itself by
-    /// this, not by SRTT: a receiver that sends no data
+    /// offered when the measurement began. Receiving a whole window takes at least a
+    /// round trip, so each measurement is an upper bound, and the estimate keeps the
+    /// smallest. DRS paces itself by this, not by SRTT: a receiver that sends no data
     /// keeps the SRTT of its handshake, and a SYN-ACK that waited for the neighbour's
     /// address (a proxy ARP answers after up to 0.8 s) left one of 160 ms on a path of
     /// 100 µs, so DRS looked once per 160 ms and a 100 MB transfer never grew its window
@@ -134,14 +133,9 @@ impl Socket {
             }
             let us = now.saturating_duration_since(d.rcv_rtt_since).as_micros();
             let sample = u32::try_from(us).unwrap_or(u32::MAX).max(1);
-            // Down at once, up by an eighth of the difference: Linux keeps the minimum of
-            // these samples and lets its timestamp samples raise the estimate, ours (1 ms
-            // ticks) are too coarse for that, so a window that once arrived in one burst
-            // (faster than a round trip) would otherwise pin the estimate low for good.
             d.rcv_rtt_us = match d.rcv_rtt_us {
                 0 => sample,
-                e if sample <= e => sample,
-                e => e + (sample - e) / 8,
+                e => e.min(sample),
             };
         }
         d.rcv_rtt_since = now;
