@@ -117,9 +117,9 @@ impl Socket {
 
     /// The receiver's round-trip estimate (Linux `tcp_rcv_rtt_measure`), called for every
     /// in-order data segment: the time RCV.NXT takes to pass the right edge of the window
-    /// offered when the measurement began. Receiving a whole window takes at least a
-    /// round trip, so each measurement is an upper bound, and the estimate keeps the
-    /// smallest. DRS paces itself by this, not by SRTT: a receiver that sends no data
+    /// offered when the measurement began. Receiving a whole window takes about a round
+    /// trip when the sender is window-limited and longer when it is not; the estimate
+    /// keeps the smallest. DRS paces itself by this, not by SRTT: a receiver that sends no data
     /// keeps the SRTT of its handshake, and a SYN-ACK that waited for the neighbour's
     /// address (a proxy ARP answers after up to 0.8 s) left one of 160 ms on a path of
     /// 100 µs, so DRS looked once per 160 ms and a 100 MB transfer never grew its window
@@ -133,6 +133,10 @@ impl Socket {
             }
             let us = now.saturating_duration_since(d.rcv_rtt_since).as_micros();
             let sample = u32::try_from(us).unwrap_or(u32::MAX).max(1);
+            // The minimum, as Linux keeps these samples: an estimate that rose with the
+            // queue the window itself builds would grow the window further (letting larger
+            // samples in by an eighth made the bulk flow in `no_alloc_runtime`'s shared pipe
+            // starve the ping-pong beside it).
             d.rcv_rtt_us = match d.rcv_rtt_us {
                 0 => sample,
                 e => e.min(sample),
