@@ -227,19 +227,24 @@ fn issue13_receive_autotuning_reaches_the_max_and_keeps_goodput() {
     }
 }
 
+/// Linux's buffer limits (tcp_rmem 6 MiB, tcp_wmem 4 MiB), a receive buffer starting at
+/// 128 KiB: what the auto-tuning tests grow from.
+fn linux_buffers() -> TcpConfig {
+    TcpConfig {
+        recv_buffer_len: 6 << 20,
+        recv_buffer_initial: 128 * 1024,
+        send_buffer_len: 4 << 20,
+        ..TcpConfig::default()
+    }
+}
+
 /// Auto-tuning also starts when one segment is a large part of the first window: with
 /// MTU 65535 (veth's largest; MSS 65495) the first estimate of what the sender needs was
 /// ten segments, 640 KB, which a 128 KiB buffer can never show read in one round trip,
 /// so the buffer stayed at 128 KiB (two segments in flight) for the whole transfer.
 #[test]
 fn receive_autotuning_grows_with_jumbo_segments() {
-    let max = 6 << 20;
-    let config = || TcpConfig {
-        recv_buffer_len: max,
-        recv_buffer_initial: 128 * 1024,
-        send_buffer_len: 4 << 20,
-        ..TcpConfig::default()
-    };
+    let config = linux_buffers;
     let total = 64 * 1024 * 1024;
     let o = transfer_mtu(
         config(),
@@ -266,13 +271,7 @@ fn receive_autotuning_grows_with_jumbo_segments() {
 /// estimate (Linux `tcp_rcv_rtt_measure`).
 #[test]
 fn receive_autotuning_is_not_held_back_by_a_slow_handshake() {
-    let max = 6 << 20;
-    let config = || TcpConfig {
-        recv_buffer_len: max,
-        recv_buffer_initial: 128 * 1024,
-        send_buffer_len: 4 << 20,
-        ..TcpConfig::default()
-    };
+    let config = linux_buffers;
     let total = 32 * 1024 * 1024;
     let path = |first_to_a| Link {
         delay: Duration::from_micros(50),
