@@ -854,10 +854,12 @@ fn ulnet_client(
 // ---------------------------------------------------------------------------------------
 // The channel's floor: two bare AF_XDP channels, no stack
 
-/// Opens a bare AF_XDP channel on `side`'s veth end, steering only `addr` to it.
+/// Opens a bare AF_XDP channel on `side`'s veth end, steering only `addr` to it (no
+/// second socket for TCP bursts: nothing here sends any).
 fn floor_channel(side: &Side, addr: IpAddr) -> io::Result<XdpChannel> {
     let o = XdpOptions {
         addresses: vec![addr],
+        gso: false,
         ..XdpOptions::default()
     };
     open_xdp(&side.ifname, &side.ns, &o)
