@@ -865,20 +865,26 @@ fn floor_channel(side: &Side, addr: IpAddr) -> io::Result<XdpChannel> {
     open_xdp(&side.ifname, &side.ns, &o)
 }
 
+/// Where an Ethernet/IPv4 or IPv6/UDP frame (as the floor row sends them: no IP options,
+/// no extension headers) keeps its source address, the addresses' length and its UDP
+/// header; `None` for any other frame (an ARP request for the steered address, say).
+fn udp_layout(f: &[u8]) -> Option<(usize, usize, usize)> {
+    let (addr_len, ip_len) = match f.get(12..14) {
+        Some([0x08, 0x00]) => (4, 20),
+        Some([0x86, 0xdd]) => (16, 40),
+        _ => return None,
+    };
+    let udp = 14 + ip_len;
+    (f.len() >= udp + 8).then_some((14 + ip_len - 2 * addr_len, addr_len, udp))
+}
+
 /// Turns a received Ethernet/IP/UDP frame into its echo in place: MACs, addresses and
 /// ports swapped, which leaves every checksum valid (one's complement sums do not depend
 /// on the order of the words). False for a frame that is not IPv4 or IPv6 UDP.
 fn echo_in_place(f: &mut [u8]) -> bool {
-    let (addr_len, ip_len) = match f.get(12..14) {
-        Some([0x08, 0x00]) => (4, 20),
-        Some([0x86, 0xdd]) => (16, 40),
-        _ => return false,
-    };
-    let src = 14 + if addr_len == 4 { 12 } else { 8 };
-    let udp = 14 + ip_len;
-    if f.len() < udp + 8 {
+    let Some((src, addr_len, udp)) = udp_layout(f) else {
         return false;
-    }
+    };
     let swap = |f: &mut [u8], a: usize, n: usize| {
         let (x, y) = f[a..a + 2 * n].split_at_mut(n);
         x.swap_with_slice(y);
@@ -908,7 +914,8 @@ fn set_seq(f: &mut [u8], udp: usize, seq: u64) {
 }
 
 /// The echo end of the floor row (thread on the caller's core: the SUT core): busy-polls
-/// its rx ring and sends each UDP frame back, one doorbell per frame.
+/// its rx ring and writes each UDP frame's echo straight into a transmit frame (one copy,
+/// as any stack's echo pays), one doorbell per frame.
 fn floor_server(
     a: &Side,
     at: SocketAddr,
@@ -917,21 +924,20 @@ fn floor_server(
     let stop = Arc::new(AtomicBool::new(false));
     let st = Arc::clone(&stop);
     let t = std::thread::spawn(move || -> io::Result<()> {
-        let mut buf = [0u8; 2048];
         while !st.load(Ordering::Relaxed) {
-            let mut len = 0;
-            ch.rx_batch(1, &mut |f, _| {
-                if let Some(b) = buf.get_mut(..f.len()) {
-                    b.copy_from_slice(f);
-                    len = f.len();
-                }
-            })
-            .map_err(io_err)?;
-            if len > 0 && echo_in_place(&mut buf[..len]) {
-                let reply = &buf[..len];
-                ch.tx()
-                    .send(len, &mut |b| b.copy_from_slice(reply))
-                    .map_err(|e| io_err(format!("{e:?}")))?;
+            let mut sent = Ok(());
+            let got = ch
+                .rx_batch(1, &mut |f, tx| {
+                    if udp_layout(f).is_some() {
+                        sent = tx.send(f.len(), &mut |b| {
+                            b.copy_from_slice(f);
+                            echo_in_place(b);
+                        });
+                    }
+                })
+                .map_err(io_err)?;
+            sent.map_err(|e| io_err(format!("{e:?}")))?;
+            if got > 0 {
                 ch.tx().flush().map_err(io_err)?;
             }
         }
