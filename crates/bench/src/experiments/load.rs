@@ -173,11 +173,35 @@ pub(crate) fn tcp_send_on(
     bytes: u64,
     cpu: usize,
 ) -> io::Result<JoinHandle<io::Result<Done>>> {
+    tcp_send_with(ns, to, bytes, cpu, None)
+}
+
+/// [`tcp_send_on`] with the socket's congestion control set to `cc` (`TCP_CONGESTION`,
+/// e.g. "cubic") once connected, before any data: a kernel sender with another
+/// algorithm than the namespace's default. Setting one outside
+/// `net.ipv4.tcp_allowed_congestion_control` needs CAP_NET_ADMIN, which the bench has.
+/// Fails if the kernel reports another algorithm afterwards.
+pub(crate) fn tcp_send_with(
+    ns: &str,
+    to: SocketAddr,
+    bytes: u64,
+    cpu: usize,
+    cc: Option<&'static str>,
+) -> io::Result<JoinHandle<io::Result<Done>>> {
     in_ns(
         ns,
         cpu,
         move || {
             let s = TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
+            if let Some(cc) = cc {
+                rustix::net::sockopt::set_tcp_congestion(&s, cc)?;
+                let now = rustix::net::sockopt::tcp_congestion(&s)?;
+                if now != cc {
+                    return Err(io::Error::other(format!(
+                        "TCP_CONGESTION {cc} asked, the socket has {now}"
+                    )));
+                }
+            }
             s.set_read_timeout(Some(TRANSFER_LIMIT))?;
             s.set_write_timeout(Some(TRANSFER_LIMIT))?;
             Ok(s)
