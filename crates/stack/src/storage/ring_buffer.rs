@@ -285,6 +285,18 @@ impl RingBuffer {
         n
     }
 
+    /// Moves an empty ring's read (and so write) pointer back to the start of the storage.
+    /// The caller knows that nothing is stored past the write pointer either (no
+    /// out-of-order bytes): those would be lost. Why: a reader that keeps up empties the
+    /// ring after every few segments, and without this the next segments are written
+    /// wherever the pointer stopped, so a ring of megabytes is walked end to end and every
+    /// write misses the cache; rewound, the same first kilobytes are reused and stay hot.
+    pub fn rewind(&mut self) {
+        if self.length == 0 {
+            self.read_at = 0;
+        }
+    }
+
     /// Writes `data` into free storage starting `offset` bytes past the write pointer,
     /// without committing it; returns how many bytes were written (clipped to the free
     /// storage, zero when `offset` is past it). The receiver stores out-of-order segments
@@ -400,6 +412,23 @@ mod tests {
         let mut out = [0u8; 4];
         r.dequeue_slice(&mut out);
         assert_eq!(&out, b"cdXY");
+    }
+
+    #[test]
+    fn rewind_reuses_the_start_of_an_empty_ring() {
+        let mut r = RingBuffer::new(8);
+        r.enqueue_slice(b"abcde");
+        let mut out = [0u8; 3];
+        r.dequeue_slice(&mut out);
+        r.rewind();
+        // Not empty: nothing moves.
+        assert_eq!(r.get_allocated(0, 8), b"de");
+        r.dequeue_slice(&mut out);
+        r.rewind();
+        assert_eq!(r.enqueue_slice(b"01234567"), 8);
+        // Written from index 0: the whole ring is one contiguous run.
+        assert_eq!(r.get_allocated(0, 8), b"01234567");
+        assert_eq!(r.get_unallocated(0, 8).len(), 0);
     }
 
     #[test]

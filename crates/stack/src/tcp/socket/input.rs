@@ -501,6 +501,8 @@ fn new_ack(s: &mut Socket, now: Instant, seg: &TcpRepr<'_>, acked: u32) {
     let seq0 = s.tx_seq0();
     let data = (seg.ack.distance_from(seq0) as usize).min(s.tx.len());
     s.tx.dequeue_allocated(data);
+    // Everything written was acknowledged: the next writes start where the cache is warm.
+    s.tx.rewind();
     // Acknowledged bytes made room in the storage SEND could not grow (`mem.rs`).
     s.tx_starved &= data == 0;
     let prior_una = s.snd.una();

@@ -568,6 +568,10 @@ impl Socket {
             return r;
         }
         let n = self.rx.dequeue_slice(buf);
+        if self.asm.is_empty() {
+            // Nothing out of order is held past the write pointer (`RingBuffer::rewind`).
+            self.rx.rewind();
+        }
         if self.window_update_due() {
             self.ack_now = true;
         }
