@@ -9,5 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export PATH=${HOME:-/root}/.cargo/bin:$PATH
-cargo build --release -p ulnet-cli
+# The preload library too: `same-binary` runs unmodified programs under `ulnet run`, which
+# looks for libulnet_preload.so beside the binary.
+cargo build --release -p ulnet-cli -p ulnet-preload
 exec target/release/ulnet bench "$@"
