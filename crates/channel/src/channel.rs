@@ -115,6 +115,21 @@ pub trait Tx {
         Err(TxError::TooLarge)
     }
 
+    /// [`Tx::send_gso`] for a burst given as its headers and its payload, in the caller's
+    /// memory. A channel that can gather them (an `AF_PACKET` socket's `sendmsg`) sends
+    /// them from there, saving the copy of the payload into a frame buffer; the default
+    /// copies both into the frame [`Tx::send_gso`] reserves.
+    ///
+    /// # Errors
+    /// As [`Tx::send_gso`].
+    fn send_gso_parts(&mut self, head: &[u8], payload: &[u8], gso: Gso) -> Result<(), TxError> {
+        let h = head.len();
+        self.send_gso(h + payload.len(), gso, &mut |buf| {
+            buf[..h].copy_from_slice(head);
+            buf[h..].copy_from_slice(payload);
+        })
+    }
+
     /// Hands every queued frame to the device: one doorbell for the batch, and a system
     /// call only when the device needs a wake-up.
     ///

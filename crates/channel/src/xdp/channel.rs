@@ -115,6 +115,61 @@ impl XdpTx {
         }
     }
 
+    /// Sends one burst on the `AF_PACKET` socket with `send` (the frame is `len` bytes),
+    /// after whatever the AF_XDP ring holds; counts it, and gives the bursts up when the
+    /// kernel keeps refusing them.
+    fn burst(
+        &mut self,
+        len: usize,
+        send: impl FnOnce(&mut GsoSender) -> Result<()>,
+    ) -> std::result::Result<(), TxError> {
+        let Some(sender) = self.gso.as_ref() else {
+            self.dropped += 1;
+            return Err(TxError::TooLarge);
+        };
+        if len > sender.max_frame_len() {
+            self.dropped += 1;
+            return Err(TxError::TooLarge);
+        }
+        // What was queued on the AF_XDP ring goes first, so a burst never overtakes the
+        // segments (or ACKs) queued before it.
+        if (self.ring.pending() > 0 || self.ring.in_flight() > 0) && self.flush().is_err() {
+            self.dropped += 1;
+            return Err(TxError::Full);
+        }
+        let Some(sender) = self.gso.as_mut() else {
+            return Err(TxError::TooLarge);
+        };
+        match send(sender) {
+            Ok(()) => {
+                self.frames += 1;
+                self.gso_frames += 1;
+                self.bytes += len as u64;
+                self.gso_refused_in_row = 0;
+                Ok(())
+            }
+            Err(e)
+                if matches!(e.source.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS))
+                    && self.gso_refused_in_row < GSO_REFUSALS =>
+            {
+                // The socket's send buffer or the device queue is full: try again
+                // after the next flush.
+                self.dropped += 1;
+                self.gso_refused_in_row += 1;
+                Err(TxError::Full)
+            }
+            Err(_) => {
+                // The kernel refuses the bursts (a device that went away, a header it
+                // rejects, a path that drops every burst): stop offering them, so the
+                // stack cuts them itself from now on instead of retrying forever.
+                self.dropped += 1;
+                self.gso = None;
+                self.gso_failed += 1;
+                Err(TxError::TooLarge)
+            }
+        }
+    }
+
     fn kick(&mut self) -> Result<()> {
         self.kicks += 1;
         self.sock.kick_tx()
@@ -192,51 +247,18 @@ impl Tx for XdpTx {
         gso: Gso,
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> std::result::Result<(), TxError> {
-        let Some(sender) = self.gso.as_ref() else {
-            self.dropped += 1;
-            return Err(TxError::TooLarge);
-        };
-        if len > sender.max_frame_len() {
-            self.dropped += 1;
-            return Err(TxError::TooLarge);
-        }
-        // What was queued on the AF_XDP ring goes first, so a burst never overtakes the
-        // segments (or ACKs) queued before it.
-        if (self.ring.pending() > 0 || self.ring.in_flight() > 0) && self.flush().is_err() {
-            self.dropped += 1;
-            return Err(TxError::Full);
-        }
-        let Some(sender) = self.gso.as_mut() else {
-            return Err(TxError::TooLarge);
-        };
-        match sender.send(len, gso, fill) {
-            Ok(()) => {
-                self.frames += 1;
-                self.gso_frames += 1;
-                self.bytes += len as u64;
-                self.gso_refused_in_row = 0;
-                Ok(())
-            }
-            Err(e)
-                if matches!(e.source.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS))
-                    && self.gso_refused_in_row < GSO_REFUSALS =>
-            {
-                // The socket's send buffer or the device queue is full: try again
-                // after the next flush.
-                self.dropped += 1;
-                self.gso_refused_in_row += 1;
-                Err(TxError::Full)
-            }
-            Err(_) => {
-                // The kernel refuses the bursts (a device that went away, a header it
-                // rejects, a path that drops every burst): stop offering them, so the
-                // stack cuts them itself from now on instead of retrying forever.
-                self.dropped += 1;
-                self.gso = None;
-                self.gso_failed += 1;
-                Err(TxError::TooLarge)
-            }
-        }
+        self.burst(len, |sender| sender.send(len, gso, fill))
+    }
+
+    fn send_gso_parts(
+        &mut self,
+        head: &[u8],
+        payload: &[u8],
+        gso: Gso,
+    ) -> std::result::Result<(), TxError> {
+        self.burst(head.len() + payload.len(), |sender| {
+            sender.send_parts(head, payload, gso)
+        })
     }
 
     fn flush(&mut self) -> Result<()> {

@@ -90,6 +90,18 @@ pub trait TxSink {
         let _ = (len, gso, fill);
         GsoSent::Unsupported
     }
+
+    /// [`TxSink::send_gso`] for a burst given as its headers and its payload, where the
+    /// stack keeps them (the payload is the connection's send buffer): a sink that can
+    /// hand both to the kernel as they are saves copying the payload into a frame. The
+    /// default copies them into the frame `send_gso` gives.
+    fn send_gso_parts(&mut self, head: &[u8], payload: &[u8], gso: Gso) -> GsoSent {
+        let h = head.len();
+        self.send_gso(h + payload.len(), gso, &mut |buf| {
+            buf[..h].copy_from_slice(head);
+            buf[h..].copy_from_slice(payload);
+        })
+    }
 }
 
 /// What [`TxSink::send_gso`] did with a burst.

@@ -10,13 +10,16 @@ use core::fmt;
 use core::net::{IpAddr, SocketAddr};
 
 use ulnet_wire::{
-    ChecksumMode, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet,
-    Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpFlags, TcpPacket, TcpRepr,
+    checksum, ChecksumMode, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol,
+    Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpFlags, TcpPacket, TcpRepr,
 };
 
 use super::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use super::ipv4::{Delivery, HEADER_LEN as IPV4_HEADER_LEN};
 use super::ipv6::{Delivery6, HEADER_LEN as IPV6_HEADER_LEN};
+
+/// The longest headers of a burst frame: Ethernet, IPv6, TCP with 40 bytes of options.
+const BURST_HEAD_MAX: usize = ETH_HEADER_LEN + IPV6_HEADER_LEN + 60;
 
 /// The IP header of a burst frame.
 enum BurstHead {
@@ -329,8 +332,12 @@ impl Core {
                         BurstHead::V6(_) => EtherType::Ipv6,
                     },
                 };
-                let sent = tx.send_gso(frame_len, gso, &mut |buf| {
-                    let (l2, rest) = buf.split_at_mut(ETH_HEADER_LEN);
+                // The headers here, the payload where the connection keeps it: the sink
+                // may pass both to the kernel without gathering them into one frame.
+                let head_len = usize::from(gso.header_len);
+                let mut hdr = [0u8; BURST_HEAD_MAX];
+                {
+                    let (l2, rest) = hdr[..head_len].split_at_mut(ETH_HEADER_LEN);
                     eth.emit(&mut EthernetFrame::new_unchecked(l2));
                     let (l3, tcp) = rest.split_at_mut(ip_len);
                     match &head {
@@ -339,15 +346,20 @@ impl Core {
                         }
                         BurstHead::V6(r) => r.emit(&mut Ipv6Packet::new_unchecked(l3)),
                     }
-                    // The pseudo-header sum only: the channel completes each segment's
-                    // checksum after cutting.
-                    seg.emit(
-                        &mut TcpPacket::new_unchecked(tcp),
+                    let mut header_only = *seg;
+                    header_only.payload = &[];
+                    let mut packet = TcpPacket::new_unchecked(tcp);
+                    header_only.emit(&mut packet, &src, &dst, ChecksumMode::Offload);
+                    // The pseudo-header sum over the whole segment's length only: the
+                    // channel completes each segment's checksum after cutting.
+                    packet.set_checksum(checksum::pseudo_header(
                         &src,
                         &dst,
-                        ChecksumMode::Partial,
-                    );
-                });
+                        IpProtocol::Tcp,
+                        tcp_len as u32,
+                    ));
+                }
+                let sent = tx.send_gso_parts(&hdr[..head_len], seg.payload, gso);
                 match sent {
                     GsoSent::Sent => {
                         self.stats.tx_frames += 1;

@@ -778,3 +778,38 @@ fn socket_tos_and_ttl_reach_the_ip_header() {
     }
     assert_eq!(got, [(0x48, 5)], "the SYN-ACK");
 }
+
+/// A sink that takes bursts through `send_gso` only, as a channel without gathering does.
+struct BurstRecorder(Vec<(Vec<u8>, Gso)>);
+
+impl TxSink for BurstRecorder {
+    fn send(&mut self, _len: usize, _fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        false
+    }
+
+    fn send_gso(&mut self, len: usize, gso: Gso, fill: &mut dyn FnMut(&mut [u8])) -> GsoSent {
+        let mut frame = vec![0xee; len];
+        fill(&mut frame);
+        self.0.push((frame, gso));
+        GsoSent::Sent
+    }
+}
+
+#[test]
+fn a_burst_given_in_parts_reaches_a_plain_sink_as_one_frame() {
+    let mut sink = BurstRecorder(Vec::new());
+    let gso = Gso {
+        segment_size: 1448,
+        l4_offset: 34,
+        header_len: 66,
+        ipv6: false,
+    };
+    let head: Vec<u8> = (0..66u8).collect();
+    let payload: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(sink.send_gso_parts(&head, &payload, gso), GsoSent::Sent);
+    let (frame, g) = &sink.0[0];
+    assert_eq!(*g, gso);
+    assert_eq!(frame.len(), 66 + 3000);
+    assert_eq!(&frame[..66], &head[..]);
+    assert_eq!(&frame[66..], &payload[..]);
+}

@@ -144,20 +144,35 @@ impl TxSink for Sink<'_> {
     }
 
     fn send_gso(&mut self, len: usize, gso: Gso, fill: &mut dyn FnMut(&mut [u8])) -> GsoSent {
-        let gso = ulnet_channel::Gso {
-            segment_size: gso.segment_size,
-            l4_offset: gso.l4_offset,
-            header_len: gso.header_len,
-            ipv6: gso.ipv6,
-        };
-        match self.tx.send_gso(len, gso, fill) {
-            Ok(()) => {
-                *self.sent += 1;
-                GsoSent::Sent
-            }
-            Err(TxError::Full) => GsoSent::Full,
-            Err(_) => GsoSent::Unsupported,
+        let gso = channel_gso(gso);
+        sent(self.sent, self.tx.send_gso(len, gso, fill))
+    }
+
+    fn send_gso_parts(&mut self, head: &[u8], payload: &[u8], gso: Gso) -> GsoSent {
+        let gso = channel_gso(gso);
+        sent(self.sent, self.tx.send_gso_parts(head, payload, gso))
+    }
+}
+
+/// The stack's burst description as the channel's.
+fn channel_gso(gso: Gso) -> ulnet_channel::Gso {
+    ulnet_channel::Gso {
+        segment_size: gso.segment_size,
+        l4_offset: gso.l4_offset,
+        header_len: gso.header_len,
+        ipv6: gso.ipv6,
+    }
+}
+
+/// A channel's answer to a burst as the stack's, counting it when queued.
+fn sent(count: &mut u64, r: Result<(), TxError>) -> GsoSent {
+    match r {
+        Ok(()) => {
+            *count += 1;
+            GsoSent::Sent
         }
+        Err(TxError::Full) => GsoSent::Full,
+        Err(_) => GsoSent::Unsupported,
     }
 }
 
