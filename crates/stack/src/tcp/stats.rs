@@ -114,6 +114,8 @@ pub struct TcpStats {
     /// progress, which the interface takes as confirmation of an IPv6 neighbour's
     /// reachability (RFC 4861 §7.3.1).
     pub bytes_acked: u64,
+    /// Payload bytes received in order, over all connections.
+    pub bytes_received: u64,
     /// Segments handed out by `process` and `dispatch`.
     pub segs_out: u64,
     /// RSTs sent (to segments for no connection, or by aborts).

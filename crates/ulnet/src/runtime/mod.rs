@@ -269,7 +269,10 @@ pub struct Runtime<C> {
     /// Our TCP bytes acknowledged plus UDP datagrams sent and delivered, at the last
     /// iteration.
     sent_seen: u64,
-    /// The `now` of the last iteration that received or sent a frame.
+    /// TCP bytes received in order plus UDP datagrams delivered, at the last iteration.
+    data_seen: u64,
+    /// The `now` of the last iteration that sent a frame or brought data in (see
+    /// `poll_once`: what the spin waits for).
     last_active: Instant,
     /// The `now` of the last iteration.
     last_now: Instant,
@@ -328,6 +331,7 @@ impl<C: Channel> Runtime<C> {
             coalesced: false,
             rx_run: 0,
             sent_seen: 0,
+            data_seen: 0,
             last_active: now,
             last_now: now,
             kicks_seen: 0,
@@ -460,6 +464,7 @@ impl<C: Channel> Runtime<C> {
         self.kicks_seen = self.shared.kicks();
         let received;
         let received_bytes;
+        let data_in;
         let mut progressed;
         let mut trim_heap = false;
         {
@@ -478,6 +483,9 @@ impl<C: Channel> Runtime<C> {
             self.driver.transmit(now, iface);
             let st = iface.stats();
             let sent = st.udp_sent + st.udp_delivered + iface.tcp().map_or(0, |t| t.bytes_acked());
+            let data = st.udp_delivered + iface.tcp().map_or(0, |t| t.bytes_received());
+            data_in = data != self.data_seen;
+            self.data_seen = data;
             if sent == self.sent_seen {
                 self.rx_run = self.rx_run.saturating_add(received);
             } else {
@@ -510,7 +518,15 @@ impl<C: Channel> Runtime<C> {
         // Outside the lock: the doorbell may be a system call.
         let Flushed { sent, flushed } = self.driver.flush()?;
         self.stats.flushes += u64::from(flushed);
-        if received > 0 || sent > 0 {
+        // The spin after activity waits for what that activity makes likely soon: after
+        // a send, its ACK or answer; after data or a datagram came in, more of it, or the
+        // application's reply. Frames that brought neither and made us send nothing (an
+        // ACK for everything we had sent, with nothing more to send) leave nothing to
+        // wait for but the application, which wakes the loop when it writes: spinning
+        // after them was a pure cost (an application writing small messages every
+        // millisecond paid a 50 µs spin after each ACK, a quarter of its CPU;
+        // docs/performance.md, "Session 12").
+        if sent > 0 || data_in {
             self.last_active = now;
         }
         self.stats.iterations += 1;
@@ -674,6 +690,77 @@ mod tests {
         rt.rx_run = COALESCE_AFTER;
         rt.slept(STREAM_GAP / 2);
         assert_eq!(rt.rx_run, COALESCE_AFTER);
+    }
+
+    /// A frame from the peer at `b`: Ethernet to `dst`, IPv4/UDP from 198.18.0.2:5000 to
+    /// 198.18.0.1:7 carrying "hi".
+    fn udp_frame(dst: EthernetAddress) -> Vec<u8> {
+        use ulnet_wire::{
+            ChecksumMode, EtherType, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr,
+            UdpPacket, UdpRepr,
+        };
+        let (src_ip, dst_ip) = ([198, 18, 0, 2].into(), [198, 18, 0, 1].into());
+        let mut f = vec![0u8; 14 + 20 + 8 + 2];
+        EthernetRepr {
+            src_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            dst_addr: dst,
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..14]));
+        Ipv4Repr::new(src_ip, dst_ip, IpProtocol::Udp, 10, 64).emit(
+            &mut Ipv4Packet::new_unchecked(&mut f[14..34]),
+            ChecksumMode::Full,
+        );
+        UdpRepr {
+            src_port: 5000,
+            dst_port: 7,
+        }
+        .emit(
+            &mut UdpPacket::new_unchecked(&mut f[34..]),
+            &core::net::IpAddr::V4(src_ip),
+            &core::net::IpAddr::V4(dst_ip),
+            2,
+            |p| p.copy_from_slice(b"hi"),
+            ChecksumMode::Full,
+        );
+        f
+    }
+
+    #[test]
+    fn the_spin_follows_data_in_or_a_send_not_any_frame() {
+        use ulnet_channel::Channel as _;
+        use ulnet_stack::socket::{UdpConfig, UdpSocket};
+        let us = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let (a, mut b) = ulnet_channel::pipe::pair().unwrap();
+        let cfg =
+            InterfaceConfig::new(us).address(IpCidr::new([198, 18, 0, 1].into(), 24).unwrap());
+        let mut iface = Interface::new(cfg).unwrap();
+        let mut udp = UdpSocket::new(UdpConfig::default());
+        udp.bind("0.0.0.0:7".parse().unwrap()).unwrap();
+        iface.sockets_mut().add_udp(udp).unwrap();
+        let (clock, time) = Clock::manual();
+        let mut rt = Runtime::new(a, iface, WaitMode::Sleep, clock).unwrap();
+        let mut inject = |frame: Vec<u8>| {
+            b.tx()
+                .send(frame.len(), &mut |buf| buf.copy_from_slice(&frame))
+                .unwrap();
+            b.tx().flush().unwrap();
+        };
+        // Whatever the interface sends when it starts (an announcement) goes first.
+        time.store(500, Ordering::Relaxed);
+        rt.poll_once(&mut ()).unwrap();
+        let start = rt.last_active;
+        // A frame that brings no data and makes the loop send nothing (here: one for
+        // another host) is not a reason to keep polling.
+        time.store(1_000, Ordering::Relaxed);
+        inject(udp_frame(EthernetAddress([2, 0, 0, 0, 0, 9])));
+        assert_eq!(rt.poll_once(&mut ()).unwrap(), 1);
+        assert_eq!(rt.last_active, start);
+        // A datagram delivered is.
+        time.store(2_000, Ordering::Relaxed);
+        inject(udp_frame(us));
+        assert_eq!(rt.poll_once(&mut ()).unwrap(), 1);
+        assert_eq!(rt.last_active, Instant::from_micros(2_000));
     }
 
     #[test]

@@ -200,6 +200,12 @@ impl Tcp {
         self.stats.bytes_acked
     }
 
+    /// Payload bytes received in order so far, over all connections (as cheap as
+    /// [`bytes_acked`](Self::bytes_acked)).
+    pub fn bytes_received(&self) -> u64 {
+        self.stats.bytes_received
+    }
+
     /// Engine-wide counters, with the buffer memory in use now.
     pub fn stats(&self) -> TcpStats {
         let mut s = self.stats;
@@ -404,9 +410,10 @@ impl Tcp {
             challenge: &mut self.challenge,
             mem: &mut self.mem,
         };
-        let acked = sock.counters.bytes_acked;
+        let (acked, received) = (sock.counters.bytes_acked, sock.counters.bytes_received);
         input::input(sock, now, seg, &mut cx, reply);
         self.stats.bytes_acked += sock.counters.bytes_acked - acked;
+        self.stats.bytes_received += sock.counters.bytes_received - received;
         self.settle(idx, now, Some(before));
         None
     }
