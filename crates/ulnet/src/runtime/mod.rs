@@ -13,8 +13,10 @@
 //! Waiting ([`WaitMode`]): busy-polling spins on the ring; sleeping blocks in `poll(2)` on
 //! the channel's wait descriptor and an eventfd, with a timeout reaching to the
 //! interface's next deadline, so an idle runtime costs no CPU. A sleeping loop first
-//! keeps polling for a short while after its last frame ([`Runtime::set_spin`]): under
-//! load the next batch is usually microseconds away, while a wake-up from `poll(2)`
+//! keeps polling for a short while after it last sent a frame or took data in
+//! ([`Runtime::set_spin`]; a frame that did neither, such as an ACK with nothing more to
+//! send, leaves nothing to wait for): under load the next batch is usually microseconds
+//! away, while a wake-up from `poll(2)`
 //! costs tens of microseconds in a VM (docs/LINUX-NOTES.md) and a context switch each way.
 //! While it only receives a TCP stream (many segments, none of its own data going out
 //! or being acknowledged), it does not chase each frame but sleeps a short time and
@@ -252,7 +254,7 @@ pub struct Runtime<C> {
     shared: Arc<Shared>,
     mode: WaitMode,
     clock: Clock,
-    /// How long a sleeping loop keeps polling after the last frame it moved.
+    /// How long a sleeping loop keeps polling after it last sent or took data in.
     spin: Duration,
     /// The configured spin (the floor the adaptive spin shrinks back to; zero: none).
     spin_base: Duration,
@@ -348,8 +350,8 @@ impl<C: Channel> Runtime<C> {
         }
     }
 
-    /// How long a sleeping loop keeps polling after the last frame it received or sent
-    /// before it sleeps in `poll(2)` (default [`DEFAULT_SPIN`] on the monotonic clock,
+    /// How long a sleeping loop keeps polling after it last sent a frame or took data in
+    /// (TCP bytes in order, a datagram) before it sleeps in `poll(2)` (default [`DEFAULT_SPIN`] on the monotonic clock,
     /// zero on a manual one; zero sleeps at once). It
     /// trades that much CPU after each burst for not paying a wake-up on every batch
     /// under load; an idle loop still sleeps. Busy-polling loops ignore it.
@@ -588,8 +590,8 @@ impl<C: Channel> Runtime<C> {
         Ok(())
     }
 
-    /// Whether a sleeping loop is still within its spin time after the last frame it
-    /// moved.
+    /// Whether a sleeping loop is still within its spin time after it last sent a frame
+    /// or took data in.
     fn spinning(&self) -> bool {
         self.mode == WaitMode::Sleep && self.last_now - self.last_active < self.spin
     }

@@ -59,7 +59,7 @@ pub(crate) struct Turned {
 pub(crate) trait Turn: Send {
     /// One iteration of the loop.
     fn turn(&mut self) -> io::Result<Turned>;
-    /// Whether the loop is within its spin time after the last frame it moved.
+    /// Whether the loop is within its spin time after it last sent or took data in.
     fn spinning(&self) -> bool;
     /// Instead of the next spin, a coalescing sleep (how long, and the wake-up count it
     /// must see unchanged), when the loop is receiving a stream.
