@@ -16,8 +16,8 @@
 //! keeps polling for a short while after it last sent a frame or took data in
 //! ([`Runtime::set_spin`]; a frame that did neither, such as an ACK with nothing more to
 //! send, leaves nothing to wait for): under load the next batch is usually microseconds
-//! away, while a wake-up from `poll(2)`
-//! costs tens of microseconds in a VM (docs/LINUX-NOTES.md) and a context switch each way.
+//! away, while a wake-up from `poll(2)` costs tens of microseconds in a VM
+//! (docs/LINUX-NOTES.md) and a context switch each way.
 //! While it only receives a TCP stream (many segments, none of its own data going out
 //! or being acknowledged), it does not chase each frame but sleeps a short time and
 //! takes what arrived in one batch ([`Runtime::set_coalesce`]: a NIC's adaptive receive
@@ -351,8 +351,9 @@ impl<C: Channel> Runtime<C> {
     }
 
     /// How long a sleeping loop keeps polling after it last sent a frame or took data in
-    /// (TCP bytes in order, a datagram) before it sleeps in `poll(2)` (default [`DEFAULT_SPIN`] on the monotonic clock,
-    /// zero on a manual one; zero sleeps at once). It
+    /// (TCP bytes in order, a datagram) before it sleeps in `poll(2)` (default
+    /// [`DEFAULT_SPIN`] on the monotonic clock, zero on a manual one; zero sleeps at
+    /// once). It
     /// trades that much CPU after each burst for not paying a wake-up on every batch
     /// under load; an idle loop still sleeps. Busy-polling loops ignore it.
     ///
