@@ -786,9 +786,7 @@ impl GsoSender {
         )?;
         Ok(())
     }
-}
 
-impl GsoSender {
     /// Sends the frame `head` then `payload` (the headers and the burst's data, where
     /// the caller keeps them) with one `sendmsg(2)`: the kernel gathers the parts while
     /// it copies them into its buffer, so the payload is not first copied into a frame
