@@ -816,6 +816,7 @@ fn algorithm(name: &str) -> Option<Algorithm> {
     match name {
         "reno" | "newreno" => Some(Algorithm::NewReno),
         "cubic" => Some(Algorithm::Cubic),
+        "bbr" => Some(Algorithm::Bbr),
         _ => None,
     }
 }
@@ -881,7 +882,8 @@ mod tests {
             .to_string()
             .contains("1000.0 Mbit/s, 3 retransmits, 1 timeouts"));
         assert_eq!(algorithm("cubic"), Some(Algorithm::Cubic));
-        assert_eq!(algorithm("bbr"), None);
+        assert_eq!(algorithm("bbr"), Some(Algorithm::Bbr));
+        assert_eq!(algorithm("vegas"), None);
         let (u, s) = cpu_times();
         assert!(u >= 0.0 && s >= 0.0);
     }

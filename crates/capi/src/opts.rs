@@ -291,6 +291,7 @@ pub unsafe fn set(
             o.congestion = match name {
                 b"cubic" => Algorithm::Cubic,
                 b"reno" | b"newreno" => Algorithm::NewReno,
+                b"bbr" => Algorithm::Bbr,
                 _ => return Err(libc::ENOENT),
             };
         }
@@ -528,6 +529,7 @@ pub unsafe fn get(
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
             let mut n = match o.congestion {
                 Algorithm::NewReno => b"reno".to_vec(),
+                Algorithm::Bbr => b"bbr".to_vec(),
                 _ => b"cubic".to_vec(),
             };
             n.resize(16, 0);

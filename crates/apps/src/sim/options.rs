@@ -69,7 +69,7 @@ impl Impairments {
 }
 
 /// Congestion control algorithm, as named on the command line and in reports: the TCP
-/// layer's own [`Algorithm`] (serialised `"newreno"` or `"cubic"` through ulnet-stack's
+/// layer's own [`Algorithm`] (serialised `"newreno"`, `"cubic"` or `"bbr"` through ulnet-stack's
 /// `serde` feature), under the name the simulator's options have always used.
 pub type Congestion = Algorithm;
 
@@ -94,7 +94,7 @@ pub fn parse_congestion(s: &str) -> Result<Congestion, String> {
         return Ok(Algorithm::NewReno);
     }
     s.parse()
-        .map_err(|_| format!("unknown congestion control {s:?} (newreno or cubic)"))
+        .map_err(|_| format!("unknown congestion control {s:?} (newreno, cubic or bbr)"))
 }
 
 /// A whole simulated run: `connections` TCP connections from node A (198.18.0.1, or
@@ -406,7 +406,8 @@ mod tests {
     fn congestion_names() {
         assert_eq!(parse_congestion("CUBIC"), Ok(Congestion::Cubic));
         assert_eq!(parse_congestion("reno"), Ok(Congestion::NewReno));
-        assert!(parse_congestion("bbr").is_err());
+        assert_eq!(parse_congestion("bbr"), Ok(Congestion::Bbr));
+        assert!(parse_congestion("vegas").is_err());
     }
 
     #[test]

@@ -126,7 +126,7 @@ pub struct TcpArgs {
     /// Both buffers at once.
     #[arg(long, value_parser = size)]
     buffer: Option<usize>,
-    /// Congestion control: newreno or cubic.
+    /// Congestion control: newreno, cubic or bbr.
     #[arg(long = "cc", default_value = "cubic", value_parser = parse_congestion)]
     congestion: Congestion,
     /// Selective acknowledgements (RFC 2018): on or off.

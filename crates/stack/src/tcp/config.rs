@@ -104,7 +104,9 @@ pub struct TcpConfig {
     /// How long an orphaned FIN-WAIT-2 connection waits for the peer's FIN (Linux
     /// `tcp_fin_timeout`); without it a vanished peer would pin memory forever.
     pub fin_wait2_timeout: Duration,
-    /// Congestion control algorithm for new sockets.
+    /// Congestion control algorithm for new sockets. BBR takes its delivery-rate samples
+    /// from RACK's per-segment records: with [`TcpConfig::rack`] off, a connection asked
+    /// to run BBR runs CUBIC .
     pub congestion: Algorithm,
     /// Initial congestion window in segments (RFC 6928: 10; RFC 5681 §3.1 allows 2-4).
     /// At least 1.

@@ -30,6 +30,8 @@ pub(crate) struct Timers {
     idle: Option<Instant>,
     /// When to look whether the buffers' storage can be given back (`socket/mem.rs`).
     reclaim: Option<Instant>,
+    /// When a pacing congestion controller lets the next burst of new data leave.
+    pace: Option<Instant>,
     /// A window probe is due.
     probe_due: bool,
     /// A keepalive probe is due.
@@ -66,7 +68,7 @@ impl Timers {
         let a = min(self.rtx, self.pto);
         let b = min(self.reo, self.delack);
         let c = min(self.idle, self.reclaim);
-        min(min(a, b), c)
+        min(min(a, b), min(c, self.pace))
     }
 
     // ---- retransmission / persist (`rtx`) ----
@@ -198,6 +200,20 @@ impl Timers {
     #[inline]
     pub(crate) fn stop_reo(&mut self) {
         self.reo = None;
+    }
+
+    // ---- pacing ----
+
+    /// The pacer holds new data until `at` (an output pass follows the timer).
+    #[inline]
+    pub(crate) fn arm_pace(&mut self, at: Instant) {
+        self.pace = Some(at);
+    }
+
+    /// Takes an expired pacing deadline: true (and stopped) when it was due at `now`.
+    #[inline]
+    pub(crate) fn take_pace(&mut self, now: Instant) -> bool {
+        take_due(&mut self.pace, now)
     }
 
     // ---- delayed ACK (RFC 1122 §4.2.3.2) ----

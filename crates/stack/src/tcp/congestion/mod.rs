@@ -17,15 +17,51 @@
 //! | recovery ends (the "full ACK" of RFC 6582 §3.2 step 3) | [`CongestionControl::on_recovery_exit`] |
 //! | the retransmission timer fired | [`CongestionControl::on_rto`] |
 //! | about to send with nothing in flight | [`CongestionControl::on_idle_restart`] |
+//! | the end of every ACK's processing, with its delivery-rate sample | [`CongestionControl::on_rate_sample`] |
+//! | everything outstanding at a timeout was acknowledged | [`CongestionControl::on_loss_recovered`] |
+//!
+//! Loss-based algorithms (NewReno, CUBIC) act on the first seven; a model-based one
+//! (BBR, [`CongestionControl::model_based`]) builds its window from the rate samples and
+//! sets it during recovery itself, so the sender skips PRR for it (as Linux does for a
+//! module with its own `cong_control`).
 //!
 //! `cwnd` and `ssthresh` are in bytes. The algorithm is picked per connection and
 //! dispatched through the [`Controller`] enum (no boxing).
 
+mod bbr;
 mod cubic;
 mod newreno;
 
+pub use bbr::{Bbr, Mode as BbrMode};
 pub use cubic::Cubic;
 pub use newreno::NewReno;
+
+/// What one ACK says about the path's delivery rate (draft-cheng-iccrg-delivery-rate-
+/// estimation-02 §3.4, "rate sample"), handed to the controller at the end of every ACK.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RateSample {
+    /// Bytes delivered over `interval` (RS.delivered).
+    pub delivered: u64,
+    /// The interval over which they were delivered, the longer of the send and the ACK
+    /// interval (RS.interval); `None` when the ACK gives no valid sample.
+    pub interval: Option<Duration>,
+    /// The connection's delivered total when the newest delivered segment was sent
+    /// (RS.prior_delivered): a round trip ends when it passes the total at the round's
+    /// start.
+    pub prior_delivered: u64,
+    /// The connection's delivered total after this ACK (C.delivered).
+    pub total_delivered: u64,
+    /// The sample was taken while the application, not the network, limited the flow.
+    pub is_app_limited: bool,
+    /// Bytes this ACK acknowledged cumulatively or by SACK.
+    pub acked_sacked: u32,
+    /// Bytes this ACK marked lost.
+    pub lost: u32,
+    /// Bytes in flight after it (RFC 6675 pipe).
+    pub inflight: u32,
+    /// The RTT of the newest delivered segment, if it was never retransmitted.
+    pub rtt: Option<Duration>,
+}
 
 use crate::time::{Duration, Instant};
 
@@ -95,10 +131,44 @@ pub trait CongestionControl {
     /// The SMSS changed (e.g. path MTU discovery). `cwnd` keeps its byte count but is
     /// never below one SMSS. Values are clamped to `1..=65535`.
     fn set_mss(&mut self, mss: usize);
+
+    /// The end of an ACK's processing (after loss detection), with its delivery-rate
+    /// sample. Loss-based algorithms ignore it.
+    fn on_rate_sample(&mut self, _now: Instant, _rs: &RateSample) {}
+
+    /// Everything that was outstanding when the retransmission timer fired has been
+    /// acknowledged (Linux leaves `TCP_CA_Loss`).
+    fn on_loss_recovered(&mut self, _now: Instant) {}
+
+    /// The controller sets the window during recovery itself: the sender sends up to
+    /// `cwnd - pipe` then rather than at PRR's rate (RFC 6937 is for loss-based
+    /// reductions).
+    fn model_based(&self) -> bool {
+        false
+    }
+
+    /// The rate the controller paces at, bytes per second, if it paces.
+    fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
+
+    /// A pacing controller's earliest departure time for the next burst of new data
+    /// (`None`: send at once).
+    fn send_time(&self) -> Option<Instant> {
+        None
+    }
+
+    /// The largest burst a pacing controller lets leave at once, bytes.
+    fn send_quantum(&self) -> Option<u32> {
+        None
+    }
+
+    /// `bytes` left at `now` (new data or retransmitted): the pacer's clock advances.
+    fn on_send(&mut self, _now: Instant, _bytes: usize) {}
 }
 
 /// Which congestion control algorithm a connection uses. With the `serde` feature it
-/// (de)serialises as its [`Display`](core::fmt::Display) name, `"newreno"` or `"cubic"`.
+/// (de)serialises as its [`Display`](core::fmt::Display) name, `"newreno"`, `"cubic"` or `"bbr"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(
     feature = "serde",
@@ -111,6 +181,21 @@ pub enum Algorithm {
     /// RFC 9438; the default, as in Linux.
     #[default]
     Cubic,
+    /// BBR v1 (`congestion/bbr.rs`); needs RACK's per-segment records for its rate
+    /// samples ([`TcpConfig::rack`](crate::tcp::TcpConfig::rack)).
+    Bbr,
+}
+
+impl Algorithm {
+    /// The algorithm a connection with RACK on or off (`rack`) runs when asked for this
+    /// one: BBR's rate samples come from RACK's per-segment records, so without them it
+    /// is CUBIC.
+    pub fn with_rack(self, rack: bool) -> Algorithm {
+        match self {
+            Algorithm::Bbr if !rack => Algorithm::Cubic,
+            a => a,
+        }
+    }
 }
 
 /// An unknown algorithm name.
@@ -119,7 +204,7 @@ pub struct UnknownAlgorithm;
 
 impl core::fmt::Display for UnknownAlgorithm {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str("unknown congestion control algorithm (expected newreno, reno or cubic)")
+        f.write_str("unknown congestion control algorithm (expected newreno, reno, cubic or bbr)")
     }
 }
 
@@ -128,12 +213,14 @@ impl core::error::Error for UnknownAlgorithm {}
 impl core::str::FromStr for Algorithm {
     type Err = UnknownAlgorithm;
 
-    /// Parses `newreno`, `reno` or `cubic`, ignoring ASCII case.
+    /// Parses `newreno`, `reno`, `cubic` or `bbr`, ignoring ASCII case.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s.eq_ignore_ascii_case("newreno") || s.eq_ignore_ascii_case("reno") {
             Ok(Algorithm::NewReno)
         } else if s.eq_ignore_ascii_case("cubic") {
             Ok(Algorithm::Cubic)
+        } else if s.eq_ignore_ascii_case("bbr") {
+            Ok(Algorithm::Bbr)
         } else {
             Err(UnknownAlgorithm)
         }
@@ -145,6 +232,7 @@ impl core::fmt::Display for Algorithm {
         f.write_str(match self {
             Algorithm::NewReno => "newreno",
             Algorithm::Cubic => "cubic",
+            Algorithm::Bbr => "bbr",
         })
     }
 }
@@ -156,6 +244,9 @@ pub enum Controller {
     NewReno(NewReno),
     /// RFC 9438.
     Cubic(Cubic),
+    /// BBR v1; boxed, being twice CUBIC's size, so the control block does not grow for
+    /// connections that do not use it.
+    Bbr(alloc::boxed::Box<Bbr>),
 }
 
 impl Controller {
@@ -166,6 +257,10 @@ impl Controller {
         match alg {
             Algorithm::NewReno => Controller::NewReno(NewReno::new(mss, initial_window_segments)),
             Algorithm::Cubic => Controller::Cubic(Cubic::new(mss, initial_window_segments)),
+            Algorithm::Bbr => Controller::Bbr(alloc::boxed::Box::new(Bbr::new(
+                mss,
+                initial_window_segments,
+            ))),
         }
     }
 
@@ -174,6 +269,7 @@ impl Controller {
         match self {
             Controller::NewReno(_) => Algorithm::NewReno,
             Controller::Cubic(_) => Algorithm::Cubic,
+            Controller::Bbr(_) => Algorithm::Bbr,
         }
     }
 }
@@ -183,6 +279,7 @@ macro_rules! dispatch {
         match $self {
             Controller::NewReno($c) => $e,
             Controller::Cubic($c) => $e,
+            Controller::Bbr($c) => $e,
         }
     };
 }
@@ -229,6 +326,42 @@ impl CongestionControl for Controller {
     }
     fn set_mss(&mut self, mss: usize) {
         dispatch!(self, c => c.set_mss(mss))
+    }
+    fn on_rate_sample(&mut self, now: Instant, rs: &RateSample) {
+        if let Controller::Bbr(c) = self {
+            c.on_rate_sample(now, rs);
+        }
+    }
+    fn on_loss_recovered(&mut self, now: Instant) {
+        if let Controller::Bbr(c) = self {
+            c.on_loss_recovered(now);
+        }
+    }
+    fn model_based(&self) -> bool {
+        matches!(self, Controller::Bbr(_))
+    }
+    fn pacing_rate(&self) -> Option<u64> {
+        dispatch!(self, c => c.pacing_rate())
+    }
+    #[inline]
+    fn send_time(&self) -> Option<Instant> {
+        match self {
+            Controller::Bbr(c) => c.send_time(),
+            _ => None,
+        }
+    }
+    #[inline]
+    fn send_quantum(&self) -> Option<u32> {
+        match self {
+            Controller::Bbr(c) => c.send_quantum(),
+            _ => None,
+        }
+    }
+    #[inline]
+    fn on_send(&mut self, now: Instant, bytes: usize) {
+        if let Controller::Bbr(c) = self {
+            c.on_send(now, bytes);
+        }
     }
 }
 
@@ -429,8 +562,9 @@ mod tests {
         assert_eq!("newreno".parse(), Ok(Algorithm::NewReno));
         assert_eq!("Reno".parse(), Ok(Algorithm::NewReno));
         assert_eq!("CUBIC".parse(), Ok(Algorithm::Cubic));
-        assert_eq!("bbr".parse::<Algorithm>(), Err(UnknownAlgorithm));
-        for a in [Algorithm::NewReno, Algorithm::Cubic] {
+        assert_eq!("BBR".parse(), Ok(Algorithm::Bbr));
+        assert_eq!("vegas".parse::<Algorithm>(), Err(UnknownAlgorithm));
+        for a in [Algorithm::NewReno, Algorithm::Cubic, Algorithm::Bbr] {
             assert_eq!(a.to_string().parse(), Ok(a));
             assert_eq!(Controller::new(a, 1000, 10).algorithm(), a);
         }
@@ -469,7 +603,7 @@ mod tests {
 
     #[test]
     fn extreme_inputs_do_not_panic() {
-        for alg in [Algorithm::NewReno, Algorithm::Cubic] {
+        for alg in [Algorithm::NewReno, Algorithm::Cubic, Algorithm::Bbr] {
             for mss in [0, 1, 1460, usize::MAX] {
                 let mut c = Controller::new(alg, mss, usize::MAX);
                 let t = Instant::from_micros(u64::MAX);

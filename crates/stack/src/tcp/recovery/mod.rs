@@ -30,9 +30,11 @@ use super::timers::Timers;
 
 mod prr;
 mod rack;
+mod rate;
 mod segs;
 mod tlp;
 
+pub(crate) use rack::Echo;
 pub(crate) use segs::SentSegs;
 
 /// The parts of a connection loss recovery reads and steers: the send sequence space,
@@ -87,6 +89,10 @@ pub(crate) struct Recovery {
     segs: SentSegs,
     /// Proportional rate reduction during SACK recovery (RFC 6937).
     prr: prr::Prr,
+    /// Delivery rate estimation over the segment records (`rate.rs`).
+    rate: rate::Rate,
+    /// Bytes marked lost while processing the current ACK (for its rate sample).
+    newly_lost: u32,
     /// This recovery episode did not reduce the window (a loss found within the window
     /// of the previous reduction, RFC 6582 §3.2): its end restores nothing.
     no_reduction: bool,
@@ -119,6 +125,8 @@ impl Recovery {
             rack: rack::RackState::new(iss),
             segs,
             prr: prr::Prr::default(),
+            rate: rate::Rate::default(),
+            newly_lost: 0,
             no_reduction: false,
         }
     }
@@ -128,6 +136,12 @@ impl Recovery {
     #[inline]
     pub(crate) fn table_on(&self) -> bool {
         self.rack_on && self.sack
+    }
+
+    /// RACK is on (the segment table records transmissions).
+    #[inline]
+    pub(crate) fn rack_on(&self) -> bool {
+        self.rack_on
     }
 
     /// The handshake settled whether SACK is in use.
@@ -262,6 +276,7 @@ impl Recovery {
             self.rtx_nxt = (r.diff(p.seq.nxt()) < 0).then_some(r);
             if self.rtx_nxt.is_none() {
                 self.rack.on_recovery_exit();
+                p.cc.on_loss_recovered(now);
             }
         }
         self.high_rxt = self.high_rxt.max(una);
@@ -362,18 +377,33 @@ impl Recovery {
             self.fast_rtx = true;
             return;
         }
-        let mut marked = false;
-        self.segs.update_first(|first| {
-            if first.start == seq.una() && first.flags & (segs::SACKED | segs::RTX_OUT) == 0 {
-                first.flags |= segs::LOST;
-                marked = true;
+        let mut recorded = false;
+        let newly_lost = &mut self.newly_lost;
+        let una = seq.una();
+        // The table may still hold records this ACK covers (it forgets them at the end
+        // of the ACK, `after_ack`): the one at SND.UNA is the first not below it.
+        self.segs.update(|first| {
+            if first.end.diff(una) <= 0 {
+                return true;
             }
+            if first.start.diff(una) > 0 {
+                return false;
+            }
+            recorded = true;
+            // A copy already in flight (a retransmission from the episode before, still
+            // on its way) is not lost again: RACK decides about it by its own send
+            // time. Resending it here was a spurious retransmission whenever an episode
+            // ended with a retransmission at the new SND.UNA outstanding.
+            if first.flags & (segs::SACKED | segs::RTX_OUT) == 0 {
+                if !first.has(segs::LOST) {
+                    *newly_lost = newly_lost.saturating_add(first.len());
+                }
+                first.flags |= segs::LOST;
+            }
+            false
         });
-        if marked {
-            return;
-        }
         // No record of it (never expected): retransmit it anyway.
-        if self.segs.first_lost().is_none() {
+        if !recorded && self.segs.first_lost().is_none() {
             self.fast_rtx = true;
         }
     }
@@ -449,7 +479,7 @@ impl Recovery {
         if self.table_on() {
             // Per-segment: the lowest segment marked lost with no copy in flight.
             let r = self.segs.first_lost()?;
-            let room = if self.in_recovery && self.sack_recovery {
+            let room = if self.prr_paced(cc) {
                 // RFC 6937: the rate during recovery is PRR's.
                 self.prr.room(pipe)
             } else {
@@ -461,7 +491,12 @@ impl Recovery {
             return Some((r.start, r.len().min(mss)));
         }
         if self.in_recovery && self.sack_recovery {
-            if self.prr.room(pipe) == 0 {
+            let room = if cc.model_based() {
+                cwnd.saturating_sub(pipe)
+            } else {
+                self.prr.room(pipe)
+            };
+            if room == 0 {
                 return None;
             }
             // RFC 6675 §4 NextSeg: rule 1 (a lost hole), rule 2 (new data: left to the
@@ -518,7 +553,7 @@ impl Recovery {
     /// segment table records it (RFC 8985 §6.1) and PRR counts it (RFC 6937 prr_out).
     pub(crate) fn on_sent(&mut self, start: SeqNumber, end: SeqNumber, now: Instant) {
         if self.rack_on {
-            self.segs.on_sent(start, end, now);
+            self.segs.on_sent(start, end, now, &mut self.rate);
         }
         if self.in_recovery && self.sack_recovery {
             self.prr.on_sent(end.distance_from(start));
@@ -528,16 +563,24 @@ impl Recovery {
     /// The end of an ACK's processing (after the cumulative ACK, the SACK blocks and the
     /// duplicate-ACK logic): RACK's per-segment delivery, loss marking and timer (RFC 8985
     /// §6.2), then PRR's share for the data this ACK reported delivered (`delivered`, RFC
-    /// 6937 DeliveredData). Returns true when RACK marked a segment lost.
-    pub(crate) fn after_ack(&mut self, p: &mut Sender<'_>, now: Instant, delivered: u32) -> bool {
+    /// 6937 DeliveredData), then the congestion controller's rate sample. `echo`: the
+    /// ACK's echoed timestamp, when timestamps are on. Returns true when RACK marked a
+    /// segment lost.
+    pub(crate) fn after_ack(
+        &mut self,
+        p: &mut Sender<'_>,
+        now: Instant,
+        delivered: u32,
+        echo: Option<Echo>,
+    ) -> bool {
         if self.table_on() {
-            self.rack_on_delivered(p.seq.una(), now);
+            self.rack_on_delivered(p.seq.una(), now, echo);
         } else if self.rack_on {
-            self.segs.advance(p.seq.una());
+            self.segs.advance(p.seq.una(), &mut self.rate, now);
         }
         let lost = self.rack_detect(p, now);
+        let pipe = self.pipe(p.seq);
         if self.in_recovery && self.sack_recovery {
-            let pipe = self.pipe(p.seq);
             self.prr.on_ack(
                 delivered,
                 pipe,
@@ -545,14 +588,32 @@ impl Recovery {
                 u32::from(p.seq.data_mss()),
             );
         }
+        let newly_lost = core::mem::take(&mut self.newly_lost);
+        let rs = self
+            .rate
+            .take_sample(now, self.rack.min_rtt(), newly_lost, pipe);
+        p.cc.on_rate_sample(now, &rs);
         lost
+    }
+
+    /// The sender ran out of data to send with room left in its window: the delivery-rate
+    /// samples until what is in flight now is delivered measure the application.
+    pub(crate) fn mark_app_limited(&mut self, seq: &SendSeq) {
+        let pipe = self.pipe(seq);
+        self.rate.mark_app_limited(pipe);
+    }
+
+    /// PRR paces this recovery (SACK recovery under a loss-based controller).
+    #[inline]
+    fn prr_paced(&self, cc: &Controller) -> bool {
+        self.in_recovery && self.sack_recovery && !cc.model_based()
     }
 
     /// How many new bytes congestion control lets us send now, limited transmit included.
     pub(crate) fn send_allowance(&self, seq: &SendSeq, cc: &Controller) -> u32 {
         let cwnd = cc.cwnd().min(u32::MAX as usize) as u32;
         let pipe = self.pipe(seq);
-        if self.in_recovery && self.sack_recovery {
+        if self.prr_paced(cc) {
             // RFC 6937: during recovery PRR decides; a whole segment once it allows any.
             let room = self.prr.room(pipe);
             return if room > 0 {

@@ -75,6 +75,11 @@ impl RackState {
         }
     }
 
+    /// RACK.min_RTT: the least RTT of a never-retransmitted delivered segment.
+    pub(crate) fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+
     /// A retransmission timeout: SACK information is forgotten, so RACK.fack restarts
     /// at SND.UNA (else re-delivered segments would look reordered).
     pub(crate) fn on_rto(&mut self, una: SeqNumber) {
@@ -93,6 +98,24 @@ impl RackState {
     }
 }
 
+/// The timestamp an ACK echoes (RFC 7323 TSecr) and the connection's timestamp clock
+/// offset, to tell which transmission of a segment drew the ACK (RFC 8985 §6.2 step 2).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Echo {
+    /// TSecr.
+    pub tsecr: u32,
+    /// The offset of our TSval clock (`options::ts_clock`).
+    pub offset: u32,
+}
+
+impl Echo {
+    /// The echoed TSval was sent before `xmit` (in the clock's millisecond ticks, so
+    /// only a copy at least a tick older is told apart).
+    fn before(&self, xmit: Instant) -> bool {
+        crate::tcp::options::ts_before(self.tsecr, crate::tcp::options::ts_clock(xmit, self.offset))
+    }
+}
+
 /// RFC 8985 §6.2 RACK_sent_after: transmission `o1` came after `o2`. The RFC compares
 /// (xmit_ts, end_seq); the transmission order (`SegRec::order`) is what that pair
 /// approximates, exact also for a retransmission sent in the same clock tick as higher
@@ -106,10 +129,11 @@ impl Recovery {
     /// RFC 8985 §6.2 steps 1 to 3 for one ACK: every record the ACK newly delivers
     /// (below SND.UNA, or covered by a SACKed range) is marked SACKED and updates RACK;
     /// then the table forgets what SND.UNA covers.
-    pub(crate) fn rack_on_delivered(&mut self, una: SeqNumber, now: Instant) {
+    pub(crate) fn rack_on_delivered(&mut self, una: SeqNumber, now: Instant, echo: Option<Echo>) {
         let mut ranges = self.sb.ranges().peekable();
         let highest = self.sb.highest_sacked();
         let r = &mut self.rack;
+        let rate = &mut self.rate;
         let prior_fack = r.fack;
         self.segs.update(|seg| {
             if seg.end.diff(una) > 0 && highest.is_none_or(|h| seg.start.diff(h) >= 0) {
@@ -133,12 +157,19 @@ impl Recovery {
             if !delivered {
                 return true;
             }
+            let rtx = seg.has(EVER_RTX);
+            rate.on_delivered(seg, seg.len(), now, rtx);
             seg.flags = (seg.flags | SACKED) & !RTX_OUT;
             let rtt = now.saturating_duration_since(seg.xmit);
-            let rtx = seg.has(EVER_RTX);
-            // Step 2: an ACK for a retransmitted segment faster than any RTT seen is
-            // taken for the original's (the delivery is ambiguous): no update.
-            if rtx && r.min_rtt.is_some_and(|m| rtt < m) {
+            // Step 2: the delivery of a retransmitted segment is ambiguous. When the ACK
+            // echoes a timestamp older than the latest transmission, an earlier copy
+            // drew it; so it is when it came faster than any RTT seen. No update then:
+            // taking the latest copy's send time for RACK.xmit_ts would make every
+            // segment sent before it look overdue (a cascade of spurious
+            // retransmissions, seen on the simulated wire with a deep queue).
+            if rtx
+                && (r.min_rtt.is_some_and(|m| rtt < m) || echo.is_some_and(|e| e.before(seg.xmit)))
+            {
                 return true;
             }
             // Step 3: a never-retransmitted segment delivered below one delivered before
@@ -160,7 +191,7 @@ impl Recovery {
             }
             true
         });
-        self.segs.advance(una);
+        self.segs.advance(una, &mut self.rate, now);
     }
 
     /// RFC 8985 §6.2 step 4, RACK_update_reo_wnd: the reordering window now.
@@ -215,6 +246,7 @@ impl Recovery {
         let (rack_order, rack_rtt) = (self.rack.order, self.rack.rtt);
         let mut lost = false;
         let mut timeout: Option<Instant> = None;
+        let newly_lost = &mut self.newly_lost;
         self.segs.update(|seg| {
             // Only segments believed in flight: not delivered, not already lost with no
             // copy out.
@@ -228,6 +260,7 @@ impl Recovery {
             if deadline <= now {
                 seg.flags = (seg.flags | LOST) & !RTX_OUT;
                 lost = true;
+                *newly_lost = newly_lost.saturating_add(seg.len());
             } else {
                 timeout = Some(timeout.map_or(deadline, |t| t.max(deadline)));
             }

@@ -20,6 +20,8 @@ use ulnet_wire::SeqNumber;
 
 use crate::time::Instant;
 
+use super::rate::Rate;
+
 /// The peer SACKed (or cumulatively acknowledged) every byte of the record.
 pub(crate) const SACKED: u8 = 1;
 /// Believed lost (RACK, or the classic fast retransmit at SND.UNA, or a timeout): it does
@@ -50,6 +52,15 @@ pub(crate) struct SegRec {
     pub order: u32,
     /// `SACKED`, `LOST`, `RTX_OUT`, `EVER_RTX`.
     pub flags: u8,
+    /// Delivery-rate state at the latest transmission (`rate.rs`, draft §3.2
+    /// P.is_app_limited); kept out of `flags`, which count "marked" records.
+    pub app_limited: bool,
+    /// P.delivered: the low 32 bits of C.delivered when it left.
+    pub delivered: u32,
+    /// µs from C.delivered_time to that transmission (P.delivered_time, relative).
+    pub since_delivered: u32,
+    /// µs from C.first_sent_time to that transmission (P.first_sent_time, relative).
+    pub since_first: u32,
 }
 
 impl SegRec {
@@ -166,32 +177,29 @@ impl SentSegs {
         }
     }
 
-    /// Calls `f` on the lowest record, if any (see [`SentSegs::update`]).
-    pub(crate) fn update_first(&mut self, f: impl FnOnce(&mut SegRec)) {
-        let mut f = Some(f);
-        self.update(|r| {
-            if let Some(f) = f.take() {
-                f(r);
-            }
-            false
-        });
-    }
-
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.q.len()
     }
 
-    /// Drops what the cumulative ACK `una` covers.
-    pub(crate) fn advance(&mut self, una: SeqNumber) {
+    /// Drops what the cumulative ACK `una` covers; bytes not SACKed before are
+    /// delivered now (`rate`).
+    pub(crate) fn advance(&mut self, una: SeqNumber, rate: &mut Rate, now: Instant) {
         while self.q.front().is_some_and(|r| r.end.diff(una) <= 0) {
             if let Some(r) = self.q.pop_front() {
+                if !r.has(SACKED) {
+                    rate.on_delivered(&r, r.len(), now, r.has(EVER_RTX));
+                }
                 self.forget(&r);
             }
         }
         if let Some(f) = self.q.front_mut() {
             if f.start.diff(una) < 0 {
-                self.bytes -= una.distance_from(f.start);
+                let n = una.distance_from(f.start);
+                if !f.has(SACKED) {
+                    rate.on_delivered(f, n, now, f.has(EVER_RTX));
+                }
+                self.bytes -= n;
                 f.start = una;
             }
         }
@@ -204,10 +212,18 @@ impl SentSegs {
 
     /// `[start, end)` went out at `now`: new data past the newest record, or a
     /// retransmission of recorded bytes (or both, when a probe straddles SND.NXT).
-    pub(crate) fn on_sent(&mut self, start: SeqNumber, end: SeqNumber, now: Instant) {
+    /// Each transmission takes a snapshot of the delivery totals (`rate`).
+    pub(crate) fn on_sent(
+        &mut self,
+        start: SeqNumber,
+        end: SeqNumber,
+        now: Instant,
+        rate: &mut Rate,
+    ) {
         if end.diff(start) <= 0 {
             return;
         }
+        let idle = self.q.is_empty();
         let order = self.next_order;
         self.next_order = order.wrapping_add(1);
         let last_end = self.q.back().map(|r| r.end);
@@ -215,7 +231,7 @@ impl SentSegs {
             Some(e) if e.diff(start) > 0 => {
                 // Some of it is a retransmission.
                 let rtx_end = if end.diff(e) < 0 { end } else { e };
-                self.on_retransmitted(start, rtx_end, now, order);
+                self.on_retransmitted(start, rtx_end, now, order, rate);
                 e
             }
             _ => start,
@@ -233,6 +249,7 @@ impl SentSegs {
                     last.xmit = now;
                     last.order = order;
                     last.flags &= !(SACKED | LOST);
+                    rate.on_sent(last, now, false);
                     self.marked = self.marked + u32::from(last.flags != 0) - u32::from(was);
                     return;
                 }
@@ -243,13 +260,19 @@ impl SentSegs {
         }
         self.room_for_one();
         self.bytes += end.distance_from(new_from);
-        self.q.push_back(SegRec {
+        let mut rec = SegRec {
             start: new_from,
             end,
             xmit: now,
             order,
             flags: 0,
-        });
+            app_limited: false,
+            delivered: 0,
+            since_delivered: 0,
+            since_first: 0,
+        };
+        rate.on_sent(&mut rec, now, idle);
+        self.q.push_back(rec);
     }
 
     /// Splits the record holding `at` so that one starts at `at`, when there is room.
@@ -272,7 +295,14 @@ impl SentSegs {
     }
 
     /// `[start, end)`, already recorded, was sent again at `now`.
-    fn on_retransmitted(&mut self, start: SeqNumber, end: SeqNumber, now: Instant, order: u32) {
+    fn on_retransmitted(
+        &mut self,
+        start: SeqNumber,
+        end: SeqNumber,
+        now: Instant,
+        order: u32,
+        rate: &mut Rate,
+    ) {
         self.split_at(start);
         self.split_at(end);
         let i = self.q.partition_point(|r| r.end.diff(start) <= 0);
@@ -282,6 +312,7 @@ impl SentSegs {
             }
             r.xmit = now;
             r.order = order;
+            rate.on_sent(r, now, false);
             // A lost segment stays "lost" (RFC 6675 counts it once, through its
             // retransmission); its copy is now in flight.
             self.marked += u32::from(r.flags == 0);
@@ -360,19 +391,20 @@ mod tests {
 
     #[test]
     fn records_new_data_and_splits_retransmissions() {
+        let mut rate = Rate::default();
         let mut g = SentSegs::with_capacity(64);
         for k in 0..4u32 {
-            g.on_sent(s(k * 100), s(k * 100 + 100), t(u64::from(k)));
+            g.on_sent(s(k * 100), s(k * 100 + 100), t(u64::from(k)), &mut rate);
         }
         assert_eq!(g.len(), 4);
         // Part of the second record again.
-        g.on_sent(s(150), s(200), t(10));
+        g.on_sent(s(150), s(200), t(10), &mut rate);
         assert_eq!(g.len(), 5);
         let v: Vec<_> = g.iter().map(|r| (r.start.0, r.end.0, r.flags)).collect();
         assert_eq!(v[1], (100, 150, 0));
         assert_eq!(v[2], (150, 200, RTX_OUT | EVER_RTX));
         assert_eq!(g.iter().nth(2).unwrap().xmit, t(10));
-        g.advance(s(170));
+        g.advance(s(170), &mut rate, t(20));
         assert_eq!(g.iter().next().unwrap().start, s(170));
         assert_eq!(g.len(), 3);
         assert_eq!(g.pipe(), 30 * 2 + 200);
@@ -380,9 +412,10 @@ mod tests {
 
     #[test]
     fn a_full_table_coarsens_and_never_grows() {
+        let mut rate = Rate::default();
         let mut g = SentSegs::with_capacity(SPLIT_SLACK + 4);
         for k in 0..100u32 {
-            g.on_sent(s(k * 10), s(k * 10 + 10), t(u64::from(k)));
+            g.on_sent(s(k * 10), s(k * 10 + 10), t(u64::from(k)), &mut rate);
         }
         assert!(g.len() <= SPLIT_SLACK + 4);
         let last = g.iter().last().unwrap();
@@ -395,16 +428,17 @@ mod tests {
         }
         // Retransmissions split while there is room, then update whole records.
         for k in 0..50u32 {
-            g.on_sent(s(k * 10 + 3), s(k * 10 + 5), t(200));
+            g.on_sent(s(k * 10 + 3), s(k * 10 + 5), t(200), &mut rate);
         }
         assert!(g.len() <= SPLIT_SLACK + 4);
     }
 
     #[test]
     fn lost_and_pipe_accounting() {
+        let mut rate = Rate::default();
         let mut g = SentSegs::with_capacity(64);
         for k in 0..4u32 {
-            g.on_sent(s(k * 100), s(k * 100 + 100), t(0));
+            g.on_sent(s(k * 100), s(k * 100 + 100), t(0), &mut rate);
         }
         assert_eq!(g.pipe(), 400, "no marks: every recorded byte");
         let mut i = 0;
@@ -415,11 +449,14 @@ mod tests {
             i += 1;
             true
         });
-        g.update_first(|r| r.flags |= LOST);
+        g.update(|r| {
+            r.flags |= LOST;
+            false
+        });
         assert_eq!(g.pipe(), 200);
         assert_eq!(g.lost_bytes(), 100);
         assert_eq!(g.first_lost().map(|r| r.start), Some(s(0)));
-        g.on_sent(s(0), s(100), t(5));
+        g.on_sent(s(0), s(100), t(5), &mut rate);
         assert_eq!(g.pipe(), 300);
         assert!(g.first_lost().is_none());
         g.mark_all_lost();

@@ -477,7 +477,8 @@ fn ack(
         let (rec, mut p) = s.loss();
         rec.on_dupack(&mut p, now);
     }
-    s.after_ack(now, acked.saturating_add(newly_sacked), cx.stats);
+    let tsecr = seg.options.timestamp.map(|t| t.tsecr);
+    s.after_ack(now, acked.saturating_add(newly_sacked), tsecr, cx.stats);
 
     if s.fin_queued && s.fin_acked() {
         match s.state {

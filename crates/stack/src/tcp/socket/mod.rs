@@ -34,7 +34,7 @@ use crate::tcp::error::{ConnError, RecvError, SendError, SocketError};
 use crate::tcp::handle::ListenerHandle;
 use crate::tcp::options::{ts_clock, Negotiated, Offer, TS_OPTION_LEN};
 use crate::tcp::reassembly::Assembler;
-use crate::tcp::recovery::{Recovery, Sender, SentSegs};
+use crate::tcp::recovery::{Echo, Recovery, Sender, SentSegs};
 use crate::tcp::rseq::{RecvRoom, RecvSeq};
 use crate::tcp::rtt::{RttEstimator, RttSampler};
 use crate::tcp::seq::SendSeq;
@@ -290,7 +290,7 @@ impl Socket {
             sampler: RttSampler::new(),
             rtt_ambiguous: false,
             syn_retransmitted: false,
-            cc: Controller::new(cfg.congestion, usize::from(mss), iw),
+            cc: Controller::new(cfg.congestion.with_rack(cfg.rack), usize::from(mss), iw),
             initial_window: iw,
             rec: Recovery::new(
                 iss,
@@ -712,6 +712,7 @@ impl Socket {
             }
             SocketOption::UserTimeout(t) => self.user_timeout = t,
             SocketOption::Congestion(alg) => {
+                let alg = alg.with_rack(self.rec.rack_on());
                 self.cc = Controller::new(alg, usize::from(self.data_mss()), self.initial_window);
             }
             SocketOption::DelayedAck(on) => {
@@ -890,10 +891,21 @@ impl Socket {
     }
 
     /// The end of an ACK's processing: RACK per segment and PRR (RFC 8985 §6.2, RFC 6937
-    /// §3); `delivered` is the data the ACK reported delivered, cumulatively or by SACK.
-    fn after_ack(&mut self, now: Instant, delivered: u32, stats: &mut TcpStats) {
+    /// §3); `delivered` is the data the ACK reported delivered, cumulatively or by SACK;
+    /// `tsecr` the timestamp it echoed.
+    fn after_ack(
+        &mut self,
+        now: Instant,
+        delivered: u32,
+        tsecr: Option<u32>,
+        stats: &mut TcpStats,
+    ) {
+        let echo = tsecr.filter(|&t| self.ts_on && t != 0).map(|tsecr| Echo {
+            tsecr,
+            offset: self.ts_offset,
+        });
         let (rec, mut p) = self.loss();
-        if rec.after_ack(&mut p, now, delivered) {
+        if rec.after_ack(&mut p, now, delivered, echo) {
             stats.rack_losses += 1;
         }
     }

@@ -175,6 +175,11 @@ fn new_data_plan(s: &mut Socket, now: Instant, gso_max: u32) -> Option<(SeqNumbe
     let sent = s.snd.nxt().distance_from(seq0) as usize;
     let unsent = s.tx.len().saturating_sub(sent) as u32;
     if unsent == 0 {
+        if s.rec.pipe(&s.snd) < s.cc.cwnd().min(u32::MAX as usize) as u32 {
+            // Nothing to send and room to send it: what the ACKs measure until this
+            // flight is delivered is the application's rate, not the path's.
+            s.rec.mark_app_limited(&s.snd);
+        }
         // Only a FIN may be left to send; it takes no window (like every stack).
         return s.fin_queued.then_some((s.snd.nxt(), 0));
     }
@@ -183,6 +188,12 @@ fn new_data_plan(s: &mut Socket, now: Instant, gso_max: u32) -> Option<(SeqNumbe
     if outstanding == 0 && s.cc.on_idle_restart(now, s.rtt.rto()) {
         // RFC 5681 §4.1: cwnd was reset to the restart window after idling.
     }
+    if let Some(at) = s.cc.send_time().filter(|&t| t > now) {
+        // A pacing controller (BBR) holds the next burst until its departure time.
+        s.timers.arm_pace(at);
+        return None;
+    }
+    let gso_max = s.cc.send_quantum().map_or(gso_max, |q| gso_max.min(q));
     let wnd_room = s.snd.wnd_room();
     let cc_room = s.rec.send_allowance(&s.snd, &s.cc);
     let mut len = unsent.min(wnd_room).min(cc_room).min(gso_max.max(mss));
@@ -331,6 +342,10 @@ fn data(
     let end = end_data + u32::from(fin);
     if fin && s.fin_sent_seq.is_none() {
         s.fin_sent_seq = Some(end_data);
+    }
+    if n > 0 {
+        // Every byte sent, retransmissions too, spends the pacer's budget.
+        s.cc.on_send(now, n);
     }
     if kind == Kind::Retransmit {
         let (rec, mut p) = s.loss();

@@ -132,6 +132,9 @@ impl Socket {
         if self.timers.take_reclaim(now) {
             self.reclaim_expired(now, cx);
         }
+        // The pacer's deadline needs no work here: the output pass that follows every
+        // timer sends what it held back.
+        self.timers.take_pace(now);
     }
 
     fn give_up(&mut self, cx: &mut Cx<'_>) {
