@@ -498,6 +498,37 @@ mod tests {
         Rto(u64, usize),
         Idle(u64, u64),
         Mss(usize),
+        Rate(u64, RateSample),
+        LossRecovered(u64),
+    }
+
+    fn rate_sample() -> impl Strategy<Value = RateSample> {
+        (
+            (
+                0u64..10_000_000,
+                proptest::option::of(0u64..2_000_000),
+                0u64..u64::MAX / 2,
+            ),
+            (
+                0u64..u64::MAX / 2,
+                any::<bool>(),
+                any::<u32>(),
+                any::<u32>(),
+                any::<u32>(),
+            ),
+            proptest::option::of(0u64..2_000_000),
+        )
+            .prop_map(|((d, i, p), (t, app, a, l, f), r)| RateSample {
+                delivered: d,
+                interval: i.map(Duration::from_micros),
+                prior_delivered: p,
+                total_delivered: t,
+                is_app_limited: app,
+                acked_sacked: a,
+                lost: l,
+                inflight: f,
+                rtt: r.map(Duration::from_micros),
+            })
     }
 
     fn ev() -> impl Strategy<Value = Ev> {
@@ -511,15 +542,18 @@ mod tests {
             1 => (0u64..10_000_000, 0usize..2_000_000).prop_map(|(t, f)| Ev::Rto(t, f)),
             1 => (0u64..10_000_000, 0u64..3_000_000).prop_map(|(t, r)| Ev::Idle(t, r)),
             1 => (0usize..10_000).prop_map(Ev::Mss),
+            4 => (0u64..10_000_000, rate_sample()).prop_map(|(t, r)| Ev::Rate(t, r)),
+            1 => (0u64..10_000_000).prop_map(Ev::LossRecovered),
         ]
     }
 
     proptest! {
         /// Any event sequence keeps the windows sane: cwnd at least one SMSS, ssthresh at
         /// least two once set, growth per ACK bounded by slow start's 2*SMSS or CUBIC's
-        /// 1.5x target cap, and a congestion event or timeout never raises cwnd.
+        /// 1.5x target cap, and a congestion event or timeout never raises cwnd. Rate
+        /// samples (BBR's input) of any values, absurd ones included, never panic.
         #[test]
-        fn windows_stay_sane(alg in prop_oneof![Just(Algorithm::NewReno), Just(Algorithm::Cubic)],
+        fn windows_stay_sane(alg in prop_oneof![Just(Algorithm::NewReno), Just(Algorithm::Cubic), Just(Algorithm::Bbr)],
                              mss in 1usize..9000, iw in 0usize..20,
                              evs in proptest::collection::vec(ev(), 0..200)) {
             let mut c = Controller::new(alg, mss, iw);
@@ -550,6 +584,13 @@ mod tests {
                         prop_assert!(c.cwnd() <= before);
                     }
                     Ev::Mss(m) => c.set_mss(m),
+                    Ev::Rate(t, r) => {
+                        c.on_rate_sample(Instant::from_micros(t), &r);
+                        // A pacer's departure time stays a time, and sending moves it on.
+                        c.on_send(Instant::from_micros(t), r.acked_sacked as usize);
+                        let _ = (c.send_time(), c.send_quantum(), c.pacing_rate());
+                    }
+                    Ev::LossRecovered(t) => c.on_loss_recovered(Instant::from_micros(t)),
                 }
                 prop_assert!(c.cwnd() >= c.mss());
                 prop_assert!(c.ssthresh() >= 2 * c.mss());
