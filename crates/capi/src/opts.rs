@@ -581,6 +581,9 @@ fn tcp_info(s: &Sock) -> Vec<u8> {
         let mss = u32::from(i.snd_mss.max(1));
         t.tcpi_snd_mss = mss;
         t.tcpi_rcv_mss = u32::from(i.rcv_mss);
+        // Linux reports ~0 for "not paced".
+        t.tcpi_pacing_rate = i.pacing_rate.unwrap_or(u64::MAX);
+        t.tcpi_delivery_rate = i.delivery_rate.unwrap_or(0);
         t.tcpi_snd_cwnd = i.cwnd / mss;
         t.tcpi_snd_ssthresh = i.ssthresh / mss;
         t.tcpi_rtt = i.srtt.map_or(0, |d| d.as_micros() as u32);

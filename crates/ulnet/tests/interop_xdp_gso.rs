@@ -110,3 +110,29 @@ fn without_bursts_every_segment_is_a_frame_of_its_own() {
     t.check_bulk(SocketAddr::new(b.ip, 5001), 2_000_000, 0);
     assert_eq!(t.rt.iface().stats().gso_bursts, 0, "a burst went out");
 }
+
+/// BBR (`TcpConfig::congestion`) against the kernel: its pacer holds bursts back on the
+/// runtime's timer and lets them out a send quantum at a time. A download to curl, an
+/// upload to a kernel server, and a download with every 50th packet dropped each way
+/// (BBR's recovery: packet conservation, then the window it had), all byte-exact.
+#[test]
+fn bbr_paced_bursts_arrive_byte_exact() {
+    let tb = testbed("bbr");
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    let scratch = Scratch::new();
+    let mut tcp = ulnet::stack::tcp::TcpConfig::default();
+    tcp.congestion = ulnet::stack::tcp::Algorithm::Bbr;
+    let cfg = Stack::builder()
+        .backend(Backend::Xdp)
+        .interface(&a.ifname)
+        .address_cidr(IpCidr::new(a.spare_ip(0), a.prefix_len).unwrap())
+        .netns(&a.ns)
+        .tcp_config(tcp);
+    let mut t = Session::open(cfg, &b.ns);
+    let out = scratch.path("body");
+    t.check_curl(20_000_000, &out);
+    t.check_bulk(SocketAddr::new(b.ip, 5001), 8_000_000, 0);
+    let drops = t.check_curl_dropping_every(&b, 50, 5_000_000, &out);
+    assert!(drops >= 2, "the loss rules dropped {drops} packets");
+    assert!(t.rt.iface().stats().gso_bursts > 0, "no burst went out");
+}

@@ -89,6 +89,13 @@ pub struct TcpInfo {
     pub sack: bool,
     /// Congestion control algorithm in use.
     pub congestion: Algorithm,
+    /// The rate the congestion controller paces at, bytes per second; `None` when it
+    /// does not pace (NewReno, CUBIC).
+    pub pacing_rate: Option<u64>,
+    /// The latest delivery-rate sample, bytes per second (Linux `tcpi_delivery_rate`,
+    /// draft-cheng-iccrg-delivery-rate-estimation); `None` before the first, or with RACK
+    /// off (the samples are taken over its per-segment records).
+    pub delivery_rate: Option<u64>,
 }
 
 /// Per-connection counters kept on the control block.

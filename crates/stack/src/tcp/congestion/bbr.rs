@@ -431,14 +431,17 @@ impl Bbr {
     }
 
     fn update_min_rtt(&mut self, now: Instant, rs: &RateSample) {
-        let expired = now.saturating_duration_since(self.min_rtt_stamp) > MIN_RTT_WINDOW;
+        // The window runs from the first sample: before it there is nothing to expire
+        // (the clock's epoch is the caller's, and may be long past).
+        let expired = self.min_rtt.is_some()
+            && now.saturating_duration_since(self.min_rtt_stamp) > MIN_RTT_WINDOW;
         if let Some(rtt) = rs.rtt {
             if self.min_rtt.is_none_or(|m| rtt < m) || expired {
                 self.min_rtt = Some(rtt);
                 self.min_rtt_stamp = now;
             }
         }
-        if expired && self.min_rtt.is_some() && !self.idle_restart && self.mode != Mode::ProbeRtt {
+        if expired && !self.idle_restart && self.mode != Mode::ProbeRtt {
             self.mode = Mode::ProbeRtt;
             self.save_cwnd();
             self.probe_rtt_done = None;
@@ -791,6 +794,17 @@ mod tests {
         assert_eq!(b.cwnd(), MSS);
         b.on_loss_recovered(ms(t / 1000 + 301));
         assert_eq!(b.cwnd(), before);
+    }
+
+    /// The clock's epoch is the caller's: a first sample an hour into it is not an
+    /// expired minimum (which would send a new connection to ProbeRTT at once).
+    #[test]
+    fn a_late_first_sample_does_not_start_probe_rtt() {
+        let mut b = Bbr::new(MSS, 10);
+        let rtt = Duration::from_millis(10);
+        drive(&mut b, 3_600_000_000, 3, 10_000_000, rtt, 0);
+        assert_eq!(b.mode(), Mode::Startup);
+        assert!(b.cwnd() > 10 * MSS);
     }
 
     #[test]

@@ -138,6 +138,11 @@ impl Recovery {
         self.rack_on && self.sack
     }
 
+    /// The latest delivery-rate sample, bytes per second.
+    pub(crate) fn delivery_rate(&self) -> Option<u64> {
+        self.rate.last_rate()
+    }
+
     /// RACK is on (the segment table records transmissions).
     #[inline]
     pub(crate) fn rack_on(&self) -> bool {

@@ -56,6 +56,8 @@ pub(crate) struct Rate {
     /// C.delivered at the end of the previous ACK: what this one delivered is the
     /// difference (exact, where SND.UNA's advance also counts bytes SACKed before).
     delivered_before: u64,
+    /// The latest valid sample, bytes per second (0: none yet).
+    last_rate: u64,
 }
 
 impl Default for Rate {
@@ -72,11 +74,17 @@ impl Default for Rate {
             sample_app_limited: false,
             rtt_us: u32::MAX,
             delivered_before: 0,
+            last_rate: 0,
         }
     }
 }
 
 impl Rate {
+    /// The latest valid sample, bytes per second.
+    pub(crate) fn last_rate(&self) -> Option<u64> {
+        (self.last_rate > 0).then_some(self.last_rate)
+    }
+
     /// Snapshots the totals into a record sent at `now` (draft §3.2, "upon each packet
     /// transmission"). `idle`: nothing was in flight before it, so a new send interval
     /// starts here (§3.2: "if no packets in flight, C.first_sent_time = C.delivered_time
@@ -161,6 +169,8 @@ impl Rate {
         let interval = ack_elapsed.max(send_elapsed);
         if rs.delivered > 0 && min_rtt.is_none_or(|m| interval >= m) && !interval.is_zero() {
             rs.interval = Some(interval);
+            let r = u128::from(rs.delivered) * 1_000_000 / interval.as_micros().max(1);
+            self.last_rate = r.min(u128::from(u64::MAX)) as u64;
         }
         rs
     }

@@ -1054,6 +1054,8 @@ impl Socket {
             timestamps: self.ts_on,
             sack: self.sack_on,
             congestion: self.cc.algorithm(),
+            pacing_rate: self.cc.pacing_rate(),
+            delivery_rate: self.rec.delivery_rate(),
         }
     }
 }

@@ -175,9 +175,10 @@ fn new_data_plan(s: &mut Socket, now: Instant, gso_max: u32) -> Option<(SeqNumbe
     let sent = s.snd.nxt().distance_from(seq0) as usize;
     let unsent = s.tx.len().saturating_sub(sent) as u32;
     if unsent == 0 {
-        if s.rec.pipe(&s.snd) < s.cc.cwnd().min(u32::MAX as usize) as u32 {
+        if s.cc.model_based() && s.rec.pipe(&s.snd) < s.cc.cwnd().min(u32::MAX as usize) as u32 {
             // Nothing to send and room to send it: what the ACKs measure until this
-            // flight is delivered is the application's rate, not the path's.
+            // flight is delivered is the application's rate, not the path's (only a
+            // model-based controller reads the mark).
             s.rec.mark_app_limited(&s.snd);
         }
         // Only a FIN may be left to send; it takes no window (like every stack).

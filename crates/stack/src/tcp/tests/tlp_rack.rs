@@ -326,3 +326,51 @@ fn dsack_widens_the_reordering_window() {
     assert!(got.iter().all(|x| x.seq != a), "{got:?}");
     assert_eq!(h.tcp.info(s).unwrap().retransmits, rtx_before);
 }
+
+/// Delivery-rate samples over the segment records, and BBR's pacing: TcpInfo reports the
+/// latest sample and the pacing rate, and the sender holds new data back until the
+/// pacer's departure time.
+#[test]
+fn rate_samples_and_bbr_pacing_are_reported() {
+    let mut cfg = config(true, true);
+    cfg.congestion = crate::tcp::Algorithm::Bbr;
+    let mut h = Harness::new(cfg);
+    let (s, una) = open(&mut h);
+    let info = h.tcp.info(s).unwrap();
+    assert_eq!(info.congestion, crate::tcp::Algorithm::Bbr);
+    assert_eq!((info.pacing_rate, info.delivery_rate), (None, None));
+    h.tcp.send(h.now, s, &[5; 100_000]).unwrap();
+    let first = h.out();
+    assert_eq!(
+        first.len(),
+        10,
+        "the initial window, unpaced before any RTT sample"
+    );
+    h.advance(RTT);
+    h.send(ack(&h, una + 10_000, &[]));
+    let info = h.tcp.info(s).unwrap();
+    // 10,000 bytes delivered over the 10 ms since the flight began: 1 MB/s.
+    assert_eq!(info.delivery_rate, Some(1_000_000));
+    let rate = info.pacing_rate.expect("BBR paces");
+    assert!(
+        rate > 1_000_000,
+        "Startup paces above the measured rate: {rate}"
+    );
+    // The window opened (Startup grows it by what was delivered), but the pacer lets
+    // the data out over time, in bursts, not at once.
+    let now_out = h.out();
+    let mut later = Vec::new();
+    for _ in 0..20 {
+        later.extend(h.advance(Duration::from_millis(1)));
+    }
+    assert!(
+        !now_out.is_empty() && !later.is_empty(),
+        "{now_out:?} / {later:?}"
+    );
+    let sent = |v: &[Seg]| v.iter().map(|x| x.len()).sum::<u32>();
+    assert!(
+        sent(&now_out) < 20_000,
+        "the first burst is bounded by the pacer: {}",
+        sent(&now_out)
+    );
+}
