@@ -729,11 +729,20 @@ mod tests {
         t.total_micros()
     }
 
+    const RTT: Duration = Duration::from_millis(10);
+
+    /// A controller after 60 round trips of a 10 MB/s, 10 ms path from t = 1 s, and the
+    /// time (µs) it ended at.
+    fn settled() -> (Bbr, u64) {
+        let mut b = Bbr::new(MSS, 10);
+        let t = drive(&mut b, 1_000_000, 60, 10_000_000, RTT, 0);
+        (b, t)
+    }
+
     #[test]
     fn startup_finds_the_bandwidth_and_settles_in_probe_bw() {
-        let mut b = Bbr::new(MSS, 10);
-        let rtt = Duration::from_millis(10);
-        drive(&mut b, 1_000_000, 60, 10_000_000, rtt, 0);
+        let (b, _) = settled();
+        let rtt = RTT;
         assert!(b.full_bw_reached());
         assert_eq!(b.mode(), Mode::ProbeBw);
         let bw = b.bandwidth();
@@ -748,9 +757,8 @@ mod tests {
     /// recovery the window is back where it was.
     #[test]
     fn random_loss_keeps_the_window() {
-        let mut b = Bbr::new(MSS, 10);
-        let rtt = Duration::from_millis(10);
-        let t = drive(&mut b, 1_000_000, 60, 10_000_000, rtt, 0);
+        let (mut b, t) = settled();
+        let rtt = RTT;
         let before = b.cwnd();
         drive(&mut b, t, 40, 10_000_000, rtt, 50);
         b.on_recovery_exit(Instant::from_micros(t) + rtt * 41);
@@ -761,9 +769,8 @@ mod tests {
 
     #[test]
     fn recovery_starts_with_packet_conservation() {
-        let mut b = Bbr::new(MSS, 10);
-        let rtt = Duration::from_millis(10);
-        let t = drive(&mut b, 1_000_000, 60, 10_000_000, rtt, 0);
+        let (mut b, t) = settled();
+        let rtt = RTT;
         let before = b.cwnd();
         let now = Instant::from_micros(t + 100);
         b.on_congestion_event(now, before);
@@ -786,9 +793,7 @@ mod tests {
 
     #[test]
     fn a_timeout_takes_the_loss_window_and_restores_after() {
-        let mut b = Bbr::new(MSS, 10);
-        let rtt = Duration::from_millis(10);
-        let t = drive(&mut b, 1_000_000, 60, 10_000_000, rtt, 0);
+        let (mut b, t) = settled();
         let before = b.cwnd();
         b.on_rto(ms(t / 1000 + 300), before);
         assert_eq!(b.cwnd(), MSS);
@@ -809,9 +814,8 @@ mod tests {
 
     #[test]
     fn probe_rtt_after_ten_seconds_without_a_new_minimum() {
-        let mut b = Bbr::new(MSS, 10);
-        let rtt = Duration::from_millis(10);
-        let t = drive(&mut b, 1_000_000, 60, 10_000_000, rtt, 0);
+        let (mut b, t) = settled();
+        let rtt = RTT;
         // RTT samples now all above the minimum: 10 s later ProbeRTT drains to 4 segments.
         drive(
             &mut b,
