@@ -584,8 +584,8 @@ impl Recovery {
             self.segs.advance(p.seq.una(), &mut self.rate, now);
         }
         let lost = self.rack_detect(p, now);
-        let pipe = self.pipe(p.seq);
         if self.in_recovery && self.sack_recovery {
+            let pipe = self.pipe(p.seq);
             self.prr.on_ack(
                 delivered,
                 pipe,
@@ -594,10 +594,17 @@ impl Recovery {
             );
         }
         let newly_lost = core::mem::take(&mut self.newly_lost);
+        // The sample is taken on every ACK (it keeps the totals and `TcpInfo`'s rate);
+        // only a model-based controller reads the flight in it, which with losses marked
+        // costs a walk of the segment table.
+        let model = p.cc.model_based();
+        let inflight = if model { self.pipe(p.seq) } else { 0 };
         let rs = self
             .rate
-            .take_sample(now, self.rack.min_rtt(), newly_lost, pipe);
-        p.cc.on_rate_sample(now, &rs);
+            .take_sample(now, self.rack.min_rtt(), newly_lost, inflight);
+        if model {
+            p.cc.on_rate_sample(now, &rs);
+        }
         lost
     }
 
