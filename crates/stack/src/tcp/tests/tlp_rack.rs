@@ -374,3 +374,53 @@ fn rate_samples_and_bbr_pacing_are_reported() {
         sent(&now_out)
     );
 }
+
+/// A recovery that starts on an ACK which also moved SND.UNA must not resend the segment
+/// now at SND.UNA when its retransmission is already in flight. (The fast retransmit
+/// looked at the segment table's first record, which during that ACK still lay below the
+/// new SND.UNA, and forced a retransmission.)
+#[test]
+fn a_recovery_starting_at_a_segment_being_retransmitted_does_not_resend_it() {
+    let mut h = Harness::new(config(false, true));
+    let (s, una) = open(&mut h);
+    let k = |n: u32| una + n * 1000;
+    let show = |v: &[Seg]| {
+        v.iter()
+            .map(|x| (x.seq.wrapping_sub(una) / 1000, x.len()))
+            .collect::<Vec<_>>()
+    };
+    h.tcp.send(h.now, s, &[1; 10_000]).unwrap();
+    assert_eq!(h.out().len(), 10);
+    // S0 and S1 lost.
+    h.advance(RTT);
+    h.send(ack(&h, una, &[(k(2), k(10))]));
+    assert_eq!(show(&h.out()), [(0, 1000), (1, 1000)]);
+    h.advance(Duration::from_millis(1));
+    h.tcp.send(h.now, s, &[2; 6_000]).unwrap();
+    assert_eq!(h.out().len(), 5, "S10..S14");
+    // S0's copy arrived, S1's did not; S10 arrived, S11 is lost; S12, S13 arrive, S14 is
+    // late. RACK finds S1's copy and S11 lost: both go again.
+    h.advance(RTT);
+    h.send(ack(&h, k(1), &[(k(2), k(11)), (k(12), k(14))]));
+    let mut r3 = h.out();
+    r3.extend(h.advance(Duration::from_millis(1)));
+    assert!(
+        r3.iter().any(|x| x.seq == k(11)),
+        "S11 resent: {:?}",
+        show(&r3)
+    );
+    let rtx_before = h.tcp.info(s).unwrap().retransmits;
+    // S1's second copy arrives: SND.UNA moves past `recover` (S10) to S11. S14 arrives
+    // with it, sent before S11's copy (so RACK has no reason to think that copy lost),
+    // and a new recovery begins at S11, whose retransmission is on its way.
+    h.advance(RTT);
+    h.send(ack(&h, k(11), &[(k(12), k(15))]));
+    let mut r4 = h.out();
+    r4.extend(h.advance(Duration::from_millis(1)));
+    assert!(
+        r4.iter().all(|x| x.seq != k(11)),
+        "S11 resent: {:?}",
+        show(&r4)
+    );
+    assert_eq!(h.tcp.info(s).unwrap().retransmits, rtx_before);
+}
