@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::sys::mmap::Mmap;
+use crate::sys::mmap::{Mmap, Pages};
 use crate::{Error, Result};
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
@@ -41,10 +41,13 @@ pub struct Umem {
     frame_count: u32,
     /// Bit `i` set: frame `i` is on loan to the kernel.
     lent: Box<[AtomicU64]>,
+    /// Which pages back the region.
+    pages: Pages,
 }
 
 impl Umem {
-    /// Maps `frame_count * frame_size` bytes (pre-faulted) and returns the UMEM with a
+    /// Maps `frame_count * frame_size` bytes (pre-faulted, in 2 MiB pages where the
+    /// system has them: [`Mmap::anonymous_huge`]) and returns the UMEM with a
     /// token for every frame.
     ///
     /// # Errors
@@ -63,7 +66,7 @@ impl Umem {
                     std::io::Error::from_raw_os_error(libc::EINVAL),
                 )
             })?;
-        let map = Mmap::anonymous(len, true)?;
+        let (map, pages) = Mmap::anonymous_huge(len)?;
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let lent = (0..frame_count.div_ceil(64))
             .map(|_| AtomicU64::new(0))
@@ -78,6 +81,7 @@ impl Umem {
                 frame_size,
                 frame_count,
                 lent,
+                pages,
             },
             frames,
         ))
@@ -90,12 +94,18 @@ impl Umem {
 
     /// Length of the region in bytes.
     pub fn len(&self) -> usize {
-        self.map.len()
+        // The mapping may be longer (rounded up to a huge page); the frames end here.
+        self.frame_count as usize * self.frame_size as usize
     }
 
     /// Always false: a UMEM has at least one frame.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
+    }
+
+    /// Which pages back the region (huge pages where the system has them).
+    pub fn pages(&self) -> Pages {
+        self.pages
     }
 
     /// Bytes per frame.
@@ -164,7 +174,7 @@ impl Umem {
             let Ok(start) = usize::try_from(addr) else {
                 return;
             };
-            let end = start.saturating_add(len as usize).min(self.map.len());
+            let end = start.saturating_add(len as usize).min(self.len());
             let base = self.map.as_ptr();
             let mut off = start & !63;
             while off < end {

@@ -461,6 +461,7 @@ impl XdpChannel {
         } else {
             mode
         };
+        let mode = format!("{mode}, UMEM in {}", umem.pages());
         let caps = Capabilities {
             name: "xdp",
             mtu,
