@@ -276,6 +276,9 @@ pub struct Runtime<C> {
     /// The `now` of the last iteration that sent a frame or brought data in (see
     /// `poll_once`: what the spin waits for).
     last_active: Instant,
+    /// That iteration sent frames but nothing had arrived: the application's own write
+    /// (or a timer) started the send, not an ACK or data (see [`Runtime::spin_alone`]).
+    unprompted: bool,
     /// The `now` of the last iteration.
     last_now: Instant,
     /// The wake-up count when the last iteration began (see `Shared::kicks`).
@@ -335,6 +338,7 @@ impl<C: Channel> Runtime<C> {
             sent_seen: 0,
             data_seen: 0,
             last_active: now,
+            unprompted: false,
             last_now: now,
             kicks_seen: 0,
             progressed: false,
@@ -531,6 +535,7 @@ impl<C: Channel> Runtime<C> {
         // docs/performance.md, "Session 12").
         if sent > 0 || data_in {
             self.last_active = now;
+            self.unprompted = received == 0 && !data_in;
         }
         self.stats.iterations += 1;
         self.stats.rx_frames += received as u64;
@@ -595,6 +600,21 @@ impl<C: Channel> Runtime<C> {
     /// or took data in.
     fn spinning(&self) -> bool {
         self.mode == WaitMode::Sleep && self.last_now - self.last_active < self.spin
+    }
+
+    /// Whether the loop's own thread, with no application thread driving, spins: as
+    /// [`spinning`](Self::spinning), but not after a send that nothing arriving
+    /// prompted. Such a send came from an application write (or a timer); what it makes
+    /// likely next is its ACK, which only frees buffer space, or an answer. A thread
+    /// that waits for either (a writer on a full buffer, a reader) drives the loop
+    /// itself and spins there; no one else needs it caught early. Spinning for it cost
+    /// more than the wake-up it saved: an application writing 128 bytes 98 times a
+    /// millisecond (seed 004) had the loop spin after each burst and then sleep anyway,
+    /// its ACK coming 50-100 µs later, a quarter of the loop's CPU
+    /// (docs/performance.md, "Session 14"). Sends the peer's frames clock (ACKs
+    /// opening the window, data answered) keep the spin.
+    fn spin_alone(&self) -> bool {
+        self.spinning() && !self.unprompted
     }
 
     /// Readies the channel for a sleep until a frame arrives, the next deadline
@@ -740,9 +760,10 @@ mod tests {
         let mut iface = Interface::new(cfg).unwrap();
         let mut udp = UdpSocket::new(UdpConfig::default());
         udp.bind("0.0.0.0:7".parse().unwrap()).unwrap();
-        iface.sockets_mut().add_udp(udp).unwrap();
+        let h = iface.sockets_mut().add_udp(udp).unwrap();
         let (clock, time) = Clock::manual();
         let mut rt = Runtime::new(a, iface, WaitMode::Sleep, clock).unwrap();
+        rt.set_spin(Duration::from_micros(50));
         let mut inject = |frame: Vec<u8>| {
             b.tx()
                 .send(frame.len(), &mut |buf| buf.copy_from_slice(&frame))
@@ -764,6 +785,24 @@ mod tests {
         inject(udp_frame(us));
         assert_eq!(rt.poll_once(&mut ()).unwrap(), 1);
         assert_eq!(rt.last_active, Instant::from_micros(2_000));
+        assert!(rt.spinning() && rt.spin_alone());
+        // A send the application started, nothing arriving: an application thread
+        // waiting for its answer would spin; the loop's own thread alone does not.
+        time.store(3_000, Ordering::Relaxed);
+        rt.iface()
+            .sockets_mut()
+            .udp_mut(h)
+            .unwrap()
+            .send_to(b"ho", "198.18.0.2:5000".parse().unwrap())
+            .unwrap();
+        assert_eq!(rt.poll_once(&mut ()).unwrap(), 0);
+        assert_eq!(rt.last_active, Instant::from_micros(3_000));
+        assert!(rt.spinning() && !rt.spin_alone());
+        // Data arriving is worth the spin again.
+        time.store(3_010, Ordering::Relaxed);
+        inject(udp_frame(us));
+        assert_eq!(rt.poll_once(&mut ()).unwrap(), 1);
+        assert!(rt.spinning() && rt.spin_alone());
     }
 
     #[test]

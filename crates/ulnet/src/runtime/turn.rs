@@ -61,6 +61,9 @@ pub(crate) trait Turn: Send {
     fn turn(&mut self) -> io::Result<Turned>;
     /// Whether the loop is within its spin time after it last sent or took data in.
     fn spinning(&self) -> bool;
+    /// The same for the loop's own thread turning alone: not after a send nothing
+    /// arriving prompted (`Runtime::spin_alone`).
+    fn spin_alone(&self) -> bool;
     /// Instead of the next spin, a coalescing sleep (how long, and the wake-up count it
     /// must see unchanged), when the loop is receiving a stream.
     fn coalescing(&mut self) -> Option<(Duration, u64)>;
@@ -86,6 +89,9 @@ impl<C: Channel + Send, A: App + Send> Turn for (Runtime<C>, A) {
     }
     fn spinning(&self) -> bool {
         self.0.spinning()
+    }
+    fn spin_alone(&self) -> bool {
+        self.0.spin_alone()
     }
     fn coalescing(&mut self) -> Option<(Duration, u64)> {
         self.0.coalescing().then(|| self.0.coalesce_plan())
@@ -394,7 +400,7 @@ impl Engine {
                     drop(t);
                     std::hint::spin_loop();
                 }
-                WaitMode::Sleep if t.spinning() => {
+                WaitMode::Sleep if t.spin_alone() => {
                     let coalesce = t.coalescing();
                     drop(t);
                     match coalesce {
