@@ -84,8 +84,8 @@ fn parse_anon_huge(smaps: &str, start: usize) -> Option<usize> {
     let head = format!("{start:x}-");
     let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&head));
     lines.next()?;
+    // Every entry lists `AnonHugePages`, so the first one after the header is its own.
     lines
-        .take_while(|l| !l.contains('-') || l.contains(':'))
         .find_map(|l| l.strip_prefix("AnonHugePages:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
         .map(|kb| kb * 1024)
