@@ -114,6 +114,10 @@ pub(crate) struct Registry {
     entries: Mutex<HashMap<Key, Entry>>,
     /// The runtime loop has ended: every wait returns.
     closed: AtomicBool,
+    /// A waker, a poller registration or a watch was ever stored: something may wait
+    /// for events without turning the loop (see `App::waits_outside_calls`). It stays
+    /// set: a stack used that way once is likely used that way again.
+    outside: AtomicBool,
 }
 
 /// Which direction a task waits for.
@@ -150,6 +154,7 @@ impl Registry {
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     /// Stores the waker of the task waiting on `key` in direction `dir`.
     pub(crate) fn set_waker(&self, key: Key, dir: Dir, waker: &Waker) {
+        self.outside.store(true, Ordering::Relaxed);
         let mut m = lock(&self.entries);
         let e = m.entry(key).or_default();
         let slot = match dir {
@@ -164,6 +169,7 @@ impl Registry {
 
     /// Adds a poller registration for `key`.
     pub(crate) fn add_poll(&self, key: Key, poller: &Arc<PollShared>, token: Token, i: Interest) {
+        self.outside.store(true, Ordering::Relaxed);
         let mut m = lock(&self.entries);
         let e = m.entry(key).or_default();
         e.polls
@@ -189,7 +195,15 @@ impl Registry {
 
     /// Sets (or with `None` clears) the level-readiness callback of `key`.
     pub(crate) fn set_watch(&self, key: Key, f: Option<WatchFn>) {
+        if f.is_some() {
+            self.outside.store(true, Ordering::Relaxed);
+        }
         lock(&self.entries).entry(key).or_default().watch = f;
+    }
+
+    /// Whether anything ever waited through a waker, a poller or a watch.
+    pub(crate) fn waits_outside_calls(&self) -> bool {
+        self.outside.load(Ordering::Relaxed)
     }
 
     /// Calls `key`'s watch, if any, with its readiness now (`iface` is locked).
@@ -287,6 +301,10 @@ impl App for Reactor {
     fn poll_at(&self) -> Option<Instant> {
         self.apps.iter().filter_map(|a| a.poll_at()).min()
     }
+
+    fn waits_outside_calls(&self) -> bool {
+        self.registry.waits_outside_calls() || self.apps.iter().any(|a| a.waits_outside_calls())
+    }
 }
 
 #[cfg(test)]
@@ -309,6 +327,20 @@ mod tests {
         r.close();
         assert!(r.is_closed());
         assert_ne!(n.seq(), seen);
+    }
+
+    #[test]
+    fn a_watch_or_a_waker_means_waiting_outside_calls() {
+        let key = Key::Udp(ulnet_stack_test_handle());
+        let r = Registry::default();
+        r.notify(key);
+        r.set_watch(key, None);
+        assert!(!r.waits_outside_calls(), "blocking calls only");
+        r.set_watch(key, Some(Arc::new(|_: &super::super::Event, _| {})));
+        assert!(r.waits_outside_calls());
+        let r = Registry::default();
+        r.set_waker(key, Dir::Read, Waker::noop());
+        assert!(r.waits_outside_calls());
     }
 
     fn ulnet_stack_test_handle() -> UdpHandle {

@@ -60,6 +60,15 @@ pub trait App {
     fn is_done(&self) -> bool {
         false
     }
+
+    /// Whether something may wait for this app's events without turning the loop itself:
+    /// a task woken through a stored waker, a program asleep in the kernel's `poll(2)`
+    /// on a descriptor the app signals. The loop's own thread then spins after every
+    /// send, as it does after data in, so an answer finds it awake. `true` unless the
+    /// app knows better (the default is the safe side).
+    fn waits_outside_calls(&self) -> bool {
+        true
+    }
 }
 
 /// An app that does nothing: the loop then only serves the stack (ARP, ping) and
@@ -87,6 +96,9 @@ impl<A: App, B: App> App for (A, B) {
     fn is_done(&self) -> bool {
         self.0.is_done() && self.1.is_done()
     }
+    fn waits_outside_calls(&self) -> bool {
+        self.0.waits_outside_calls() || self.1.waits_outside_calls()
+    }
 }
 
 /// Any number of apps on one stack; done when all are.
@@ -106,6 +118,9 @@ impl App for Vec<Box<dyn App + Send>> {
     }
     fn is_done(&self) -> bool {
         self.iter().all(|a| a.is_done())
+    }
+    fn waits_outside_calls(&self) -> bool {
+        self.iter().any(|a| a.waits_outside_calls())
     }
 }
 

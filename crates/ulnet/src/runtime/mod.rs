@@ -607,7 +607,9 @@ impl<C: Channel> Runtime<C> {
     /// prompted. Such a send came from an application write (or a timer); what it makes
     /// likely next is its ACK, which only frees buffer space, or an answer. A thread
     /// that waits for either (a writer on a full buffer, a reader) drives the loop
-    /// itself and spins there; no one else needs it caught early. Spinning for it cost
+    /// itself and spins there; no one else needs it caught early, unless the app says
+    /// something waits outside socket calls ([`App::waits_outside_calls`], checked by
+    /// the engine). Spinning for it cost
     /// more than the wake-up it saved: an application writing 128 bytes 98 times a
     /// millisecond (seed 004) had the loop spin after each burst and then sleep anyway,
     /// its ACK coming 50-100 µs later, a quarter of the loop's CPU

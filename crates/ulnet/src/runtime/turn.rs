@@ -62,7 +62,9 @@ pub(crate) trait Turn: Send {
     /// Whether the loop is within its spin time after it last sent or took data in.
     fn spinning(&self) -> bool;
     /// The same for the loop's own thread turning alone: not after a send nothing
-    /// arriving prompted (`Runtime::spin_alone`).
+    /// arriving prompted (`Runtime::spin_alone`), unless something waits for events
+    /// without driving the loop (`App::waits_outside_calls`: a tokio task, a program in
+    /// the kernel's `poll(2)` through the C library), which the spin then serves.
     fn spin_alone(&self) -> bool;
     /// Instead of the next spin, a coalescing sleep (how long, and the wake-up count it
     /// must see unchanged), when the loop is receiving a stream.
@@ -91,7 +93,11 @@ impl<C: Channel + Send, A: App + Send> Turn for (Runtime<C>, A) {
         self.0.spinning()
     }
     fn spin_alone(&self) -> bool {
-        self.0.spin_alone()
+        if self.1.waits_outside_calls() {
+            self.0.spinning()
+        } else {
+            self.0.spin_alone()
+        }
     }
     fn coalescing(&mut self) -> Option<(Duration, u64)> {
         self.0.coalescing().then(|| self.0.coalesce_plan())
