@@ -609,12 +609,11 @@ impl<C: Channel> Runtime<C> {
     /// that waits for either (a writer on a full buffer, a reader) drives the loop
     /// itself and spins there; no one else needs it caught early, unless the app says
     /// something waits outside socket calls ([`App::waits_outside_calls`], checked by
-    /// the engine). Spinning for it cost
-    /// more than the wake-up it saved: an application writing 128 bytes 98 times a
-    /// millisecond (seed 004) had the loop spin after each burst and then sleep anyway,
-    /// its ACK coming 50-100 µs later, a quarter of the loop's CPU
-    /// (docs/performance.md, "Session 14"). Sends the peer's frames clock (ACKs
-    /// opening the window, data answered) keep the spin.
+    /// the engine). Spinning for it cost more than the wake-up it saved: an application
+    /// writing 128 bytes 98 times a millisecond (seed 004) had the loop spin after each
+    /// burst and then sleep anyway, its ACK coming 50-100 µs later, a fifth of the
+    /// loop's CPU (docs/performance.md, "Session 14"). Sends the peer's frames clock
+    /// (ACKs opening the window, data answered) keep the spin.
     fn spin_alone(&self) -> bool {
         self.spinning() && !self.unprompted
     }
