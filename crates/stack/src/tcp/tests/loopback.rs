@@ -152,6 +152,36 @@ pub fn transfer_mtu(
     limit: Duration,
     mtu: usize,
 ) -> Outcome {
+    transfer_paced(cfg_a, cfg_b, total, link, limit, mtu, Reader::GREEDY)
+}
+
+/// How B's application reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Reader {
+    /// Bytes asked for per read.
+    pub chunk: usize,
+    /// Time between reads; zero reads everything there is at every step.
+    pub period: Duration,
+}
+
+impl Reader {
+    /// Everything there is, in 64 KiB reads, at every step.
+    pub const GREEDY: Reader = Reader {
+        chunk: 64 * 1024,
+        period: Duration::ZERO,
+    };
+}
+
+/// [`transfer_mtu`] with B's application reading as `reader` says.
+pub fn transfer_paced(
+    cfg_a: TcpConfig,
+    cfg_b: TcpConfig,
+    total: u64,
+    link: Link,
+    limit: Duration,
+    mtu: usize,
+    reader: Reader,
+) -> Outcome {
     let a_addr: SocketAddr = A.parse().unwrap();
     let b_addr: SocketAddr = B.parse().unwrap();
     let mut a = Tcp::new(cfg_a, [1; 16]);
@@ -168,7 +198,8 @@ pub fn transfer_mtu(
     let (mut sent, mut received) = (0u64, 0u64);
     let (mut sh, mut rh) = (Fnv::new(), Fnv::new());
     let mut chunk = vec![0u8; 64 * 1024];
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; reader.chunk];
+    let mut next_read = now;
     let mut client_closed = false;
     let mut server_eof = false;
     let mut server_closed = false;
@@ -194,7 +225,7 @@ pub fn transfer_mtu(
         if server.is_none() {
             server = b.accept(now, l).unwrap();
         }
-        if let Some(s) = server {
+        if let Some(s) = server.filter(|_| now >= next_read) {
             loop {
                 match b.recv(now, s, &mut buf) {
                     Ok(0) => {
@@ -204,6 +235,10 @@ pub fn transfer_mtu(
                     Ok(n) => {
                         rh.update(&buf[..n]);
                         received += n as u64;
+                        if !reader.period.is_zero() {
+                            next_read = now + reader.period;
+                            break;
+                        }
                     }
                     Err(_) => break,
                 }
@@ -242,7 +277,8 @@ pub fn transfer_mtu(
             true
         });
         // Next event.
-        let next = [pipe.next_at(), a.poll_at(), b.poll_at()]
+        let reading = (server.is_some() && !server_eof && next_read > now).then_some(next_read);
+        let next = [pipe.next_at(), a.poll_at(), b.poll_at(), reading]
             .into_iter()
             .flatten()
             .min();

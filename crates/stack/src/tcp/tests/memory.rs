@@ -4,7 +4,7 @@
 //! budget moderates growth and refuses new connections past its hard limit.
 
 use super::harness::{plain_config, Harness};
-use super::loopback::{transfer, transfer_mtu, Link, Rng};
+use super::loopback::{transfer, transfer_mtu, transfer_paced, Link, Reader, Rng};
 use crate::storage::MIN_STORAGE;
 use crate::tcp::{MemLimits, TcpConfig};
 use crate::time::Duration;
@@ -258,6 +258,45 @@ fn receive_autotuning_grows_with_jumbo_segments() {
     assert_eq!(o.sent_hash, o.received_hash);
     assert!(
         o.b.largest_rx_capacity >= 1 << 20,
+        "the receive buffer stayed at {} bytes",
+        o.b.largest_rx_capacity
+    );
+}
+
+/// An application reading 64 KiB at a time, as iperf3 and the bench's readers do, over
+/// MTU 9000 (MSS 8948) with the 128 KiB buffer: DRS started from half the buffer, 65536
+/// bytes, and grows only when more than that was read in one round trip. The receiver's
+/// round-trip estimate (the least time a window took to pass) fell below the time between
+/// two reads, so one round trip saw one read, exactly 65536 bytes, never more: the window
+/// stayed at 128 KiB for the whole transfer in about one round of three (`ulnet bench
+/// hurd-tcp`, rx-9000: 6.4 Gb/s in those rounds, 17 in the others). DRS now starts from
+/// the whole segments that fit in the first window, as Linux rounds its first window down
+/// to the MSS (`tcp_select_initial_window`), so one full read is growth.
+#[test]
+fn receive_autotuning_grows_under_reads_of_half_the_first_buffer() {
+    let config = linux_buffers;
+    let total = 32 * 1024 * 1024;
+    let path = Link {
+        delay: Duration::from_micros(20),
+        ..link(0)
+    };
+    let reader = Reader {
+        chunk: 64 * 1024,
+        period: Duration::from_micros(50),
+    };
+    let o = transfer_paced(
+        config(),
+        config(),
+        total,
+        path,
+        Duration::from_secs(60),
+        9000,
+        reader,
+    );
+    assert_eq!(o.received, total);
+    assert_eq!(o.sent_hash, o.received_hash);
+    assert!(
+        o.b.largest_rx_capacity >= 512 * 1024,
         "the receive buffer stayed at {} bytes",
         o.b.largest_rx_capacity
     );
