@@ -1,13 +1,15 @@
 //! The TCP fast path, per segment: an in-order 1460-byte data segment taken through
-//! `Tcp::process` into the socket buffer (and read out by the application), and a pure
-//! ACK that acknowledges one segment of new data.
+//! `Tcp::process` into the socket buffer (and read out by the application), a pure ACK
+//! that acknowledges one segment of new data, and one end of a 64-byte ping-pong (a
+//! request that acknowledges the last answer in, read, the answer written and sent:
+//! the engine's share of `ulnet bench latency`'s TCP round trip, per end).
 
 use std::hint::black_box;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration as StdDuration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ulnet_stack::tcp::{SocketHandle, Tcp, TcpConfig};
+use ulnet_stack::tcp::{SocketHandle, SocketOption, Tcp, TcpConfig};
 use ulnet_stack::time::Instant;
 use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, TcpTimestamp};
 
@@ -136,5 +138,42 @@ fn pure_ack(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, data_segment_in_order, pure_ack);
+fn ping_pong_end(c: &mut Criterion) {
+    const MSG: usize = 64;
+    let mut g = c.benchmark_group("tcp_fast_path");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("ping_pong_64_one_end", |b| {
+        let mut now = Instant::from_secs(10);
+        let (mut tcp, s, iss) = established(now);
+        tcp.set_option(now, s, SocketOption::NoDelay(true)).unwrap();
+        let request = [0x5au8; MSG];
+        let mut buf = [0u8; MSG];
+        let mut seq = 1001u32;
+        // What the peer acknowledges: our answers so far.
+        let mut our_nxt = iss + 1;
+        let mut tsval = 3u32;
+        let (peer, us) = (peer_ip(), our_ip());
+        b.iter(|| {
+            // The clock moves as a round trip of a few microseconds would.
+            now += ulnet_stack::time::Duration::from_micros(7);
+            let d = seg(seq, our_nxt, TcpFlags::ACK | TcpFlags::PSH, tsval, &request);
+            tcp.process(now, peer, us, black_box(&d), &mut |_, _, _| {});
+            seq = seq.wrapping_add(MSG as u32);
+            tsval = tsval.wrapping_add(1);
+            let n = tcp.recv(now, s, black_box(&mut buf)).unwrap();
+            assert_eq!(tcp.send(now, s, &buf[..n]).unwrap(), MSG);
+            let mut out = 0;
+            tcp.dispatch(now, &mut |_, _, r| {
+                out += r.payload.len();
+                black_box(r);
+                true
+            });
+            assert_eq!(out, MSG, "one answer per request, the ACK on it");
+            our_nxt = our_nxt.wrapping_add(MSG as u32);
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, data_segment_in_order, pure_ack, ping_pong_end);
 criterion_main!(benches);
