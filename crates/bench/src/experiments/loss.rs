@@ -1112,6 +1112,8 @@ mod tests {
             backends: vec![],
             out: "/tmp".into(),
             ipv6: false,
+            cases: vec![],
+            systems: vec![],
         };
         let smoke = cases(&plan(Profile::Smoke));
         assert_eq!(smoke.len(), 2);

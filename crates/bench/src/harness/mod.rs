@@ -82,9 +82,24 @@ pub struct Plan {
     /// Experiments that take the testbed run over IPv6 (2001:2::/48, RFC 5180) instead
     /// of IPv4 where they support it (`ulnet bench --ipv6`): ulnet and the kernel alike.
     pub ipv6: bool,
+    /// Only these cases (`ulnet bench --case`, by id; empty: all): the others are not
+    /// measured.
+    pub cases: Vec<String>,
+    /// Only these systems (`ulnet bench --system`, by id; empty: all).
+    pub systems: Vec<String>,
 }
 
 impl Plan {
+    /// Whether case `id` is measured (see [`Plan::cases`]).
+    pub fn wants_case(&self, id: &str) -> bool {
+        self.cases.is_empty() || self.cases.iter().any(|c| c == id)
+    }
+
+    /// Whether system `id` is measured (see [`Plan::systems`]).
+    pub fn wants_system(&self, id: &str) -> bool {
+        self.systems.is_empty() || self.systems.iter().any(|s| s == id)
+    }
+
     /// `wanted` if the user named no backend, else the named ones that are in `wanted`.
     pub fn backends_or(&self, wanted: &[Backend]) -> Vec<Backend> {
         if self.backends.is_empty() {
@@ -122,10 +137,25 @@ impl<'a> Ctx<'a> {
         seed: &str,
         title: &str,
     ) -> Self {
+        let mut result = ExperimentResult::new(name, seed, title);
+        if !plan.cases.is_empty() || !plan.systems.is_empty() {
+            let list = |v: &[String]| {
+                if v.is_empty() {
+                    "all".to_owned()
+                } else {
+                    v.join(", ")
+                }
+            };
+            result.notes.push(format!(
+                "Part of the experiment only (--case, --system): cases {}; systems {}. A verdict covers what ran.",
+                list(&plan.cases),
+                list(&plan.systems)
+            ));
+        }
         Ctx {
             plan,
             progress,
-            result: ExperimentResult::new(name, seed, title),
+            result,
             seq: 0,
             started: Instant::now(),
         }
@@ -256,9 +286,18 @@ impl<'a> Ctx<'a> {
         systems: &[&str],
         mut measure: impl FnMut(&str, u32) -> io::Result<Metrics>,
     ) {
+        if !self.plan.wants_case(case) {
+            return;
+        }
+        let plan = self.plan;
+        let systems: Vec<&str> = systems
+            .iter()
+            .copied()
+            .filter(|s| plan.wants_system(s))
+            .collect();
         let mut failures: BTreeMap<&str, u32> = BTreeMap::new();
         for round in 0..self.plan.rounds {
-            for &sys in systems {
+            for &sys in &systems {
                 if failures.get(sys).copied().unwrap_or(0) >= 2 {
                     continue;
                 }
@@ -510,6 +549,46 @@ pub fn io_err(e: impl fmt::Display) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--case` and `--system` leave the other pairs unmeasured (and the case's
+    /// alternation order otherwise as it was); no filter measures everything.
+    #[test]
+    fn case_and_system_filters() {
+        let plan = |cases: &[&str], systems: &[&str]| Plan {
+            profile: Profile::Smoke,
+            rounds: 2,
+            backends: vec![],
+            out: "/tmp".into(),
+            ipv6: false,
+            cases: cases.iter().map(|c| (*c).to_owned()).collect(),
+            systems: systems.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let progress = Progress::new(Duration::from_secs(1));
+        let ran = |p: &Plan| {
+            let mut ctx = Ctx::new(p, &progress, "x", "000", "t");
+            let mut seen = Vec::new();
+            for case in ["a", "b"] {
+                ctx.alternate(case, &["k", "u", "v"], |sys, round| {
+                    seen.push(format!("{case}/{sys}/{round}"));
+                    Ok(Metrics::new())
+                });
+            }
+            (seen, ctx.finish())
+        };
+        let (all, r) = ran(&plan(&[], &[]));
+        assert_eq!(all.len(), 2 * 3 * 2);
+        assert!(r.notes.is_empty());
+        let (some, r) = ran(&plan(&["b"], &["v", "k"]));
+        assert_eq!(some, ["b/k/0", "b/v/0", "b/k/1", "b/v/1"]);
+        assert_eq!(r.measurements.len(), 4);
+        assert!(
+            r.notes[0].contains("cases b; systems v, k"),
+            "{:?}",
+            r.notes
+        );
+        let (none, _) = ran(&plan(&["c"], &[]));
+        assert!(none.is_empty());
+    }
 
     #[test]
     fn cpu_lists() {

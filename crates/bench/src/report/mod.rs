@@ -44,7 +44,8 @@ pub fn seed_figure(r: &ExperimentResult) -> &'static str {
     experiments::find(&r.name).map_or("", |e| e.seed_figure())
 }
 
-/// Every table of `r`, rendered.
+/// Every table of `r` that has a row, rendered (a case left out by `--case`, or whose
+/// every system failed, has none; the failures are listed apart).
 pub fn tables(r: &ExperimentResult, s: &Summary) -> Vec<Rendered> {
     r.views
         .iter()
@@ -52,6 +53,7 @@ pub fn tables(r: &ExperimentResult, s: &Summary) -> Vec<Rendered> {
             View::Table(t) => Some(table::render(r, s, t)),
             View::Plot(_) => None,
         })
+        .filter(|t| !t.rows.is_empty())
         .collect()
 }
 

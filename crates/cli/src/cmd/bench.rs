@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! ulnet bench [EXPERIMENT...] [--quick|--full] [--rounds N] [--out DIR] [--backend B]... [--ipv6]
+//!             [--case ID]... [--system ID]...
 //! ulnet bench list
 //! ulnet bench report DIR      # rewrite DIR's report from its results.json
 //! ```
@@ -45,6 +46,13 @@ pub struct Args {
     /// kernel alike: hurd-tcp, latency and udp-echo; the other experiments refuse it.
     #[arg(long)]
     pub ipv6: bool,
+    /// Only this case of the experiments run, by id (repeatable; the ids are in
+    /// results.json and in the message a name that matches nothing gets): e.g. `rx-9000`.
+    #[arg(long = "case", value_name = "ID")]
+    pub cases: Vec<String>,
+    /// Only this system, by id (repeatable): e.g. `kernel-default`, `ulnet-xdp`.
+    #[arg(long = "system", value_name = "ID")]
+    pub systems: Vec<String>,
 }
 
 fn profile(a: &Args) -> Profile {
@@ -95,6 +103,54 @@ fn install_interrupt_cleanup() -> anyhow::Result<()> {
         std::process::exit(130);
     })
     .context("installing the SIGINT/SIGTERM handler")
+}
+
+/// A `--case` or `--system` that measured nothing (a typo, or an id of an experiment not
+/// run) is said, with the ids the experiments run have.
+fn warn_unmatched(plan: &Plan, results: &Results) {
+    let measured = |f: &dyn Fn(&ulnet_bench::results::Measurement) -> bool| {
+        results
+            .experiments
+            .iter()
+            .flat_map(|e| e.measurements.iter())
+            .any(f)
+    };
+    let all_cases = || {
+        results
+            .experiments
+            .iter()
+            .flat_map(|e| e.cases.iter().map(|c| c.id.as_str()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let all_systems = || {
+        results
+            .experiments
+            .iter()
+            .flat_map(|e| e.systems.iter().map(|s| s.id.as_str()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for c in &plan.cases {
+        if !measured(&|m| &m.case == c) {
+            eprintln!(
+                "ulnet bench: --case {c} measured nothing; cases here: {}",
+                all_cases()
+            );
+        }
+    }
+    for s in &plan.systems {
+        if !measured(&|m| &m.system == s) {
+            eprintln!(
+                "ulnet bench: --system {s} measured nothing; systems here: {}",
+                all_systems()
+            );
+        }
+    }
 }
 
 /// Runs `ulnet bench`.
@@ -171,6 +227,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         backends: args.backends.clone(),
         out: out.clone(),
         ipv6: args.ipv6,
+        cases: args.cases.clone(),
+        systems: args.systems.clone(),
     };
     run::preflight(&chosen)?;
     install_interrupt_cleanup()?;
@@ -191,6 +249,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     progress.finish();
     let files = report::write(&results, &out)?;
     print!("{}", report::terminal(&results));
+    warn_unmatched(&plan, &results);
     println!(
         "\nulnet bench: done in {:.0} s; {} files in {}; open {}",
         results.meta.elapsed_s,

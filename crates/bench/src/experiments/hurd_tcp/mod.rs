@@ -770,6 +770,8 @@ mod tests {
             backends: vec![],
             out: "/tmp".into(),
             ipv6: false,
+            cases: vec![],
+            systems: vec![],
         };
         let smoke = cases(&plan(crate::harness::Profile::Smoke));
         assert_eq!(smoke.len(), 2);
