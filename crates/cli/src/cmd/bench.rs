@@ -108,28 +108,13 @@ fn install_interrupt_cleanup() -> anyhow::Result<()> {
 /// A `--case` or `--system` that measured nothing (a typo, or an id of an experiment not
 /// run) is said, with the ids the experiments run have.
 fn warn_unmatched(plan: &Plan, results: &Results) {
+    let exps = &results.experiments;
     let measured = |f: &dyn Fn(&ulnet_bench::results::Measurement) -> bool| {
-        results
-            .experiments
-            .iter()
-            .flat_map(|e| e.measurements.iter())
-            .any(f)
+        exps.iter().flat_map(|e| e.measurements.iter()).any(f)
     };
-    let all_cases = || {
-        results
-            .experiments
-            .iter()
-            .flat_map(|e| e.cases.iter().map(|c| c.id.as_str()))
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let all_systems = || {
-        results
-            .experiments
-            .iter()
-            .flat_map(|e| e.systems.iter().map(|s| s.id.as_str()))
+    let ids = |of: &dyn Fn(&ulnet_bench::results::ExperimentResult) -> Vec<&str>| {
+        exps.iter()
+            .flat_map(of)
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect::<Vec<_>>()
@@ -137,18 +122,14 @@ fn warn_unmatched(plan: &Plan, results: &Results) {
     };
     for c in &plan.cases {
         if !measured(&|m| &m.case == c) {
-            eprintln!(
-                "ulnet bench: --case {c} measured nothing; cases here: {}",
-                all_cases()
-            );
+            let here = ids(&|e| e.cases.iter().map(|c| c.id.as_str()).collect());
+            eprintln!("ulnet bench: --case {c} measured nothing; cases here: {here}");
         }
     }
     for s in &plan.systems {
         if !measured(&|m| &m.system == s) {
-            eprintln!(
-                "ulnet bench: --system {s} measured nothing; systems here: {}",
-                all_systems()
-            );
+            let here = ids(&|e| e.systems.iter().map(|s| s.id.as_str()).collect());
+            eprintln!("ulnet bench: --system {s} measured nothing; systems here: {here}");
         }
     }
 }
