@@ -354,6 +354,19 @@ impl TcpOptions {
     /// [`Error::Malformed`] for an impossible option length (see the module docs).
     pub fn parse(buf: &[u8]) -> Result<TcpOptions> {
         let mut o = TcpOptions::none();
+        // Nearly every segment of an established connection carries exactly NOP, NOP,
+        // timestamps: the layout RFC 7323 Appendix A recommends, and the one Linux (and
+        // ulnet) sends. Read it straight off, as Linux's tcp_parse_aligned_timestamp
+        // does; anything else goes through the general parser.
+        if let [kind::NOP, kind::NOP, kind::TIMESTAMP, 10, ts @ ..] = buf {
+            if ts.len() == 8 {
+                o.timestamp = Some(TcpTimestamp {
+                    tsval: get_u32(ts, 0),
+                    tsecr: get_u32(ts, 4),
+                });
+                return Ok(o);
+            }
+        }
         for opt in TcpOptionsIter::new(buf) {
             match opt? {
                 TcpOption::MaxSegmentSize(m) => o.mss = Some(m),
@@ -458,6 +471,40 @@ impl fmt::Display for TcpOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The general parser alone (what `parse` does without its aligned-timestamp path).
+    fn parse_general(buf: &[u8]) -> Result<TcpOptions> {
+        let mut o = TcpOptions::none();
+        for opt in TcpOptionsIter::new(buf) {
+            match opt? {
+                TcpOption::MaxSegmentSize(m) => o.mss = Some(m),
+                TcpOption::WindowScale(s) => o.window_scale = Some(s),
+                TcpOption::SackPermitted => o.sack_permitted = true,
+                TcpOption::Sack(b) => o.sack_blocks = b,
+                TcpOption::Timestamp(ts) => o.timestamp = Some(ts),
+                TcpOption::EndOfList | TcpOption::NoOperation | TcpOption::Unknown { .. } => {}
+            }
+        }
+        Ok(o)
+    }
+
+    proptest! {
+        /// The aligned-timestamp path reads what the general parser reads, for the layout
+        /// it takes and for anything near it (longer, shorter, one byte off).
+        #[test]
+        fn aligned_timestamps_read_as_the_general_parser_does(
+            tail in proptest::collection::vec(any::<u8>(), 0..30),
+            flip in proptest::option::of((0usize..4, any::<u8>())),
+        ) {
+            let mut buf = vec![kind::NOP, kind::NOP, kind::TIMESTAMP, 10];
+            if let Some((i, b)) = flip {
+                buf[i] = b;
+            }
+            buf.extend_from_slice(&tail);
+            prop_assert_eq!(TcpOptions::parse(&buf), parse_general(&buf));
+        }
+    }
 
     // The option layout of a Linux SYN (as in tests/captures.rs): mss 1460, sackOK,
     // TS val 1 ecr 0, nop, wscale 7.
