@@ -181,6 +181,15 @@ pub trait Channel {
     fn prepare_wait(&mut self) -> crate::Result<()> {
         Ok(())
     }
+
+    /// Whether a received frame may be waiting: `false` only when the channel knows that
+    /// none is, from a look that costs no system call and no lock (an AF_XDP receive
+    /// ring's producer index). A busy-polling loop asks it between iterations to skip
+    /// the rest of one while nothing can have arrived. The default, `true`, always
+    /// takes the iteration.
+    fn rx_ready(&mut self) -> bool {
+        true
+    }
 }
 
 /// A boxed channel is a channel (`Box<dyn Channel + Send>`, or a box of a subtrait the
@@ -207,5 +216,8 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     }
     fn prepare_wait(&mut self) -> crate::Result<()> {
         (**self).prepare_wait()
+    }
+    fn rx_ready(&mut self) -> bool {
+        (**self).rx_ready()
     }
 }

@@ -377,6 +377,10 @@ impl<C: Channel, W: Write, F: FnMut() -> Duration> Channel for Pcap<C, W, F> {
     fn prepare_wait(&mut self) -> crate::Result<()> {
         self.inner.prepare_wait()
     }
+
+    fn rx_ready(&mut self) -> bool {
+        self.inner.rx_ready()
+    }
 }
 
 #[cfg(test)]

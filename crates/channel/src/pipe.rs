@@ -27,6 +27,9 @@ struct Queue {
     frames: Mutex<VecDeque<Vec<u8>>>,
     efd: OwnedFd,
     dropped: AtomicU64,
+    /// Flushes that appended frames so far: a receiver that saw no new one since it last
+    /// drained the queue knows it is empty without taking the lock (`rx_ready`).
+    flushes: AtomicU64,
 }
 
 impl Queue {
@@ -35,6 +38,7 @@ impl Queue {
             frames: Mutex::new(VecDeque::with_capacity(QUEUE_FRAMES)),
             efd: rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
             dropped: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
         }))
     }
 
@@ -91,6 +95,8 @@ impl Tx for PipeTx {
                 }
             }
         }
+        // Release: the frames are in the queue before the count says so.
+        self.peer.flushes.fetch_add(1, Ordering::Release);
         self.stats.kicks += 1;
         self.peer.signal();
         Ok(())
@@ -104,6 +110,9 @@ pub struct PipeChannel {
     rx_batch: VecDeque<Vec<u8>>,
     tx: PipeTx,
     rx_stats: Stats,
+    /// The peer's flush count when the queue was last drained empty (`None`: frames
+    /// were left in it).
+    drained_at: Option<u64>,
 }
 
 /// Two connected ends: what one sends, the other receives.
@@ -122,6 +131,7 @@ pub fn pair() -> std::io::Result<(PipeChannel, PipeChannel)> {
             stats: Stats::default(),
         },
         rx_stats: Stats::default(),
+        drained_at: None,
     };
     Ok((end(&a, &b), end(&b, &a)))
 }
@@ -133,6 +143,8 @@ impl Channel for PipeChannel {
         f: &mut dyn FnMut(&[u8], &mut dyn Tx),
     ) -> crate::Result<usize> {
         {
+            // Read before the lock: a flush after this read moves the count past it.
+            let flushes = self.rx.flushes.load(Ordering::Acquire);
             let mut q = self
                 .rx
                 .frames
@@ -140,6 +152,7 @@ impl Channel for PipeChannel {
                 .unwrap_or_else(PoisonError::into_inner);
             let n = max_count.min(q.len());
             self.rx_batch.extend(q.drain(..n));
+            self.drained_at = q.is_empty().then_some(flushes);
         }
         let mut count = 0;
         while let Some(frame) = self.rx_batch.pop_front() {
@@ -204,6 +217,10 @@ impl Channel for PipeChannel {
             self.rx.signal();
         }
         Ok(())
+    }
+
+    fn rx_ready(&mut self) -> bool {
+        self.drained_at != Some(self.rx.flushes.load(Ordering::Acquire))
     }
 }
 

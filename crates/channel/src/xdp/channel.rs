@@ -786,4 +786,10 @@ impl Channel for XdpChannel {
         }
         Ok(())
     }
+
+    /// A frame on the receive ring, or a fill ring the kernel asks to be woken for
+    /// (`rx_batch` kicks it): two loads from the rings' shared memory.
+    fn rx_ready(&mut self) -> bool {
+        self.rx.available(1) > 0 || (self.need_wakeup && self.fill.needs_wakeup())
+    }
 }

@@ -133,6 +133,15 @@ impl Core {
     /// Runs the neighbour timers: requests due, and packets dropped for neighbours that
     /// never answered.
     pub(super) fn poll_neighbors(&mut self, now: Instant, tx: &mut dyn TxSink) {
+        // Every iteration of a busy-polling loop comes here: with no timer due and
+        // nothing parked, a look at the deadlines is all (the batch below starts by
+        // writing eight timers).
+        if self.pending.count() == 0
+            && !self.pending_recheck
+            && self.neighbors.poll_at().is_none_or(|t| t > now)
+        {
+            return;
+        }
         let mut due = [None::<Timer>; 8];
         // Collect in small batches: the cache cannot be borrowed while sending.
         loop {

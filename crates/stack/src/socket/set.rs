@@ -516,6 +516,7 @@ impl SocketSet {
     }
 
     /// Whether events wait to be taken.
+    #[inline]
     pub fn has_events(&self) -> bool {
         !self.events.is_empty()
     }

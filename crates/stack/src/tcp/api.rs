@@ -348,4 +348,12 @@ impl Tcp {
     pub fn poll_event(&mut self) -> Option<Event> {
         self.take_event()
     }
+
+    /// Whether [`poll_event`](Self::poll_event) may have a change to give (a cheap look
+    /// for a loop that asks every iteration; an event of a socket closed since it was
+    /// queued still counts).
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        self.has_queued_events()
+    }
 }

@@ -156,6 +156,9 @@ impl Channel for AnyChannel {
     fn prepare_wait(&mut self) -> ulnet_channel::Result<()> {
         self.0.prepare_wait()
     }
+    fn rx_ready(&mut self) -> bool {
+        self.0.rx_ready()
+    }
 }
 
 /// A channel recording into a pcap file.

@@ -393,14 +393,24 @@ impl<C: Channel> Driver<C> {
     /// and ICMP sockets (writable events); the app hears it next iteration, and a loop
     /// that sees [`has_events`](Self::has_events) does not sleep before that.
     pub fn drain_events(&mut self, iface: &mut Interface) {
-        if let Some(tcp) = iface.tcp_mut() {
+        // The looks first: a busy-polling loop comes here twice an iteration, mostly to
+        // find nothing.
+        if let Some(tcp) = iface.tcp_mut().filter(|t| t.has_events()) {
             while let Some(e) = tcp.poll_event() {
                 self.events.push(e);
             }
         }
-        while let Some(e) = iface.sockets_mut().poll_event() {
-            self.socket_events.push(e);
+        if iface.sockets().has_events() {
+            while let Some(e) = iface.sockets_mut().poll_event() {
+                self.socket_events.push(e);
+            }
         }
+    }
+
+    /// Whether nothing is left for the next iteration: no frame queued since the last
+    /// flush, no flush owed, no event waiting.
+    pub fn settled(&self) -> bool {
+        self.queued == 0 && !self.flush_debt && !self.has_events()
     }
 
     /// Whether events are waiting for the next [`serve`](Self::serve).

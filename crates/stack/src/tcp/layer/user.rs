@@ -307,6 +307,11 @@ impl Tcp {
     }
 
     /// The next readiness change, oldest first (each source at most once until taken).
+    #[inline]
+    pub(in crate::tcp) fn has_queued_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     pub(in crate::tcp) fn take_event(&mut self) -> Option<Event> {
         while let Some(e) = self.events.pop_front() {
             match e {

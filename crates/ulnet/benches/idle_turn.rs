@@ -1,0 +1,147 @@
+//! What one iteration of a busy-polling loop costs when nothing arrives and nothing is
+//! due (issue 11, goal 4): the loop of a stack with an established TCP connection, its
+//! peer's MAC learned by ARP, over the in-memory pipe. A driver spinning for a frame takes
+//! such iterations back to back, so a frame that lands during one waits for the rest of
+//! it, and every round trip of a busy-polled ping-pong crosses two full iterations on each
+//! end (the one that takes the frame in, the one that sends the answer): their fixed cost
+//! is paid on the critical path.
+
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use ulnet::channel::pipe;
+use ulnet::channel::sim::{Endpoint, LinkConfig, Wire};
+use ulnet::runtime::{Clock, Runtime, WaitMode};
+use ulnet::stack::iface::{Interface, InterfaceConfig, IpCidr};
+use ulnet::stack::tcp::{SocketHandle, SocketOption, State, Tcp, TcpConfig};
+use ulnet::wire::EthernetAddress;
+
+fn iface(last: u8) -> Interface {
+    let cfg = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, last]))
+        .address(IpCidr::new([198, 18, 0, last].into(), 24).unwrap());
+    let mut i = Interface::new(cfg).unwrap();
+    i.set_tcp(Tcp::new(TcpConfig::default(), [last; 16]));
+    i
+}
+
+type Rt<C = pipe::PipeChannel> = Runtime<C>;
+
+/// Two loops over the pipe with an established connection between them: (client loop,
+/// its socket, server loop, the accepted socket).
+fn connected() -> (Rt, SocketHandle, Rt, SocketHandle) {
+    let (ea, eb) = pipe::pair().unwrap();
+    let rt = |ch, last| Runtime::new(ch, iface(last), WaitMode::BusyPoll, Clock::monotonic());
+    let (mut a, mut b) = (rt(ea, 1).unwrap(), rt(eb, 2).unwrap());
+    let server: SocketAddr = "198.18.0.2:7".parse().unwrap();
+    let l = b.iface().tcp_mut().unwrap().listen(server, 8).unwrap();
+    let now = a.now();
+    let s = a
+        .iface()
+        .tcp_mut()
+        .unwrap()
+        .connect(now, "198.18.0.1:0".parse().unwrap(), server)
+        .unwrap();
+    let mut accepted = None;
+    for _ in 0..10_000 {
+        a.poll_once(&mut ()).unwrap();
+        b.poll_once(&mut ()).unwrap();
+        let now = b.now();
+        if accepted.is_none() {
+            accepted = b.iface().tcp_mut().unwrap().accept(now, l).unwrap();
+        }
+        let st = a.iface().tcp().unwrap().state(s).unwrap();
+        if accepted.is_some() && st == State::Established {
+            break;
+        }
+    }
+    let accepted = accepted.expect("no connection");
+    (a, s, b, accepted)
+}
+
+fn idle(c: &mut Criterion) {
+    let (mut a, _, _b, _) = connected();
+    c.bench_function("idle_turn/tcp_established", |bn| {
+        bn.iter(|| black_box(a.poll_once(&mut ()).unwrap()));
+    });
+}
+
+/// A 64-byte TCP ping-pong between two loops on the simulated wire, on one thread, in
+/// virtual time: per round trip, each end's turn that sends, the other's turn that takes
+/// the segment in, and the reads and writes between (the engine, the interface, the
+/// runtime's iteration; no socket API, no thread hand-off, no kernel, and a channel
+/// that costs a copy). The wire, not the pipe: the pipe signals an eventfd per flush, a
+/// system call that would be most of what this times.
+fn ping_pong(c: &mut Criterion) {
+    let (wire, ea, eb) = Wire::pair(5, LinkConfig::new(), LinkConfig::new());
+    let (clock, time) = Clock::manual();
+    let rt = |ch, last| Runtime::new(ch, iface(last), WaitMode::BusyPoll, clock.clone());
+    let (mut a, mut b) = (rt(ea, 1).unwrap(), rt(eb, 2).unwrap());
+    let mut t_us = 1_000_000u64;
+    let mut tick = |d: u64| {
+        t_us += d;
+        wire.advance_to_micros(t_us);
+        time.store(t_us, Ordering::Relaxed);
+    };
+    tick(0);
+    let server: SocketAddr = "198.18.0.2:7".parse().unwrap();
+    let l = b.iface().tcp_mut().unwrap().listen(server, 8).unwrap();
+    let now = a.now();
+    let s = a
+        .iface()
+        .tcp_mut()
+        .unwrap()
+        .connect(now, "198.18.0.1:0".parse().unwrap(), server)
+        .unwrap();
+    let mut t = None;
+    for _ in 0..1000 {
+        a.poll_once(&mut ()).unwrap();
+        b.poll_once(&mut ()).unwrap();
+        tick(10);
+        if t.is_none() {
+            t = b.iface().tcp_mut().unwrap().accept(b.now(), l).unwrap();
+        }
+        if t.is_some() && a.iface().tcp().unwrap().state(s).unwrap() == State::Established {
+            break;
+        }
+    }
+    let t = t.expect("no connection");
+    for (rt, h) in [(&mut a, s), (&mut b, t)] {
+        let now = rt.now();
+        rt.iface()
+            .tcp_mut()
+            .unwrap()
+            .set_option(now, h, SocketOption::NoDelay(true))
+            .unwrap();
+    }
+    let msg = [7u8; 64];
+    let mut buf = [0u8; 64];
+    // One end's step: write `msg` on `h`, turn (it leaves), the wire carries it (1 µs),
+    // the other end turns (it arrives) and reads it.
+    let mut hop = |from: &mut Rt<Endpoint>, h: SocketHandle, to: &mut Rt<Endpoint>, g| {
+        let now = from.now();
+        let n = from.iface().tcp_mut().unwrap().send(now, h, &msg).unwrap();
+        assert_eq!(n, 64);
+        from.poll_once(&mut ()).unwrap();
+        tick(1);
+        to.poll_once(&mut ()).unwrap();
+        let now = to.now();
+        let n = to
+            .iface()
+            .tcp_mut()
+            .unwrap()
+            .recv(now, g, &mut buf)
+            .unwrap();
+        assert_eq!(n, 64);
+    };
+    c.bench_function("turns/tcp_ping_pong_64", |bn| {
+        bn.iter(|| {
+            hop(&mut a, s, &mut b, t);
+            hop(&mut b, t, &mut a, s);
+        });
+    });
+}
+
+criterion_group!(benches, idle, ping_pong);
+criterion_main!(benches);
