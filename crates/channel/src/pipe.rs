@@ -3,14 +3,16 @@
 //! single-threaded simulated wire). For tests and examples of the socket API without
 //! any kernel interface.
 //!
-//! Each direction is a bounded queue of frames; a flush appends the batch and signals
-//! the receiver's eventfd (its wait descriptor), so a sleeping loop wakes once per
-//! batch. A full queue drops and counts (like a ring). Checksums are left out on both
+//! Each direction is a bounded queue of frames; a flush appends the batch and, when the
+//! receiver has readied a sleep (`prepare_wait`, as AF_XDP's need-wakeup flag), signals
+//! its eventfd (its wait descriptor), so a sleeping loop wakes once per batch and a
+//! polling one costs its peer no system call. A full queue drops and counts (like a
+//! ring). Checksums are left out on both
 //! ends (declared offloaded and verified), as nothing on the link can corrupt a frame.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::{Capabilities, Channel, Stats, Tx, TxError};
@@ -30,6 +32,10 @@ struct Queue {
     /// Flushes that appended frames so far: a receiver that saw no new one since it last
     /// drained the queue knows it is empty without taking the lock (`rx_ready`).
     flushes: AtomicU64,
+    /// The receiver is about to sleep on the eventfd (`prepare_wait`): the next flush
+    /// signals it. A receiver that polls is not signalled, so a busy-polling pair pays
+    /// no system call per batch.
+    armed: AtomicBool,
 }
 
 impl Queue {
@@ -39,6 +45,7 @@ impl Queue {
             efd: rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
             dropped: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
+            armed: AtomicBool::new(true),
         }))
     }
 
@@ -97,8 +104,12 @@ impl Tx for PipeTx {
         }
         // Release: the frames are in the queue before the count says so.
         self.peer.flushes.fetch_add(1, Ordering::Release);
-        self.stats.kicks += 1;
-        self.peer.signal();
+        // SeqCst with the receiver's arming and its look at the queue after it: either
+        // it sees these frames, or this sees it armed.
+        if self.peer.armed.swap(false, Ordering::SeqCst) {
+            self.stats.kicks += 1;
+            self.peer.signal();
+        }
         Ok(())
     }
 }
@@ -207,6 +218,7 @@ impl Channel for PipeChannel {
     fn prepare_wait(&mut self) -> crate::Result<()> {
         let mut buf = [0u8; 8];
         let _ = rustix::io::read(&self.rx.efd, &mut buf);
+        self.rx.armed.store(true, Ordering::SeqCst);
         let waiting = !self
             .rx
             .frames

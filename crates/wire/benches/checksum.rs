@@ -50,6 +50,14 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("checksum");
     g.throughput(Throughput::Bytes(data.len() as u64));
     g.bench_function("data_1460", |b| b.iter(|| checksum::data(black_box(&data))));
+    // What a small segment costs: an IPv4 header, a TCP header with timestamps and 64
+    // bytes, an odd length.
+    for n in [20usize, 96, 75] {
+        let d = &data[..n];
+        g.bench_function(format!("data_{n}"), |b| {
+            b.iter(|| checksum::data(black_box(d)))
+        });
+    }
     g.finish();
 
     let segment = data_segment(&data);

@@ -118,10 +118,17 @@ impl RttEstimator {
                 // §2.3 with alpha = 1/8, beta = 1/4 (each divided by n); RTTVAR first,
                 // using the old SRTT.
                 let err = srtt.abs_diff(r);
-                let var_den = 4 * n;
-                let srtt_den = 8 * n;
-                self.rttvar = self.rttvar - self.rttvar / var_den + err / var_den;
-                self.srtt = Some(srtt - srtt / srtt_den + r / srtt_den);
+                if n == 1 {
+                    // The common case (one sample a round trip) by constants: shifts, not
+                    // the four divisions of the general form (an ACK's costliest lines).
+                    self.rttvar = self.rttvar - self.rttvar / 4 + err / 4;
+                    self.srtt = Some(srtt - srtt / 8 + r / 8);
+                } else {
+                    let var_den = 4 * n;
+                    let srtt_den = 8 * n;
+                    self.rttvar = self.rttvar - self.rttvar / var_den + err / var_den;
+                    self.srtt = Some(srtt - srtt / srtt_den + r / srtt_den);
+                }
             }
         }
         let srtt = self.srtt.unwrap_or(r);
