@@ -112,7 +112,7 @@ pub const COALESCE_AFTER: usize = 32;
 pub const STREAM_GAP: Duration = Duration::from_millis(10);
 
 /// The most iterations a busy-polling loop skips in a row while it looks quiet
-/// ([`Runtime::quiet`]): every this many it takes one anyway, for what the cheap look
+/// (`Runtime::quiet`): every this many it takes one anyway, for what the cheap look
 /// cannot see (a timer coming due, a change to a socket that rang no bell). At the ~25 ns
 /// a skipped iteration costs, timers are looked at every ~2 µs.
 pub const QUIET_SKIPS: u32 = 64;
