@@ -269,8 +269,14 @@ pub struct Runtime<C> {
     coalesce: Duration,
     /// The next coalescing sleep (adapts between `coalesce` and [`MAX_COALESCE`]).
     coalesce_now: Duration,
-    /// The last wait was a coalescing sleep: the next iteration's batch adapts it.
+    /// The last wait was a coalescing sleep: the batch it brought adapts the next one,
+    /// counted in `sleep_batch` over the iterations that take it in.
     coalesced: bool,
+    /// Frames and bytes the last coalescing sleep brought so far. One iteration takes at
+    /// most the driver's batch (64 frames on AF_XDP): judged by its first iteration
+    /// alone, no sleep ever brought the `4 * COALESCE_BATCH` frames that shorten the
+    /// next, and a stream's sleeps only ever grew.
+    sleep_batch: (usize, u64),
     /// Frames received since the loop last sent data, delivered a datagram or slept
     /// long on the channel.
     rx_run: usize,
@@ -343,6 +349,7 @@ impl<C: Channel> Runtime<C> {
             coalesce,
             coalesce_now: coalesce,
             coalesced: false,
+            sleep_batch: (0, 0),
             rx_run: 0,
             sent_seen: 0,
             data_seen: 0,
@@ -420,6 +427,7 @@ impl<C: Channel> Runtime<C> {
     fn coalesce_plan(&mut self) -> (Duration, u64) {
         self.stats.coalesced_sleeps += 1;
         self.coalesced = true;
+        self.sleep_batch = (0, 0);
         (self.coalesce_now, self.kicks_seen)
     }
 
@@ -525,8 +533,15 @@ impl<C: Channel> Runtime<C> {
                 }
             }
         }
-        if std::mem::take(&mut self.coalesced) {
-            self.coalesced(received, received_bytes);
+        if self.coalesced {
+            self.sleep_batch.0 += received;
+            self.sleep_batch.1 += received_bytes;
+            // The batch ends with the first iteration the channel did not fill.
+            if received < self.driver.batch_count() {
+                self.coalesced = false;
+                let (frames, bytes) = std::mem::take(&mut self.sleep_batch);
+                self.coalesced(frames, bytes);
+            }
         }
         if trim_heap {
             // Outside the lock: trimming a large heap takes a while.
@@ -712,6 +727,27 @@ mod tests {
             .address(IpCidr::new([198, 18, 0, 1].into(), 24).unwrap());
         let iface = Interface::new(cfg).unwrap();
         Runtime::new(a, iface, WaitMode::Sleep, Clock::monotonic()).unwrap()
+    }
+
+    #[test]
+    fn a_sleep_batch_is_counted_over_every_iteration_that_takes_it_in() {
+        let (a, mut b) = ulnet_channel::pipe::pair().unwrap();
+        let cfg = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]))
+            .address(IpCidr::new([198, 18, 0, 1].into(), 24).unwrap());
+        let iface = Interface::new(cfg).unwrap();
+        let mut rt = Runtime::new(a, iface, WaitMode::Sleep, Clock::monotonic()).unwrap();
+        rt.coalesce_now = MAX_COALESCE;
+        let _ = rt.coalesce_plan();
+        // More frames than one iteration takes (64 on the pipe): 64 + 64 + 10.
+        for _ in 0..4 * COALESCE_BATCH + 10 {
+            b.tx().send(60, &mut |f| f.fill(0)).unwrap();
+        }
+        b.tx().flush().unwrap();
+        for _ in 0..3 {
+            rt.poll_once(&mut ()).unwrap();
+        }
+        assert_eq!(rt.stats().rx_frames, 4 * COALESCE_BATCH as u64 + 10);
+        assert_eq!(rt.coalesce_now, MAX_COALESCE / 2, "a batch of 138 frames");
     }
 
     #[test]
