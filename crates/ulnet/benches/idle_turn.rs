@@ -28,12 +28,13 @@ fn iface(last: u8) -> Interface {
 
 type Rt<C = pipe::PipeChannel> = Runtime<C>;
 
-/// Two loops over the pipe with an established connection between them: (client loop,
-/// its socket, server loop, the accepted socket).
-fn connected() -> (Rt, SocketHandle, Rt, SocketHandle) {
-    let (ea, eb) = pipe::pair().unwrap();
-    let rt = |ch, last| Runtime::new(ch, iface(last), WaitMode::BusyPoll, Clock::monotonic());
-    let (mut a, mut b) = (rt(ea, 1).unwrap(), rt(eb, 2).unwrap());
+/// Connects `a` (198.18.0.1) to a listener on `b` (198.18.0.2:7), turning both loops and
+/// calling `between` after each pair of turns: (the client's socket, the accepted one).
+fn establish<C: ulnet::channel::Channel>(
+    a: &mut Rt<C>,
+    b: &mut Rt<C>,
+    mut between: impl FnMut(),
+) -> (SocketHandle, SocketHandle) {
     let server: SocketAddr = "198.18.0.2:7".parse().unwrap();
     let l = b.iface().tcp_mut().unwrap().listen(server, 8).unwrap();
     let now = a.now();
@@ -47,21 +48,23 @@ fn connected() -> (Rt, SocketHandle, Rt, SocketHandle) {
     for _ in 0..10_000 {
         a.poll_once(&mut ()).unwrap();
         b.poll_once(&mut ()).unwrap();
+        between();
         let now = b.now();
         if accepted.is_none() {
             accepted = b.iface().tcp_mut().unwrap().accept(now, l).unwrap();
         }
-        let st = a.iface().tcp().unwrap().state(s).unwrap();
-        if accepted.is_some() && st == State::Established {
+        if accepted.is_some() && a.iface().tcp().unwrap().state(s).unwrap() == State::Established {
             break;
         }
     }
-    let accepted = accepted.expect("no connection");
-    (a, s, b, accepted)
+    (s, accepted.expect("no connection"))
 }
 
 fn idle(c: &mut Criterion) {
-    let (mut a, _, _b, _) = connected();
+    let (ea, eb) = pipe::pair().unwrap();
+    let rt = |ch, last| Runtime::new(ch, iface(last), WaitMode::BusyPoll, Clock::monotonic());
+    let (mut a, mut b) = (rt(ea, 1).unwrap(), rt(eb, 2).unwrap());
+    establish(&mut a, &mut b, || {});
     c.bench_function("idle_turn/tcp_established", |bn| {
         bn.iter(|| black_box(a.poll_once(&mut ()).unwrap()));
     });
@@ -85,28 +88,7 @@ fn ping_pong(c: &mut Criterion) {
         time.store(t_us, Ordering::Relaxed);
     };
     tick(0);
-    let server: SocketAddr = "198.18.0.2:7".parse().unwrap();
-    let l = b.iface().tcp_mut().unwrap().listen(server, 8).unwrap();
-    let now = a.now();
-    let s = a
-        .iface()
-        .tcp_mut()
-        .unwrap()
-        .connect(now, "198.18.0.1:0".parse().unwrap(), server)
-        .unwrap();
-    let mut t = None;
-    for _ in 0..1000 {
-        a.poll_once(&mut ()).unwrap();
-        b.poll_once(&mut ()).unwrap();
-        tick(10);
-        if t.is_none() {
-            t = b.iface().tcp_mut().unwrap().accept(b.now(), l).unwrap();
-        }
-        if t.is_some() && a.iface().tcp().unwrap().state(s).unwrap() == State::Established {
-            break;
-        }
-    }
-    let t = t.expect("no connection");
+    let (s, t) = establish(&mut a, &mut b, || tick(10));
     for (rt, h) in [(&mut a, s), (&mut b, t)] {
         let now = rt.now();
         rt.iface()
