@@ -7,8 +7,8 @@
 //! receiver has readied a sleep (`prepare_wait`, as AF_XDP's need-wakeup flag), signals
 //! its eventfd (its wait descriptor), so a sleeping loop wakes once per batch and a
 //! polling one costs its peer no system call. A full queue drops and counts (like a
-//! ring). Checksums are left out on both
-//! ends (declared offloaded and verified), as nothing on the link can corrupt a frame.
+//! ring). Checksums are left out on both ends (declared offloaded and verified), as
+//! nothing on the link can corrupt a frame.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
