@@ -306,12 +306,13 @@ impl Tcp {
         Some(())
     }
 
-    /// The next readiness change, oldest first (each source at most once until taken).
+    /// Whether readiness changes are queued (some may be of sockets closed since).
     #[inline]
     pub(in crate::tcp) fn has_queued_events(&self) -> bool {
         !self.events.is_empty()
     }
 
+    /// The next readiness change, oldest first (each source at most once until taken).
     pub(in crate::tcp) fn take_event(&mut self) -> Option<Event> {
         while let Some(e) = self.events.pop_front() {
             match e {
