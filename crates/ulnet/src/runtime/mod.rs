@@ -637,7 +637,7 @@ impl<C: Channel> Runtime<C> {
             || self.progressed
             || !self.driver.settled()
             || self.skipped >= QUIET_SKIPS
-            || self.shared.kicks.load(Ordering::SeqCst) != self.kicks_seen
+            || self.shared.kicks() != self.kicks_seen
             || self.driver.channel_mut().rx_ready()
         {
             return false;
