@@ -285,6 +285,10 @@ impl Stack {
         super::poll::level(&mut g, key)
     }
 
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
     pub(crate) fn registry(&self) -> &Registry {
         &self.inner.registry
     }

@@ -24,23 +24,37 @@ use ulnet_stack::iface::Interface;
 impl Stack {
     /// One try at `op` with the interface locked; when pending, the task's waker is
     /// registered (and `arm` run) under the same lock, so no readiness is missed.
+    ///
+    /// A write that finds the send buffer full first turns the loop once on the task's
+    /// own thread when no one else is turning (the ACKs that free the buffer may wait
+    /// on the ring), as a blocked `write` does (`runtime/turn.rs`), rather than wait for
+    /// the loop's thread to take them in and hand the task a wake-up: `ulnet bench
+    /// hurd-tcp --case tx-1500`, tokio sending at MTU 1500, 7.20-7.27 → 7.55-7.76 Gb/s
+    /// (docs/performance.md, "Session 17"). Reads do not: at MTU 9000 the same turn cut
+    /// a tokio reader's stream from 20 to 15 Gb/s.
     pub(crate) fn poll_op<T>(
         &self,
         key: Key,
         dir: Dir,
         cx: &mut Context<'_>,
-        op: impl FnOnce(&mut Interface) -> Poll<io::Result<T>>,
+        mut op: impl FnMut(&mut Interface) -> Poll<io::Result<T>>,
         arm: &dyn Fn(),
     ) -> Poll<io::Result<T>> {
-        let r = {
+        let mut turn = matches!(dir, Dir::Write);
+        let r = loop {
             let mut g = self.handle().lock();
             match op(&mut g) {
-                Poll::Ready(r) => Poll::Ready(r),
-                Poll::Pending if self.registry().is_closed() => Poll::Ready(Err(stopped())),
+                Poll::Ready(r) => break Poll::Ready(r),
+                Poll::Pending if self.registry().is_closed() => break Poll::Ready(Err(stopped())),
+                Poll::Pending if turn => {
+                    drop(g);
+                    turn = false;
+                    self.engine().try_turn();
+                }
                 Poll::Pending => {
                     self.registry().set_waker(key, dir, cx.waker());
                     arm();
-                    Poll::Pending
+                    break Poll::Pending;
                 }
             }
         };
