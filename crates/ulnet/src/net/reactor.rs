@@ -277,12 +277,18 @@ impl Registry {
         wakers.into_iter().for_each(Waker::wake);
     }
 
-    /// Fires the entries this iteration's events concern.
-    fn dispatch(&self, iface: &mut Interface, events: &[Event], socket_events: &[SocketEvent]) {
+    /// Fires the entries this iteration's events concern, then wakes their tasks
+    /// (`wakers`: the caller's, reused, so a batch that wakes a task allocates nothing).
+    fn dispatch(
+        &self,
+        iface: &mut Interface,
+        events: &[Event],
+        socket_events: &[SocketEvent],
+        wakers: &mut Vec<Waker>,
+    ) {
         if events.is_empty() && socket_events.is_empty() {
             return;
         }
-        let mut wakers = Vec::new();
         {
             let mut m = lock(&self.entries);
             if m.is_empty() {
@@ -299,7 +305,7 @@ impl Registry {
             });
             for key in tcp.chain(sockets).flatten() {
                 if let Some(e) = m.get_mut(&key) {
-                    e.fire(key, &mut wakers);
+                    e.fire(key, wakers);
                     if let Some(f) = &e.watch {
                         f(
                             &super::poll::level(iface, key).unwrap_or(super::poll::GONE),
@@ -309,7 +315,10 @@ impl Registry {
                 }
             }
         }
-        wakers.into_iter().for_each(Waker::wake);
+        // Here, inside the iteration: waking them once the interface is unlocked and
+        // the doorbell rung cut a tokio reader's MTU 9000 stream from 20 to 16 Gb/s
+        // (docs/performance.md, "Session 17").
+        wakers.drain(..).for_each(Waker::wake);
     }
 }
 
@@ -321,6 +330,8 @@ pub(crate) struct Reactor {
     /// This iteration's UDP and ICMP events, until `poll` dispatches them with TCP's
     /// (reused: no allocation once it has grown).
     pub(crate) socket_events: Vec<SocketEvent>,
+    /// The wakers an iteration's events fire (reused likewise).
+    pub(crate) wakers: Vec<Waker>,
 }
 
 impl App for Reactor {
@@ -333,7 +344,8 @@ impl App for Reactor {
     }
 
     fn poll(&mut self, now: Instant, iface: &mut Interface, events: &[Event]) {
-        self.registry.dispatch(iface, events, &self.socket_events);
+        self.registry
+            .dispatch(iface, events, &self.socket_events, &mut self.wakers);
         self.socket_events.clear();
         for a in &mut self.apps {
             a.poll(now, iface, events);

@@ -123,6 +123,7 @@ impl Stack {
             registry: Arc::clone(&registry),
             apps,
             socket_events: Vec::with_capacity(128),
+            wakers: Vec::with_capacity(16),
         };
         let engine = Arc::new(Engine::new(rt, reactor)?);
         let reg = Arc::clone(&registry);
