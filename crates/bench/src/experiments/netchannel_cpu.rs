@@ -199,8 +199,32 @@ impl Experiment for NetchannelCpu {
             "The seed's claim (2-3x less CPU than sockets with 128-byte writes), ulnet sleeping vs kernel epoll: {}. Busy-poll is excluded: it spins a core by design.",
             per_case.join("; ")
         ));
+        out.push(goal(&small));
         out
     }
+}
+
+/// The project's goal for small writes (issue 11, goal 3) from the 128-byte cases'
+/// (case, kernel/ulnet SUT ratio, kernel/ulnet machine-wide ratio).
+fn goal(small: &[(&CaseDef, f64, f64)]) -> String {
+    let per_case: Vec<String> = small
+        .iter()
+        .map(|(c, sut, mach)| {
+            let (u, m) = (1.0 / sut, 1.0 / mach);
+            let met = if u <= 1.0 / 3.0 { "met" } else { "not met" };
+            // Three decimals next to the limit, where two print 0.33 either way.
+            let u = if (0.325..0.335).contains(&u) {
+                format!("{u:.3}")
+            } else {
+                format!("{u:.2}")
+            };
+            format!("{} {u}x: {met} (machine-wide {m:.2}x)", c.id)
+        })
+        .collect();
+    format!(
+        "Goal 3 (100 Mb/s in 128-byte writes, ulnet sleeping at ≤ 1/3 of the kernel's epoll CPU for the system under test): {}.",
+        per_case.join("; ")
+    )
 }
 
 fn declare(ctx: &mut Ctx<'_>, window: Duration) {
@@ -777,6 +801,25 @@ mod tests {
             Duration::from_millis(3)
         );
         assert_eq!(next_slice(Duration::ZERO, SLICE), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn goal_three_is_a_third_of_the_kernels_sut_cpu() {
+        let (send, recv) = (&CASES[0], &CASES[1]);
+        assert_eq!(
+            (send.size, send.send, recv.size, recv.send),
+            (128, true, 128, false)
+        );
+        // The kernel used 5x and 2.9x ulnet's SUT CPU: 0.20x met, 0.34x not; 2.99x
+        // (0.334x) is not met either, and says so in three decimals.
+        assert_eq!(
+            goal(&[(send, 5.0, 4.0), (recv, 2.9, 1.5)]),
+            format!(
+                "Goal 3 (100 Mb/s in 128-byte writes, ulnet sleeping at ≤ 1/3 of the kernel's epoll CPU for the system under test): {} 0.20x: met (machine-wide 0.25x); {} 0.34x: not met (machine-wide 0.67x).",
+                send.id, recv.id
+            )
+        );
+        assert!(goal(&[(recv, 2.99, 1.5)]).contains("recv-128 0.334x: not met"));
     }
 
     #[test]

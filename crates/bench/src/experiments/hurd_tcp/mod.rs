@@ -754,8 +754,84 @@ Claim: \"the user-level driver still has fairly good performance compared with t
                 }
             ));
         }
+        out.extend(goals(s));
         out
     }
+}
+
+/// The project's speed goals for the socket API (issue 11), judged on this run's
+/// medians: one sentence per goal whose rows were measured.
+fn goals(s: &Summary) -> Vec<String> {
+    let word = |ok: bool| if ok { "met" } else { "not met" };
+    // Two decimals, or three where two would print the limit for a figure on its
+    // wrong side (0.996 as "1.00x", not met).
+    let x = |v: f64, limit: f64| {
+        let two = format!("{v:.2}");
+        if two == format!("{limit:.2}") && v != limit {
+            format!("{v:.3}x")
+        } else {
+            format!("{two}x")
+        }
+    };
+    let mut out = Vec::new();
+    // Goal 1: MTU 1500, both APIs, against the kernel with offloads off: goodput at
+    // least its, machine CPU per GB at most its; receive also within 10% of the
+    // engine-only row. Sending, ulnet as it runs by default (bursts).
+    let mut one = Vec::new();
+    for (case, rows) in [
+        ("rx-1500", [("blocking", ULNET_XDP), ("tokio", ULNET_TOKIO)]),
+        ("tx-1500", [("blocking", ULNET_GSO), ("tokio", ULNET_TOKIO)]),
+    ] {
+        for (api, sys) in rows {
+            let rate = s.ratio(case, sys, KERNEL_NOOFF, "goodput_gbps");
+            let cpu = s.ratio(case, sys, KERNEL_NOOFF, "machine_s_per_gb");
+            let (Some(rate), Some(cpu)) = (rate, cpu) else {
+                continue;
+            };
+            let engine = s.ratio(case, sys, ULNET_ENGINE, "goodput_gbps");
+            let ok = rate >= 1.0 && cpu <= 1.0 && engine.is_none_or(|e| e >= 0.9);
+            let of_engine = engine.map_or(String::new(), |e| format!(", {} the engine", x(e, 0.9)));
+            one.push(format!(
+                "{case} {api} {} at {} the CPU{of_engine}: {}",
+                x(rate, 1.0),
+                x(cpu, 1.0),
+                word(ok)
+            ));
+        }
+    }
+    if !one.is_empty() {
+        out.push(format!(
+            "Goal 1 (MTU 1500, the socket API at ≥ 1.0x the kernel with offloads off and ≤ 1.0x its machine CPU per GB; receive within 10% of the engine-only row): {}.",
+            one.join("; ")
+        ));
+    }
+    // Goal 2: jumbo frames against the kernel as users run it (default offloads).
+    // Sending, the row with A's offloads on as the kernel row has them (veth's TSO).
+    let mut two = Vec::new();
+    for (case, sys, how) in [
+        ("rx-9000", ULNET_XDP, ""),
+        ("tx-9000", ULNET_TSO, " (bursts through TSO)"),
+        ("rx-65535", ULNET_XDP, ""),
+        ("tx-65535", ULNET_TSO, " (bursts through TSO)"),
+    ] {
+        if let Some(r) = s.ratio(case, sys, KERNEL_DEFAULT, "goodput_gbps") {
+            let tokio = s
+                .ratio(case, ULNET_TOKIO, KERNEL_DEFAULT, "goodput_gbps")
+                .map_or(String::new(), |t| format!(" (tokio {})", x(t, 1.0)));
+            two.push(format!(
+                "{case} {}{how}: {}{tokio}",
+                x(r, 1.0),
+                word(r >= 1.0)
+            ));
+        }
+    }
+    if !two.is_empty() {
+        out.push(format!(
+            "Goal 2 (MTU 9000 and larger, ≥ 1.0x the kernel with default offloads): {}.",
+            two.join("; ")
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -787,5 +863,75 @@ mod tests {
         let only_tap = cases(&p);
         assert!(!only_tap[0].systems.contains(&ULNET_XDP));
         assert!(only_tap[0].systems.contains(&ULNET_TAP));
+    }
+
+    /// Rounds of (case, system, goodput, machine CPU per GB).
+    fn summary(rows: &[(&str, &str, &[f64], &[f64])]) -> Summary {
+        let mut r = ExperimentResult::new("hurd-tcp", "000", "goals");
+        for (case, sys, gbps, cpu) in rows {
+            for (round, (g, c)) in gbps.iter().zip(cpu.iter()).enumerate() {
+                r.measurements.push(crate::results::Measurement {
+                    case: (*case).into(),
+                    system: (*sys).into(),
+                    round: round as u32,
+                    seq: 0,
+                    metrics: BTreeMap::from([
+                        ("goodput_gbps".to_owned(), *g),
+                        ("machine_s_per_gb".to_owned(), *c),
+                    ]),
+                });
+            }
+        }
+        Summary::of(&r)
+    }
+
+    #[test]
+    fn goals_are_judged_on_medians_with_every_condition() {
+        let s = summary(&[
+            ("rx-1500", KERNEL_NOOFF, &[7.0, 8.0, 7.5], &[1.5, 1.4, 1.5]),
+            ("rx-1500", ULNET_XDP, &[9.8, 9.0, 9.9], &[1.2, 1.3, 1.1]),
+            // Faster than the kernel at less CPU, but 0.85x the engine: not met.
+            ("rx-1500", ULNET_TOKIO, &[8.5, 8.5, 8.5], &[1.4, 1.4, 1.4]),
+            (
+                "rx-1500",
+                ULNET_ENGINE,
+                &[10.0, 10.0, 10.0],
+                &[1.1, 1.1, 1.1],
+            ),
+            ("tx-1500", KERNEL_NOOFF, &[7.5, 7.5, 7.5], &[1.4, 1.4, 1.4]),
+            // Faster, but at more CPU per GB: not met.
+            ("tx-1500", ULNET_GSO, &[7.8, 7.8, 7.8], &[1.5, 1.5, 1.5]),
+            (
+                "rx-9000",
+                KERNEL_DEFAULT,
+                &[16.0, 16.0, 16.0],
+                &[0.6, 0.6, 0.6],
+            ),
+            ("rx-9000", ULNET_XDP, &[15.0, 17.0, 16.5], &[0.6, 0.6, 0.6]),
+            (
+                "tx-9000",
+                KERNEL_DEFAULT,
+                &[16.0, 16.0, 16.0],
+                &[0.6, 0.6, 0.6],
+            ),
+            ("tx-9000", ULNET_TSO, &[15.0, 15.0, 15.0], &[0.4, 0.4, 0.4]),
+            (
+                "tx-9000",
+                ULNET_TOKIO,
+                &[15.94, 15.94, 15.94],
+                &[0.4, 0.4, 0.4],
+            ),
+        ]);
+        let g = goals(&s);
+        assert_eq!(g.len(), 2, "{g:?}");
+        assert_eq!(
+            g[0],
+            "Goal 1 (MTU 1500, the socket API at ≥ 1.0x the kernel with offloads off and ≤ 1.0x its machine CPU per GB; receive within 10% of the engine-only row): rx-1500 blocking 1.31x at 0.80x the CPU, 0.98x the engine: met; rx-1500 tokio 1.13x at 0.93x the CPU, 0.85x the engine: not met; tx-1500 blocking 1.04x at 1.07x the CPU: not met."
+        );
+        assert_eq!(
+            g[1],
+            "Goal 2 (MTU 9000 and larger, ≥ 1.0x the kernel with default offloads): rx-9000 1.03x: met; tx-9000 0.94x (bursts through TSO): not met (tokio 0.996x)."
+        );
+        assert!(goals(&summary(&[])).is_empty());
     }
 }
