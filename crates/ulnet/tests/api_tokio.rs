@@ -11,13 +11,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use ulnet::channel::pipe;
 use ulnet::net::{Stack, TcpListener, TcpStream, UdpSocket};
 
-fn stacks() -> (Stack, Stack) {
+/// Two stacks joined by a pipe, with TCP send and receive buffers of `buffers` bytes.
+fn stacks(buffers: usize) -> (Stack, Stack) {
     let (a, b) = pipe::pair().unwrap();
-    // Small buffers: 2,000 connections at once.
     let build = |addr: &str, ch| {
         Stack::builder()
             .address(addr)
-            .tcp_buffers(16 * 1024, 16 * 1024)
+            .tcp_buffers(buffers, buffers)
             .channel(ch)
             .build()
             .unwrap()
@@ -29,7 +29,8 @@ fn stacks() -> (Stack, Stack) {
 fn tokio_server_handles_1000_concurrent_clients() {
     const CLIENTS: usize = 1000;
     const LEN: usize = 3000;
-    let (a, b) = stacks();
+    // Small buffers: 2,000 connections at once.
+    let (a, b) = stacks(16 * 1024);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
@@ -86,7 +87,7 @@ fn tokio_server_handles_1000_concurrent_clients() {
 
 #[test]
 fn async_udp_round_trips() {
-    let (a, b) = stacks();
+    let (a, b) = stacks(16 * 1024);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -131,16 +132,7 @@ fn pattern(s: usize, i: usize) -> u8 {
 fn bulk_writes_through_full_send_buffers_arrive_byte_exact() {
     const STREAMS: usize = 2;
     const LEN: usize = 8 << 20;
-    let (a, b) = pipe::pair().unwrap();
-    let build = |addr: &str, ch| {
-        Stack::builder()
-            .address(addr)
-            .tcp_buffers(32 * 1024, 32 * 1024)
-            .channel(ch)
-            .build()
-            .unwrap()
-    };
-    let (a, b) = (build("198.18.0.1/24", a), build("198.18.0.2/24", b));
+    let (a, b) = stacks(32 * 1024);
     let listener = TcpListener::bind(&b, "0.0.0.0:8100").unwrap();
     let readers = std::thread::spawn(move || {
         let mut threads = Vec::new();
