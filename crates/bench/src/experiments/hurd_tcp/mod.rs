@@ -763,8 +763,8 @@ Claim: \"the user-level driver still has fairly good performance compared with t
 /// medians: one sentence per goal whose rows were measured.
 fn goals(s: &Summary) -> Vec<String> {
     let word = |ok: bool| if ok { "met" } else { "not met" };
-    // Two decimals, or three where two would print the limit for a figure on its
-    // wrong side (0.996 as "1.00x", not met).
+    // Two decimals, or three where two would print the limit itself (0.996 as "1.00x",
+    // not met).
     let x = |v: f64, limit: f64| {
         let two = format!("{v:.2}");
         if two == format!("{limit:.2}") && v != limit {
