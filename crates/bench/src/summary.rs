@@ -100,3 +100,73 @@ impl Summary {
             .map(|((c, s, m), st)| (c.as_str(), s.as_str(), m.as_str(), *st))
     }
 }
+
+/// The median, over the rounds that measured both, of `system`'s `metric` over
+/// `baseline`'s in the same round, on `case`. The systems alternate within a round, so
+/// a round is a pair run moments apart: a slow phase of the host that spans a whole
+/// round moves both sides of its pair, where it moves only one side's median in
+/// [`Summary::ratio`]. `None` when no round has both (or a baseline is zero).
+pub fn paired_ratio(
+    r: &ExperimentResult,
+    case: &str,
+    system: &str,
+    baseline: &str,
+    metric: &str,
+) -> Option<f64> {
+    let value = |sys: &str, round: u32| {
+        r.measurements
+            .iter()
+            .find(|m| m.case == case && m.system == sys && m.round == round)
+            .and_then(|m| m.metrics.get(metric).copied())
+    };
+    let ratios: Vec<f64> = r
+        .measurements
+        .iter()
+        .filter(|m| m.case == case && m.system == system)
+        .filter_map(|m| {
+            let a = m.metrics.get(metric).copied()?;
+            let b = value(baseline, m.round)?;
+            (b != 0.0).then_some(a / b)
+        })
+        .collect();
+    Stat::of(&ratios).map(|s| s.median)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Measurement;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn paired_ratio_is_the_median_of_each_rounds_ratio() {
+        let mut r = ExperimentResult::new("x", "-", "pairs");
+        // Round 1 is slow for both; round 2 only for the system (a phase change inside
+        // the round), which the median of the three pairs leaves out.
+        let rows = [
+            ("u", [6.0, 8.4, 8.5]),
+            ("k", [8.6, 12.3, 8.5]),
+            ("other", [1.0, 1.0, 1.0]),
+        ];
+        for (sys, v) in rows {
+            for (round, x) in v.into_iter().enumerate() {
+                r.measurements.push(Measurement {
+                    case: "tcp".into(),
+                    system: sys.into(),
+                    round: round as u32,
+                    seq: 0,
+                    metrics: BTreeMap::from([("p50".to_owned(), x)]),
+                });
+            }
+        }
+        let p = paired_ratio(&r, "tcp", "u", "k", "p50").unwrap();
+        // Pairs 0.698, 0.683 and 1.0: the median is round 0's.
+        assert!((p - 6.0 / 8.6).abs() < 1e-12, "{p}");
+        // The ratio of medians takes the system's slow rounds against the baseline's
+        // fast ones.
+        let m = Summary::of(&r).ratio("tcp", "u", "k", "p50").unwrap();
+        assert!((m - 8.4 / 8.6).abs() < 1e-12, "{m}");
+        assert_eq!(paired_ratio(&r, "tcp", "u", "missing", "p50"), None);
+        assert_eq!(paired_ratio(&r, "udp", "u", "k", "p50"), None);
+    }
+}

@@ -41,7 +41,7 @@ use crate::cpu::thread_cpu_time;
 use crate::exec;
 use crate::harness::{io_err, pin, pin_sut, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU};
 use crate::results::{ExperimentResult, Metric, PlotKind, PlotView, SystemKind, TableView, View};
-use crate::summary::Summary;
+use crate::summary::{paired_ratio, Summary};
 use crate::testbed::{Side, Testbed};
 
 /// Message size.
@@ -136,7 +136,7 @@ impl Experiment for Latency {
          The project's goal: ulnet busy-polling at ≤ 0.75x the kernel's spinning RTT, and ulnet \
          sleeping at ≤ 0.3x the kernel's blocking RTT."
     }
-    fn verdict(&self, _r: &ExperimentResult, s: &Summary) -> Vec<String> {
+    fn verdict(&self, r: &ExperimentResult, s: &Summary) -> Vec<String> {
         let mut out = Vec::new();
         for case in ["udp", "tcp"] {
             for (sys, base, goal, what) in [
@@ -152,8 +152,22 @@ impl Experiment for Latency {
                     } else {
                         "not met"
                     };
+                    // Beside the verdict, not instead of it: the same ratios round by
+                    // round (a slow phase of the host that spans a round moves both sides
+                    // of its pair).
+                    let paired = match (
+                        paired_ratio(r, case, sys, base, "rtt_p50_us"),
+                        paired_ratio(r, case, sys, base, "rtt_p99_us"),
+                    ) {
+                        (Some(c), Some(d)) => {
+                            format!(
+                                " (the median of the rounds' own ratios: p50 {c:.2}x, p99 {d:.2}x)"
+                            )
+                        }
+                        _ => String::new(),
+                    };
                     out.push(format!(
-                        "{}: ulnet {what}: p50 {a:.2}x, p99 {b:.2}x the kernel's; the goal of ≤ {goal}x (p50 and p99) is {met}.",
+                        "{}: ulnet {what}: p50 {a:.2}x, p99 {b:.2}x the kernel's; the goal of ≤ {goal}x (p50 and p99) is {met}{paired}.",
                         case.to_uppercase()
                     ));
                 }
