@@ -49,7 +49,7 @@ impl Stack {
                 Poll::Pending if turn => {
                     drop(g);
                     turn = false;
-                    self.engine().try_turn();
+                    self.engine().turn_or_wake();
                 }
                 Poll::Pending => {
                     self.registry().set_waker(key, dir, cx.waker());

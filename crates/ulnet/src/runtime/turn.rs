@@ -13,8 +13,8 @@
 //!   leaves from the caller's thread with no wake-up of another thread; while the loop's
 //!   thread drives, it only wakes it, and the loop batches many calls per doorbell;
 //! - an async write (tokio) that finds the send buffer full takes one turn if nobody
-//!   else is turning ([`Engine::try_turn`]) before it leaves its waker: the ACKs that
-//!   free the buffer may already wait on the ring;
+//!   else is turning ([`Engine::turn_or_wake`]) before it leaves its waker: the ACKs
+//!   that free the buffer may already wait on the ring;
 //! - the loop's own thread ([`Engine::run`]) turns whenever no application thread is
 //!   driving, and otherwise parks: 20 ms at a time while the drivers are busy, longer
 //!   while they sleep; a leaving driver unparks it after a long park, and so does any
@@ -227,22 +227,16 @@ impl Engine {
     /// now, no thread is woken), else a wake-up of whoever is (it may be asleep in
     /// `poll(2)`).
     pub(crate) fn turn_or_wake(&self) {
+        // A stopped loop has had its last flush: nothing turns it again.
+        if self.stopped() {
+            self.shared.wake();
+            return;
+        }
         match self.turn.try_lock() {
             Ok(mut t) => {
                 self.turn_locked(&mut **t);
             }
             Err(_) => self.shared.wake(),
-        }
-    }
-
-    /// One turn on the caller's thread if the loop runs and nobody else is turning
-    /// (then that turn takes in what this one would have).
-    pub(crate) fn try_turn(&self) {
-        if self.stopped() {
-            return;
-        }
-        if let Ok(mut t) = self.turn.try_lock() {
-            self.turn_locked(&mut **t);
         }
     }
 
