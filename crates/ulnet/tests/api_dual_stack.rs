@@ -132,7 +132,7 @@ fn tokio_connect_over_ipv6() {
     let server = echo(l, 1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
-        .enable_time()
+        .enable_all()
         .build()
         .unwrap();
     let got = rt.block_on(async {

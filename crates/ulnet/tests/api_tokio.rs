@@ -13,11 +13,17 @@ use ulnet::net::{Stack, TcpListener, TcpStream, UdpSocket};
 
 /// Two stacks joined by a pipe, with TCP send and receive buffers of `buffers` bytes.
 fn stacks(buffers: usize) -> (Stack, Stack) {
+    stacks_driven(buffers, true)
+}
+
+/// As [`stacks`], with tasks driving the loops or not (`StackBuilder::drive_from_tasks`).
+fn stacks_driven(buffers: usize, drive: bool) -> (Stack, Stack) {
     let (a, b) = pipe::pair().unwrap();
     let build = |addr: &str, ch| {
         Stack::builder()
             .address(addr)
             .tcp_buffers(buffers, buffers)
+            .drive_from_tasks(drive)
             .channel(ch)
             .build()
             .unwrap()
@@ -33,7 +39,7 @@ fn tokio_server_handles_1000_concurrent_clients() {
     let (a, b) = stacks(16 * 1024);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .enable_time()
+        .enable_all()
         .build()
         .unwrap();
     let listener = TcpListener::bind(&b, "0.0.0.0:8000").unwrap();
@@ -89,7 +95,7 @@ fn tokio_server_handles_1000_concurrent_clients() {
 fn async_udp_round_trips() {
     let (a, b) = stacks(16 * 1024);
     let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
         .unwrap();
     rt.block_on(async move {
@@ -168,7 +174,7 @@ fn bulk_writes_through_full_send_buffers_arrive_byte_exact() {
         }
     });
     let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
         .unwrap();
     rt.block_on(async move {
@@ -206,4 +212,143 @@ fn bulk_writes_through_full_send_buffers_arrive_byte_exact() {
             .unwrap();
         drop(streams);
     });
+}
+
+/// A blocking writer on stack B sends `len` bytes of [`pattern`] stream 0 to `port` on
+/// A, then closes.
+fn write_pattern(b: &Stack, port: u16, len: usize) -> std::thread::JoinHandle<()> {
+    let b = b.clone();
+    std::thread::spawn(move || {
+        let dst: SocketAddr = format!("198.18.0.1:{port}").parse().unwrap();
+        let mut s = ulnet::net::TcpStream::connect(&b, dst).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+        let data: Vec<u8> = (0..len).map(|i| pattern(0, i)).collect();
+        std::io::Write::write_all(&mut s, &data).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    })
+}
+
+/// Reads `s` to its end, checking every byte against [`pattern`] stream 0 from `at`;
+/// returns the new offset.
+async fn read_pattern(s: &mut TcpStream, mut at: usize) -> usize {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = s.read(&mut buf).await.unwrap();
+        if n == 0 {
+            return at;
+        }
+        for (k, &byte) in buf[..n].iter().enumerate() {
+            assert_eq!(byte, pattern(0, at + k), "byte {}", at + k);
+        }
+        at += n;
+    }
+}
+
+/// A task receiving a stream on a current-thread runtime with IO takes the frames in
+/// itself: its runtime's reactor watches the channel and the task turns the loop
+/// (`Stack::poll_op`), every byte arriving in order.
+#[test]
+fn a_task_receiving_a_stream_turns_the_loop_itself() {
+    const LEN: usize = 16 << 20;
+    let (a, b) = stacks(256 * 1024);
+    let listener = TcpListener::bind(&a, "0.0.0.0:8200").unwrap();
+    let writer = write_pattern(&b, 8200, LEN);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let got = rt.block_on(async {
+        let f = async {
+            let (mut s, _) = listener.accept_async().await.unwrap();
+            read_pattern(&mut s, 0).await
+        };
+        tokio::time::timeout(Duration::from_secs(120), f)
+            .await
+            .expect("the stream within 120 s")
+    });
+    writer.join().unwrap();
+    assert_eq!(got, LEN);
+    assert!(a.turns().tasks > 0, "{:?}", a.turns());
+    assert_eq!(b.turns().tasks, 0, "B has no tasks");
+}
+
+/// A task that stops waiting (its read dropped while pending, registered with its
+/// reactor, the runtime then gone) leaves the channel to the loop's thread: the
+/// stream's next data still arrives with nothing turning the loop but that thread
+/// (which parks while tasks turn, `runtime/turn.rs`).
+#[test]
+fn frames_a_gone_task_waited_for_are_taken_in_by_the_loops_thread() {
+    const LEN: usize = 256 * 1024;
+    let (a, b) = stacks(512 * 1024);
+    let listener = TcpListener::bind(&a, "0.0.0.0:8300").unwrap();
+    let dst: SocketAddr = "198.18.0.1:8300".parse().unwrap();
+    let mut tx = ulnet::net::TcpStream::connect(&b, dst).unwrap();
+    tx.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = rt.block_on(async {
+        let (s, _) = listener.accept_async().await.unwrap();
+        let mut buf = [0u8; 16];
+        let r = tokio::time::timeout(Duration::from_millis(50), s.read_async(&mut buf)).await;
+        assert!(r.is_err(), "nothing was sent yet");
+        s
+    });
+    assert!(a.turns().tasks > 0, "the task waited through its reactor");
+    drop(rt);
+    let data: Vec<u8> = (0..LEN).map(|i| pattern(0, i)).collect();
+    std::io::Write::write_all(&mut tx, &data).unwrap();
+    tx.shutdown(std::net::Shutdown::Write).unwrap();
+    // Only A's own thread turns A now: wait for the data to be readable without a
+    // call that would drive the loop (the rest follows as reads open the window).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let ready = a.readiness(&s).is_some_and(|e| e.readable);
+        if ready {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "A's loop thread took the stream in"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match std::io::Read::read(&mut &s, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(got == data, "{} of {LEN} bytes, in order", got.len());
+}
+
+/// With `drive_from_tasks(false)` async sockets need no IO driver: a runtime with
+/// timers only carries a stream, the loop's thread handing each batch to the task.
+#[test]
+fn without_task_driving_a_runtime_without_io_works() {
+    const LEN: usize = 1 << 20;
+    let (a, b) = stacks_driven(256 * 1024, false);
+    let listener = TcpListener::bind(&a, "0.0.0.0:8400").unwrap();
+    let writer = write_pattern(&b, 8400, LEN);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let got = rt.block_on(async {
+        let f = async {
+            let (mut s, _) = listener.accept_async().await.unwrap();
+            read_pattern(&mut s, 0).await
+        };
+        tokio::time::timeout(Duration::from_secs(60), f)
+            .await
+            .expect("the stream within 60 s")
+    });
+    writer.join().unwrap();
+    assert_eq!(got, LEN);
+    assert_eq!(a.turns().tasks, 0);
 }

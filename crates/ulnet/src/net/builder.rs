@@ -197,6 +197,7 @@ pub struct StackBuilder {
     pcap: Option<PathBuf>,
     apps: Vec<Box<dyn App + Send>>,
     close_linger: Duration,
+    drive_from_tasks: bool,
     /// The first setter failure; building returns it.
     error: Option<BuildError>,
 }
@@ -248,6 +249,7 @@ impl Default for StackBuilder {
             pcap: None,
             apps: Vec::new(),
             close_linger: Duration::from_secs(1),
+            drive_from_tasks: true,
             error: None,
         }
     }
@@ -559,6 +561,22 @@ impl StackBuilder {
         self
     }
 
+    /// Whether tokio tasks whose socket operation is pending drive the loop from their
+    /// own thread (default: yes, when the loop sleeps and its channel has a
+    /// descriptor): the channel is registered with the task's runtime's reactor, and a
+    /// task woken by it turns the loop, as a blocked call does, instead of the loop's
+    /// thread taking every batch in and waking the task. This needs the runtime's IO
+    /// driver, as tokio's own sockets do (`enable_io` or `enable_all`, which
+    /// `#[tokio::main]` sets); without it the first pending operation panics in tokio.
+    /// With `false` async sockets work on any runtime, the loop's thread handing every
+    /// batch over (at MTU 1500 about a tenth slower and a third more CPU per byte:
+    /// docs/performance.md, "Session 18"). No effect without the `tokio` feature.
+    #[must_use]
+    pub fn drive_from_tasks(mut self, yes: bool) -> Self {
+        self.drive_from_tasks = yes;
+        self
+    }
+
     /// Runs over `channel` instead of opening a backend: e.g. one end of a
     /// [`pipe`](crate::channel::pipe::pair) or a simulated wire. The MAC defaults to one derived
     /// from the address.
@@ -579,12 +597,13 @@ impl StackBuilder {
     pub fn build(mut self) -> Result<Stack, BuildError> {
         let apps = std::mem::take(&mut self.apps);
         let close_linger = self.close_linger;
+        let drive_from_tasks = self.drive_from_tasks;
         let mut rt = self.build_runtime()?;
         // Sockets may be used as soon as this returns: IPv6 addresses must have passed
         // duplicate address detection (RFC 4862 §5.4) by then.
         let timeout = rt.settle_timeout();
         rt.settle_addresses(timeout)?;
-        Ok(Stack::start(rt, apps, close_linger)?)
+        Ok(Stack::start(rt, apps, close_linger, drive_from_tasks)?)
     }
 
     /// Opens the channel and builds the interface and its runtime, without starting

@@ -21,7 +21,9 @@
 //!
 //! Errors are `std::io::Error`s with the kinds std uses (`WouldBlock`,
 //! `ConnectionReset`, `ConnectionRefused`, `TimedOut`, `AddrInUse`, `BrokenPipe`,
-//! `NotConnected`, `InvalidInput`). Misuse returns an error, never a panic.
+//! `NotConnected`, `InvalidInput`). Misuse returns an error, never a panic; the one
+//! exception is tokio's own: async sockets on a runtime without its IO driver (see
+//! [`StackBuilder::drive_from_tasks`]).
 //!
 //! Invariants: lock order is interface, then registry, then a socket's notify cell;
 //! nothing blocks while holding the interface lock; a handle of the engine is used only
@@ -40,7 +42,7 @@ mod udp;
 pub use builder::{BuildError, CidrError, StackBuilder};
 pub use poll::{Event, Interest, Poller, Source, Token};
 pub use reactor::WatchFn;
-pub use stack::Stack;
+pub use stack::{Stack, Turns};
 pub use tcp::{ConnectOptions, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 

@@ -39,6 +39,13 @@ pub(crate) struct StackInner {
     close_linger: Duration,
     /// The loop, turned by its own thread and by application threads that wait.
     engine: Arc<Engine>,
+    /// The channel registered with the reactor of the tokio runtime the first pending
+    /// async operation ran on (`tokio_io.rs`).
+    #[cfg(feature = "tokio")]
+    pub(super) reactor_fd: std::sync::OnceLock<super::tokio_io::ReactorFd>,
+    /// [`StackBuilder::drive_from_tasks`].
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(super) drive_from_tasks: bool,
     thread: Mutex<Option<JoinHandle<io::Result<()>>>>,
 }
 
@@ -104,13 +111,14 @@ impl Stack {
         rt: Runtime<C>,
         apps: Vec<Box<dyn App + Send>>,
     ) -> io::Result<Stack> {
-        Stack::start(rt, apps, Duration::from_secs(1))
+        Stack::start(rt, apps, Duration::from_secs(1), true)
     }
 
     pub(super) fn start<C: Channel + Send + 'static>(
         rt: Runtime<C>,
         apps: Vec<Box<dyn App + Send>>,
         close_linger: Duration,
+        drive_from_tasks: bool,
     ) -> io::Result<Stack> {
         let addresses = rt.iface().config().addresses.clone();
         let local_ip = addresses
@@ -143,6 +151,9 @@ impl Stack {
                 addresses,
                 close_linger,
                 engine,
+                #[cfg(feature = "tokio")]
+                reactor_fd: std::sync::OnceLock::new(),
+                drive_from_tasks,
                 thread: Mutex::new(Some(thread)),
             }),
         })
@@ -286,6 +297,22 @@ impl Stack {
         super::poll::level(&mut g, key)
     }
 
+    /// Where the loop has turned besides its own thread: how much of the stack's work
+    /// ran on the application's threads (`runtime/turn.rs`).
+    pub fn turns(&self) -> Turns {
+        let (blocked_calls, tasks) = self.inner.engine.turn_counts();
+        Turns {
+            blocked_calls,
+            tasks,
+        }
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(super) fn inner(&self) -> &StackInner {
+        &self.inner
+    }
+
+    #[cfg(feature = "tokio")]
     pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine
     }
@@ -361,6 +388,17 @@ impl Stack {
     }
 }
 
+/// Turns of a [`Stack`]'s loop taken on application threads ([`Stack::turns`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Turns {
+    /// By threads blocked in a socket call, driving the loop until their socket is
+    /// ready.
+    pub blocked_calls: u64,
+    /// By tokio tasks whose operation was pending, when their runtime's reactor saw
+    /// frames on the channel.
+    pub tasks: u64,
+}
+
 /// Whether a finished socket call may have queued something for the wire
 /// ([`Stack::block`]).
 #[derive(Debug, Clone, Copy)]
@@ -375,7 +413,7 @@ pub(crate) enum Queued {
 }
 
 impl Queued {
-    fn check(self, iface: &Interface) -> bool {
+    pub(super) fn check(self, iface: &Interface) -> bool {
         match self {
             Queued::Maybe => true,
             Queued::Nothing => false,

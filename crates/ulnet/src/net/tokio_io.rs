@@ -13,53 +13,176 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
 use super::error::stopped;
 use super::reactor::{Dir, Key};
-use super::stack::Stack;
+use super::stack::{Queued, Stack};
 use super::{TcpListener, TcpStream, UdpSocket};
+use crate::runtime::AsyncTurn;
 use ulnet_stack::iface::Interface;
 
-impl Stack {
-    /// One try at `op` with the interface locked; when pending, the task's waker is
-    /// registered (and `arm` run) under the same lock, so no readiness is missed.
+/// The loop's channel registered with a tokio runtime's reactor, so a task whose
+/// operation is pending sleeps in the reactor on the channel and turns the loop itself
+/// when frames come ([`Engine::async_turn`](crate::runtime::Engine)).
+pub(crate) struct ReactorFd {
+    /// `None` when the loop cannot be driven this way (it busy-polls, or its channel
+    /// has no descriptor).
+    fd: Option<AsyncFd<OwnedFd>>,
+    /// The runtime the descriptor was registered with is gone: tasks wait for the
+    /// loop's thread instead.
+    broken: AtomicBool,
+}
+
+impl ReactorFd {
+    /// Registers `fd` with the current runtime's reactor for readability.
     ///
-    /// A write that finds the send buffer full first turns the loop once on the task's
-    /// own thread when no one else is turning (the ACKs that free the buffer may wait
-    /// on the ring), as a blocked `write` does (`runtime/turn.rs`), rather than wait for
-    /// the loop's thread to take them in and hand the task a wake-up: `ulnet bench
-    /// hurd-tcp --case tx-1500`, tokio sending at MTU 1500, 7.20-7.27 → 7.55-7.76 Gb/s
-    /// (docs/performance.md, "Session 17"). Reads do not: at MTU 9000 the same turn cut
-    /// a tokio reader's stream from 20 to 15 Gb/s.
+    /// # Panics
+    /// In tokio, when the current runtime has its IO driver disabled, as tokio's own
+    /// sockets do ([`StackBuilder::drive_from_tasks`](super::StackBuilder::drive_from_tasks)).
+    // `with_interest` is deprecated for inner types whose descriptor could change or
+    // close under the reactor; an `OwnedFd` owns its descriptor for the `AsyncFd`'s
+    // whole life, which is what its unsafe successor asks the caller to promise (and
+    // this crate has no unsafe code).
+    #[allow(deprecated)]
+    fn new(fd: Option<BorrowedFd<'_>>) -> ReactorFd {
+        let fd = fd
+            .and_then(|fd| fd.try_clone_to_owned().ok())
+            .and_then(|fd| AsyncFd::with_interest(fd, Interest::READABLE).ok());
+        ReactorFd {
+            fd,
+            broken: AtomicBool::new(false),
+        }
+    }
+
+    fn get(&self) -> Option<&AsyncFd<OwnedFd>> {
+        self.fd
+            .as_ref()
+            .filter(|_| !self.broken.load(Ordering::Relaxed))
+    }
+}
+
+/// Turns a task may take in one poll before it yields to its runtime's other tasks.
+const TURNS_PER_POLL: u32 = 64;
+
+impl Stack {
+    /// `op` with the interface locked until it is ready or must wait; a pending
+    /// operation registers the task's waker (under the same lock, so no readiness is
+    /// missed) and, where the loop sleeps on a channel descriptor, the descriptor with
+    /// the task's reactor.
+    ///
+    /// The task's own thread then drives the loop, as a blocked call does
+    /// (`runtime/turn.rs`): woken by its reactor when frames arrive, it turns the loop
+    /// ([`Engine::async_turn`](crate::runtime::Engine)) and looks at its socket again,
+    /// while the loop's thread stays parked. Before, the loop's thread took every batch
+    /// in and woke the task: two context switches per batch on a shared core (45,800 and
+    /// 53,800 futex calls per GB received at MTU 1500, against 7,700 and 77 for a
+    /// blocking reader; docs/performance.md, "Session 18"). Where the loop cannot be
+    /// driven this way, a write that finds the send buffer full still turns the loop
+    /// once (the ACKs that free it may wait on the ring) and every pending operation
+    /// wakes the loop's thread.
+    ///
+    /// `queued` says, under the lock, whether the finished operation left something for
+    /// the wire; only then does a turn (or a wake-up of the loop's thread) follow it.
     pub(crate) fn poll_op<T>(
         &self,
         key: Key,
         dir: Dir,
         cx: &mut Context<'_>,
         mut op: impl FnMut(&mut Interface) -> Poll<io::Result<T>>,
-        arm: &dyn Fn(),
+        queued: Queued,
     ) -> Poll<io::Result<T>> {
-        let mut turn = matches!(dir, Dir::Write);
-        let r = loop {
+        let reactor = self.reactor_fd();
+        let mut turn_once = reactor.is_none() && matches!(dir, Dir::Write);
+        let mut turns = 0;
+        loop {
             let mut g = self.handle().lock();
-            match op(&mut g) {
-                Poll::Ready(r) => break Poll::Ready(r),
-                Poll::Pending if self.registry().is_closed() => break Poll::Ready(Err(stopped())),
-                Poll::Pending if turn => {
+            let r = match op(&mut g) {
+                Poll::Ready(r) => {
+                    let leaves = queued.check(&g);
                     drop(g);
-                    turn = false;
+                    if reactor.is_none() {
+                        self.handle().wake();
+                    } else if leaves {
+                        self.engine().after_call();
+                    }
+                    return Poll::Ready(r);
+                }
+                Poll::Pending if self.registry().is_closed() => Poll::Ready(Err(stopped())),
+                Poll::Pending if turn_once => {
+                    drop(g);
+                    turn_once = false;
                     self.engine().turn_or_wake();
+                    continue;
                 }
                 Poll::Pending => {
                     self.registry().set_waker(key, dir, cx.waker());
-                    arm();
-                    break Poll::Pending;
+                    Poll::Pending
                 }
+            };
+            drop(g);
+            let Some(fd) = reactor.filter(|_| r.is_pending()) else {
+                self.handle().wake();
+                return r;
+            };
+            if turns == TURNS_PER_POLL {
+                // Cooperative: other tasks of this runtime get a turn too.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
             }
-        };
-        self.handle().wake();
-        r
+            turns += 1;
+            match fd.poll_read_ready(cx) {
+                // The reactor wakes the task when frames come; its socket's waker when
+                // another thread's turn brings its news.
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(_)) => {
+                    // The runtime the descriptor was registered with is gone.
+                    self.reactor_fd_broken();
+                    self.handle().wake();
+                    return Poll::Pending;
+                }
+                Poll::Ready(Ok(mut ready)) => match self.engine().async_turn() {
+                    AsyncTurn::Busy => {
+                        // Whoever turns wakes the socket; readiness stays for later.
+                        ready.retain_ready();
+                        return Poll::Pending;
+                    }
+                    AsyncTurn::Progress => ready.retain_ready(),
+                    AsyncTurn::Spin => {
+                        // Polled again after the runtime's other tasks (and a look
+                        // at its reactor), the readiness kept so it turns at once.
+                        ready.retain_ready();
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    // Cleared with the readiness event's own tick: a frame that came
+                    // after the turn looked at the ring has moved it, and stays.
+                    AsyncTurn::Idle => ready.clear_ready(),
+                },
+            }
+        }
+    }
+
+    /// This stack's channel registered with the current runtime's reactor (on first
+    /// use), when tasks can drive the loop.
+    fn reactor_fd(&self) -> Option<&AsyncFd<OwnedFd>> {
+        self.inner()
+            .reactor_fd
+            .get_or_init(|| {
+                let fd = self.engine().async_fd();
+                ReactorFd::new(fd.filter(|_| self.inner().drive_from_tasks))
+            })
+            .get()
+    }
+
+    fn reactor_fd_broken(&self) {
+        if let Some(r) = self.inner().reactor_fd.get() {
+            r.broken.store(true, Ordering::Relaxed);
+        }
     }
 }
 
@@ -77,7 +200,7 @@ impl TcpStream {
                 Dir::Write,
                 cx,
                 |iface| s.poll_established(iface),
-                &|| {},
+                Queued::Nothing,
             )
         })
         .await?;
@@ -107,7 +230,7 @@ impl TcpStream {
             Dir::Read,
             cx,
             |iface| self.try_read(iface, buf, false),
-            &|| {},
+            Queued::TcpOutput,
         )
     }
 
@@ -117,7 +240,7 @@ impl TcpStream {
             Dir::Write,
             cx,
             |iface| self.try_write(iface, buf),
-            &|| {},
+            Queued::Maybe,
         )
     }
 }
@@ -171,7 +294,7 @@ impl TcpListener {
                 Dir::Read,
                 cx,
                 |iface| self.try_accept(iface),
-                &|| {},
+                Queued::Maybe,
             )
         })
         .await
@@ -191,7 +314,7 @@ impl UdpSocket {
                 Dir::Write,
                 cx,
                 |iface| self.try_send_to(iface, buf, addr, start),
-                &|| {},
+                Queued::Maybe,
             )
         })
         .await
@@ -208,7 +331,7 @@ impl UdpSocket {
                 Dir::Read,
                 cx,
                 |iface| self.try_recv_from(iface, buf),
-                &|| {},
+                Queued::Nothing,
             )
         })
         .await

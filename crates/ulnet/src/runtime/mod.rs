@@ -55,6 +55,8 @@ pub use backend::{interface_mac, local_mac, parse_mac, AnyChannel, Backend, Pcap
 pub(crate) use backend::{open, Link, NetConfig};
 pub use clock::{Clock, Epoch};
 pub use driver::{App, Driver, Flushed, Iteration};
+#[cfg(feature = "tokio")]
+pub(crate) use turn::AsyncTurn;
 pub(crate) use turn::Engine;
 
 /// The default of [`Runtime::set_spin`]: about two vCPU wake-ups (docs/LINUX-NOTES.md: 20-25 µs
@@ -93,6 +95,17 @@ pub const COALESCE_BATCH: usize = 32;
 
 /// The batch a coalescing sleep aims for, in bytes (see [`MAX_COALESCE`]).
 pub const COALESCE_BYTES: u64 = 16 * 1024;
+
+/// Frames at least this large on average (over the stream, since the loop last sent) stop the
+/// coalescing: the loop spins instead. Coalescing amortises per-frame work (a wake-up,
+/// a turn, an ACK) over a batch; a jumbo frame carries six times the bytes of a
+/// 1500-byte one for the same work, and there the sleeps cost more stream than they
+/// saved CPU: `ulnet bench hurd-tcp --case rx-9000`, a tokio reader turning the loop
+/// itself, 16.5-17.7 Gb/s coalescing against 20.9-22.3 spinning; a blocking reader
+/// 17.1-18.0 against 21.2-21.4, at 0.73-0.76 s/GB of machine CPU instead of 0.62. At
+/// MTU 65535 spinning costs some (29-33 → 27-29 Gb/s, still 1.8x the kernel with its
+/// offloads); docs/performance.md, "Session 18".
+pub const COALESCE_FRAME_LIMIT: u64 = 4096;
 
 /// Frames a loop must have received since it last sent data (a TCP peer acknowledged
 /// some of ours, or a datagram left) or delivered a datagram before it coalesces. A
@@ -280,6 +293,8 @@ pub struct Runtime<C> {
     /// Frames received since the loop last sent data, delivered a datagram or slept
     /// long on the channel.
     rx_run: usize,
+    /// The bytes of those frames (their average against [`COALESCE_FRAME_LIMIT`]).
+    rx_run_bytes: u64,
     /// Our TCP bytes acknowledged plus UDP datagrams sent and delivered, at the last
     /// iteration.
     sent_seen: u64,
@@ -351,6 +366,7 @@ impl<C: Channel> Runtime<C> {
             coalesced: false,
             sleep_batch: (0, 0),
             rx_run: 0,
+            rx_run_bytes: 0,
             sent_seen: 0,
             data_seen: 0,
             last_active: now,
@@ -419,7 +435,10 @@ impl<C: Channel> Runtime<C> {
     /// Whether the next spin is replaced by a coalescing sleep: the loop is receiving a
     /// stream.
     fn coalescing(&self) -> bool {
-        !self.coalesce.is_zero() && self.rx_run >= COALESCE_AFTER && self.spinning()
+        !self.coalesce.is_zero()
+            && self.rx_run >= COALESCE_AFTER
+            && self.rx_run_bytes < COALESCE_FRAME_LIMIT * self.rx_run as u64
+            && self.spinning()
     }
 
     /// A coalescing sleep, counted: how long, and the wake-up count it must see
@@ -436,6 +455,7 @@ impl<C: Channel> Runtime<C> {
     fn slept(&mut self, d: Duration) {
         if d >= STREAM_GAP {
             self.rx_run = 0;
+            self.rx_run_bytes = 0;
             self.coalesce_now = self.coalesce;
         }
         if self.spin_base.is_zero() {
@@ -514,9 +534,11 @@ impl<C: Channel> Runtime<C> {
             self.data_seen = data;
             if sent == self.sent_seen {
                 self.rx_run = self.rx_run.saturating_add(received);
+                self.rx_run_bytes = self.rx_run_bytes.saturating_add(received_bytes);
             } else {
                 self.sent_seen = sent;
                 self.rx_run = 0;
+                self.rx_run_bytes = 0;
                 self.coalesce_now = self.coalesce;
             }
             // Timers may have changed sockets: the app hears it next iteration, and
@@ -884,6 +906,11 @@ mod tests {
         rt.rx_run = COALESCE_AFTER - 1;
         assert!(!rt.coalescing(), "too few frames for a stream");
         rt.rx_run = COALESCE_AFTER;
+        assert!(rt.coalescing());
+        // A stream of jumbo frames spins instead.
+        rt.rx_run_bytes = COALESCE_AFTER as u64 * 9014;
+        assert!(!rt.coalescing(), "frames of 9014 bytes");
+        rt.rx_run_bytes = COALESCE_AFTER as u64 * 1514;
         assert!(rt.coalescing());
         // Past the spin time the loop sleeps on the channel instead.
         rt.last_now = rt.last_active + rt.spin;

@@ -15,10 +15,15 @@
 //! - an async write (tokio) that finds the send buffer full takes one turn if nobody
 //!   else is turning ([`Engine::turn_or_wake`]) before it leaves its waker: the ACKs
 //!   that free the buffer may already wait on the ring;
+//! - a tokio task whose operation is pending turns the loop when its runtime's reactor
+//!   saw the channel readable ([`Engine::async_turn`], `net/tokio_io.rs`): the task's
+//!   thread sleeps in the reactor's `epoll_wait` on the channel, as a blocked reader
+//!   sleeps in `poll(2)` on it, and takes its frames in itself;
 //! - the loop's own thread ([`Engine::run`]) turns whenever no application thread is
 //!   driving, and otherwise parks: 20 ms at a time while the drivers are busy, longer
 //!   while they sleep; a leaving driver unparks it after a long park, and so does any
-//!   [`Handle::wake`](super::Handle::wake) (a close, a connect).
+//!   [`Handle::wake`](super::Handle::wake) (a close, a connect). While tasks turn it
+//!   parks [`PARK_ASYNC`] at a time, waking for the deadlines their idle turns saw.
 //!
 //! On two cores with the application and the loop on one (the bench's layout, and what a
 //! pinned latency-sensitive service does), the hand-off cost two context switches and a
@@ -48,6 +53,33 @@ const PARK_BUSY: Duration = Duration::from_millis(20);
 /// The longest park while the drivers sleep; past [`PARK_BUSY`] a leaving driver unparks
 /// the loop's thread, so this bounds nothing but the idle wake-up rate.
 const PARK_IDLE_MAX: Duration = Duration::from_millis(200);
+
+/// How long the loop's thread parks while tokio tasks turn the loop. A task cannot
+/// say it stopped waiting (its future may be dropped while pending), so after a park
+/// in which no task turned, the loop's thread takes the channel back: this bounds how
+/// long frames wait for a task that is gone. Each park costs one wake-up of this
+/// thread, 500 a second at most.
+const PARK_ASYNC: Duration = Duration::from_millis(2);
+
+/// No deadline ([`Engine::async_deadline`]).
+const NO_DEADLINE: u64 = u64::MAX;
+
+/// What a tokio task's turn did ([`Engine::async_turn`]).
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AsyncTurn {
+    /// Another thread holds the turn (it wakes the task's socket if it has news).
+    Busy,
+    /// Frames moved or events came: look at the socket and turn again.
+    Progress,
+    /// Nothing came, but the loop is within its spin time (data or a send a moment
+    /// ago): the task should yield and turn again rather than sleep, as a blocked
+    /// reader spins (a sleeping vCPU takes tens of µs to wake).
+    Spin,
+    /// Nothing came; the channel is readied for a sleep: the task may wait for its
+    /// reactor to see the channel readable.
+    Idle,
+}
 
 /// What one turn did.
 #[derive(Debug, Clone, Copy)]
@@ -142,6 +174,19 @@ pub(crate) struct Engine {
     /// A turn failed on an application thread (a channel system call): the loop ends
     /// with this error.
     failed: Mutex<Option<io::Error>>,
+    /// How the loop waits (tasks drive it only when it sleeps).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    mode: WaitMode,
+    /// Turns taken by tokio tasks ([`async_turn`](Self::async_turn)): while they
+    /// move, the loop's thread parks.
+    async_turns: AtomicU64,
+    /// The next deadline a task's idle turn found, in nanoseconds since `epoch`
+    /// ([`NO_DEADLINE`]: none); the parked loop's thread wakes for it.
+    async_deadline: AtomicU64,
+    /// When the loop's thread parked for tasks is due back, in nanoseconds since
+    /// `epoch`: a task that finds an earlier deadline unparks it.
+    park_until: AtomicU64,
+    epoch: std::time::Instant,
 }
 
 impl std::fmt::Debug for Engine {
@@ -167,6 +212,7 @@ impl Engine {
         A: App + Send + 'static,
     {
         let shared = Arc::clone(&rt.shared);
+        let mode = rt.mode;
         let wait_fd = rt
             .channel()
             .wait_fd()
@@ -180,7 +226,123 @@ impl Engine {
             app_turns: AtomicU64::new(0),
             deep_parked: AtomicBool::new(false),
             failed: Mutex::new(None),
+            mode,
+            async_turns: AtomicU64::new(0),
+            async_deadline: AtomicU64::new(NO_DEADLINE),
+            park_until: AtomicU64::new(NO_DEADLINE),
+            epoch: std::time::Instant::now(),
         })
+    }
+
+    /// Turns taken so far by application threads inside blocked calls, and by tokio
+    /// tasks.
+    pub(crate) fn turn_counts(&self) -> (u64, u64) {
+        (
+            self.app_turns.load(Ordering::Relaxed),
+            self.async_turns.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The descriptor a tokio task's reactor may watch for the loop's frames: the
+    /// channel's wait descriptor when the loop sleeps (a busy-polled loop's thread
+    /// spins for them, and a channel without one, the simulator's, has nothing to
+    /// watch).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn async_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match self.mode {
+            WaitMode::Sleep => self.wait_fd.as_ref().map(AsFd::as_fd),
+            WaitMode::BusyPoll => None,
+        }
+    }
+
+    /// One turn on a tokio task's thread, after its reactor saw the channel readable
+    /// (or before its first wait): the task's own thread takes the frames in, as a
+    /// blocked reader's does ([`drive_until`](Self::drive_until)), instead of the loop's
+    /// thread taking them and waking the task (two context switches per batch on a
+    /// shared core). An idle turn readies the channel for a sleep and records the
+    /// loop's next deadline for the parked loop's thread.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn async_turn(&self) -> AsyncTurn {
+        if self.stopped() {
+            return AsyncTurn::Busy;
+        }
+        let Ok(mut t) = self.turn.try_lock() else {
+            return AsyncTurn::Busy;
+        };
+        let Some(turned) = self.turn_locked(&mut **t) else {
+            return AsyncTurn::Busy;
+        };
+        self.async_turns.fetch_add(1, Ordering::Relaxed);
+        if turned.progressed || turned.received > 0 {
+            return AsyncTurn::Progress;
+        }
+        if t.spinning() {
+            if let Some((d, kicks)) = t.coalescing() {
+                drop(t);
+                if let Err(e) = self.shared.sleep(None, Some(d), kicks) {
+                    relock(&self.failed).get_or_insert(e);
+                    self.shared.stop.store(true, Ordering::SeqCst);
+                }
+            }
+            return AsyncTurn::Spin;
+        }
+        match t.sleep_plan() {
+            Ok(Some(timeout)) => {
+                drop(t);
+                let at = timeout.map_or(NO_DEADLINE, |d| {
+                    let at = self.epoch.elapsed() + d;
+                    u64::try_from(at.as_nanos()).unwrap_or(NO_DEADLINE - 1)
+                });
+                self.async_deadline.store(at, Ordering::SeqCst);
+                if at < self.park_until.load(Ordering::SeqCst) {
+                    self.shared.unpark_loop();
+                }
+                AsyncTurn::Idle
+            }
+            Ok(None) => AsyncTurn::Progress,
+            Err(e) => {
+                drop(t);
+                relock(&self.failed).get_or_insert(e);
+                self.shared.stop.store(true, Ordering::SeqCst);
+                self.shared.wake();
+                if let Some(t) = self.shared.loop_thread.get() {
+                    t.unpark();
+                }
+                AsyncTurn::Busy
+            }
+        }
+    }
+
+    /// The loop's thread while tokio tasks turn the loop: parks until the deadline the
+    /// tasks' idle turns found or [`PARK_ASYNC`], then takes that deadline if no one
+    /// else is turning.
+    fn park_for_tasks(&self) {
+        let now = self.epoch.elapsed();
+        let deadline = self.async_deadline.load(Ordering::SeqCst);
+        let park = match deadline.checked_sub(u64::try_from(now.as_nanos()).unwrap_or(0)) {
+            _ if deadline == NO_DEADLINE => PARK_ASYNC,
+            Some(left) => Duration::from_nanos(left).min(PARK_ASYNC),
+            None => Duration::ZERO,
+        };
+        if !park.is_zero() {
+            let until = u64::try_from((now + park).as_nanos()).unwrap_or(NO_DEADLINE - 1);
+            self.park_until.store(until, Ordering::SeqCst);
+            // Published before the park, as in `run_inner`.
+            self.shared.loop_parked.store(true, Ordering::SeqCst);
+            std::thread::park_timeout(park);
+            self.shared.loop_parked.store(false, Ordering::SeqCst);
+            self.park_until.store(NO_DEADLINE, Ordering::SeqCst);
+        }
+        let due = self.async_deadline.load(Ordering::SeqCst);
+        if due != NO_DEADLINE
+            && u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(NO_DEADLINE) >= due
+        {
+            if let Ok(mut t) = self.turn.try_lock() {
+                // Taken: the next idle turn records the next one.
+                self.async_deadline.store(NO_DEADLINE, Ordering::SeqCst);
+                self.turn_locked(&mut **t);
+            }
+        }
     }
 
     fn stopped(&self) -> bool {
@@ -381,7 +543,16 @@ impl Engine {
         // Application threads have driven this loop: they may share this thread's
         // core, so a busy-polling turn here yields instead of spinning (below).
         let mut shared = false;
+        // Tokio tasks' turns seen so far: while the count moves, tasks watch the
+        // channel through their reactor and this thread stays out of their way.
+        let mut async_seen = 0;
         while !self.stopped() {
+            let turns = self.async_turns.load(Ordering::Relaxed);
+            if turns != async_seen {
+                async_seen = turns;
+                self.park_for_tasks();
+                continue;
+            }
             if self.drivers.load(Ordering::SeqCst) > 0 {
                 shared = true;
                 let seen = self.app_turns.load(Ordering::Relaxed);

@@ -620,7 +620,7 @@ pub(super) fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::R
 /// would run: the task is the only one, so every wake-up goes to it.
 fn tokio_rt() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
 }
 
