@@ -1,6 +1,8 @@
 //! Async sockets under tokio: a server task per connection on stack B handles 1,000
 //! concurrent client tasks on stack A (two stacks joined by an in-memory link, each on
-//! its own runtime thread); every echo comes back byte-exact. Also async UDP.
+//! its own runtime thread); every echo comes back byte-exact. Also async UDP, tasks
+//! driving the loop through their reactor (and leaving it), runtimes without an IO
+//! driver, and an executor that is not tokio's.
 
 #![cfg(feature = "tokio")]
 
@@ -347,6 +349,46 @@ fn without_task_driving_a_runtime_without_io_works() {
         tokio::time::timeout(Duration::from_secs(60), f)
             .await
             .expect("the stream within 60 s")
+    });
+    writer.join().unwrap();
+    assert_eq!(got, LEN);
+    assert_eq!(a.turns().tasks, 0);
+}
+
+/// Polls `f` to completion on this thread, outside any tokio runtime: the least an
+/// executor does (park until the waker unparks). The park is bounded so a lost wake-up
+/// shows as slowness rather than a hang; the caller bounds the whole.
+fn block_on_plain<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "done within 60 s");
+        std::thread::park_timeout(Duration::from_millis(200));
+    }
+}
+
+/// The async operations are futures like any other: polled by an executor that is not
+/// tokio's there is no reactor to register with, and the loop's thread hands over.
+#[test]
+fn async_sockets_work_outside_a_tokio_runtime() {
+    const LEN: usize = 1 << 20;
+    let (a, b) = stacks(256 * 1024);
+    let listener = TcpListener::bind(&a, "0.0.0.0:8500").unwrap();
+    let writer = write_pattern(&b, 8500, LEN);
+    let got = block_on_plain(async {
+        let (mut s, _) = listener.accept_async().await.unwrap();
+        read_pattern(&mut s, 0).await
     });
     writer.join().unwrap();
     assert_eq!(got, LEN);

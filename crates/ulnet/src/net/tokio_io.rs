@@ -2,10 +2,13 @@
 //! [`TcpStream`], async connect and accept, async UDP send and receive.
 //!
 //! A pending operation stores the task's waker in the socket's registry entry under
-//! the interface lock; the runtime loop wakes it on the socket's next readiness event
-//! (see [`reactor`](super::reactor)). Nothing polls on a timer. One waker per direction
-//! and socket: like tokio's own sockets, concurrent reads of one stream from two tasks
-//! wake only the last one to wait.
+//! the interface lock; whichever thread turns the loop wakes it on the socket's next
+//! readiness event (see [`reactor`](super::reactor)). Inside a tokio runtime the task
+//! also waits on the loop's channel through the runtime's reactor, and turns the loop
+//! itself when frames come ([`Stack::poll_op`]); the loop's thread then stays parked.
+//! Nothing polls on a timer. One waker per direction and socket: like tokio's own
+//! sockets, concurrent reads of one stream from two tasks wake only the last one to
+//! wait.
 
 use std::future::poll_fn;
 use std::io;
@@ -168,15 +171,20 @@ impl Stack {
     }
 
     /// This stack's channel registered with the current runtime's reactor (on first
-    /// use), when tasks can drive the loop.
+    /// use), when tasks can drive the loop. Outside a tokio runtime (another executor
+    /// polling the future) there is no reactor: the loop's thread hands over, as with
+    /// [`drive_from_tasks(false)`](super::StackBuilder::drive_from_tasks), and a later
+    /// operation inside a runtime registers.
     fn reactor_fd(&self) -> Option<&AsyncFd<OwnedFd>> {
-        self.inner()
-            .reactor_fd
-            .get_or_init(|| {
-                let fd = self.engine().async_fd();
-                ReactorFd::new(fd.filter(|_| self.inner().drive_from_tasks))
-            })
-            .get()
+        let inner = self.inner();
+        if let Some(r) = inner.reactor_fd.get() {
+            return r.get();
+        }
+        let fd = self.engine().async_fd().filter(|_| inner.drive_from_tasks);
+        if fd.is_some() && tokio::runtime::Handle::try_current().is_err() {
+            return None;
+        }
+        inner.reactor_fd.get_or_init(|| ReactorFd::new(fd)).get()
     }
 
     fn reactor_fd_broken(&self) {

@@ -101,7 +101,7 @@ pub const COALESCE_BYTES: u64 = 16 * 1024;
 /// a turn, an ACK) over a batch; a jumbo frame carries six times the bytes of a
 /// 1500-byte one for the same work, and there the sleeps cost more stream than they
 /// saved CPU: `ulnet bench hurd-tcp --case rx-9000`, a tokio reader turning the loop
-/// itself, 16.5-17.7 Gb/s coalescing against 20.9-22.3 spinning; a blocking reader
+/// itself, 16.5-17.7 Gb/s coalescing against 20.3-22.6 spinning; a blocking reader
 /// 17.1-18.0 against 21.2-21.4, at 0.73-0.76 s/GB of machine CPU instead of 0.62. At
 /// MTU 65535 spinning costs some (29-33 → 27-29 Gb/s, still 1.8x the kernel with its
 /// offloads); docs/performance.md, "Session 18".

@@ -378,7 +378,7 @@ fn declare_systems(ctx: &mut Ctx<'_>, used: &[&'static str], cc: &str) {
                 v.push(("bursts", BURSTS_SETUP.into()));
                 v[0] = (
                     "API",
-                    "ulnet::net async sockets on a current-thread tokio runtime (the application's only task): rx: TcpListener::accept_async + AsyncReadExt::read of 64 KiB, every byte checked; tx: TcpStream::connect_async + AsyncWriteExt::write_all of 64 KiB, shutdown, read to EOF".into(),
+                    "ulnet::net async sockets on a current-thread tokio runtime with IO and timers enabled (the application's only task, which turns the loop when its reactor sees the channel readable): rx: TcpListener::accept_async + AsyncReadExt::read of 64 KiB, every byte checked; tx: TcpStream::connect_async + AsyncWriteExt::write_all of 64 KiB, shutdown, read to EOF".into(),
                 );
                 v
             }

@@ -617,7 +617,8 @@ pub(super) fn ulnet_tx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::R
 }
 
 /// A current-thread tokio runtime for one application thread, as a small async service
-/// would run: the task is the only one, so every wake-up goes to it.
+/// would run: the task is the only one, so every wake-up goes to it. IO enabled, as
+/// `#[tokio::main]` does: the task then drives the loop (`StackBuilder::drive_from_tasks`).
 fn tokio_rt() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
