@@ -149,9 +149,17 @@ impl Stack {
                     return Poll::Pending;
                 }
                 Poll::Ready(Ok(mut ready)) => match self.engine().async_turn() {
-                    AsyncTurn::Busy => {
-                        // Whoever turns wakes the socket; readiness stays for later.
+                    AsyncTurn::Stopped => {
                         ready.retain_ready();
+                        return Poll::Pending;
+                    }
+                    AsyncTurn::Busy => {
+                        // Whoever turns wakes the socket if its news came; if they
+                        // come after that turn, nobody may be waiting on the reactor
+                        // (the turner's own operation may have finished): look again
+                        // after the runtime's other tasks, readiness kept.
+                        ready.retain_ready();
+                        cx.waker().wake_by_ref();
                         return Poll::Pending;
                     }
                     AsyncTurn::Progress => ready.retain_ready(),

@@ -68,6 +68,9 @@ const NO_DEADLINE: u64 = u64::MAX;
 #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AsyncTurn {
+    /// The loop stopped (or a turn failed and stops it): its last act wakes every
+    /// socket's waker.
+    Stopped,
     /// Another thread holds the turn (it wakes the task's socket if it has news).
     Busy,
     /// Frames moved or events came: look at the socket and turn again.
@@ -264,13 +267,13 @@ impl Engine {
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn async_turn(&self) -> AsyncTurn {
         if self.stopped() {
-            return AsyncTurn::Busy;
+            return AsyncTurn::Stopped;
         }
         let Ok(mut t) = self.turn.try_lock() else {
             return AsyncTurn::Busy;
         };
         let Some(turned) = self.turn_locked(&mut **t) else {
-            return AsyncTurn::Busy;
+            return AsyncTurn::Stopped;
         };
         self.async_turns.fetch_add(1, Ordering::Relaxed);
         if turned.progressed || turned.received > 0 {
@@ -308,7 +311,7 @@ impl Engine {
                 if let Some(t) = self.shared.loop_thread.get() {
                     t.unpark();
                 }
-                AsyncTurn::Busy
+                AsyncTurn::Stopped
             }
         }
     }
