@@ -14,7 +14,7 @@
 //! moved it wakes every thread asleep in `poll(2)` (`runtime/turn.rs`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::Waker;
 
@@ -136,10 +136,17 @@ impl std::fmt::Debug for Entry {
 }
 
 impl Entry {
-    fn fire(&mut self, key: Key, wakers: &mut Vec<Waker>) {
+    /// Bumps the notify cell, moves the stored wakers to `wakers` (counted off
+    /// `waiting`) and tells the pollers.
+    fn fire(&mut self, key: Key, wakers: &mut Vec<Waker>, waiting: &AtomicUsize) {
         self.notify.bump();
+        let before = wakers.len();
         wakers.extend(self.read_waker.take());
         wakers.extend(self.write_waker.take());
+        let taken = wakers.len() - before;
+        if taken > 0 {
+            waiting.fetch_sub(taken, Ordering::Relaxed);
+        }
         self.polls.retain(|p| match p.poller.upgrade() {
             Some(s) => {
                 s.push(p.token, key, p.interest);
@@ -160,6 +167,10 @@ pub(crate) struct Registry {
     /// for events without turning the loop (see `App::waits_outside_calls`). It stays
     /// set: a stack used that way once is likely used that way again.
     outside: AtomicBool,
+    /// Task wakers stored and not yet fired: operations waiting on a socket event
+    /// (those of futures dropped while pending count until their socket's next event
+    /// or its end).
+    waiting: AtomicUsize,
 }
 
 /// Which direction a task waits for.
@@ -181,7 +192,7 @@ impl Registry {
         let mut wakers = Vec::new();
         let mut m = lock(&self.entries);
         if let Some(mut e) = m.remove(&key) {
-            e.fire(key, &mut wakers);
+            e.fire(key, &mut wakers, &self.waiting);
         }
         // Give back what a peak of sockets left (issue 13): below a quarter of its
         // capacity the map shrinks to twice its length (amortised over the removals).
@@ -205,8 +216,36 @@ impl Registry {
         };
         match slot {
             Some(w) if w.will_wake(waker) => {}
-            _ => *slot = Some(waker.clone()),
+            Some(_) => *slot = Some(waker.clone()),
+            None => {
+                *slot = Some(waker.clone());
+                self.waiting.fetch_add(1, Ordering::Relaxed);
+            }
         }
+    }
+
+    /// Drops the waker stored for `key` in `dir` if it is `waker` (an operation that
+    /// finished without its socket's event: another wake-up brought it back).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn forget_waker(&self, key: Key, dir: Dir, waker: &Waker) {
+        let mut m = lock(&self.entries);
+        let Some(e) = m.get_mut(&key) else {
+            return;
+        };
+        let slot = match dir {
+            Dir::Read => &mut e.read_waker,
+            Dir::Write => &mut e.write_waker,
+        };
+        if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = None;
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Task wakers stored and not yet fired (see the field).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// Adds a poller registration for `key`.
@@ -269,7 +308,7 @@ impl Registry {
         self.closed.store(true, Ordering::SeqCst);
         let mut wakers = Vec::new();
         for (k, e) in lock(&self.entries).iter_mut() {
-            e.fire(*k, &mut wakers);
+            e.fire(*k, &mut wakers, &self.waiting);
             if let Some(f) = &e.watch {
                 f(&super::poll::GONE, true);
             }
@@ -305,7 +344,7 @@ impl Registry {
             });
             for key in tcp.chain(sockets).flatten() {
                 if let Some(e) = m.get_mut(&key) {
-                    e.fire(key, wakers);
+                    e.fire(key, wakers, &self.waiting);
                     if let Some(f) = &e.watch {
                         f(
                             &super::poll::level(iface, key).unwrap_or(super::poll::GONE),
@@ -395,6 +434,35 @@ mod tests {
         let r = Registry::default();
         r.set_waker(key, Dir::Read, Waker::noop());
         assert!(r.waits_outside_calls());
+    }
+
+    /// `waiting` counts stored task wakers: once per slot however often a task waits
+    /// again, off when fired (an event, the socket's end, the loop's) or forgotten by
+    /// the task it belongs to.
+    #[test]
+    fn waiting_counts_stored_wakers() {
+        struct Nop;
+        impl std::task::Wake for Nop {
+            fn wake(self: Arc<Self>) {}
+        }
+        let key = Key::Udp(ulnet_stack_test_handle());
+        let (a, b) = (Waker::from(Arc::new(Nop)), Waker::from(Arc::new(Nop)));
+        let r = Registry::default();
+        r.set_waker(key, Dir::Read, &a);
+        r.set_waker(key, Dir::Read, &a);
+        r.set_waker(key, Dir::Read, &b);
+        assert_eq!(r.waiting(), 1, "one slot");
+        r.set_waker(key, Dir::Write, &a);
+        assert_eq!(r.waiting(), 2);
+        r.forget_waker(key, Dir::Write, &b);
+        assert_eq!(r.waiting(), 2, "not b's");
+        r.forget_waker(key, Dir::Write, &a);
+        assert_eq!(r.waiting(), 1);
+        r.remove(key);
+        assert_eq!(r.waiting(), 0, "fired at the socket's end");
+        r.set_waker(key, Dir::Write, &a);
+        r.close();
+        assert_eq!(r.waiting(), 0, "fired at the loop's end");
     }
 
     fn ulnet_stack_test_handle() -> UdpHandle {

@@ -78,16 +78,17 @@ impl Stack {
     /// missed) and, where the loop sleeps on a channel descriptor, the descriptor with
     /// the task's reactor.
     ///
-    /// The task's own thread then drives the loop, as a blocked call does
-    /// (`runtime/turn.rs`): woken by its reactor when frames arrive, it turns the loop
-    /// ([`Engine::async_turn`](crate::runtime::Engine)) and looks at its socket again,
-    /// while the loop's thread stays parked. Before, the loop's thread took every batch
-    /// in and woke the task: two context switches per batch on a shared core (45,800 and
-    /// 53,800 futex calls per GB received at MTU 1500, against 7,700 and 77 for a
-    /// blocking reader; docs/performance.md, "Session 18"). Where the loop cannot be
-    /// driven this way, a write that finds the send buffer full still turns the loop
-    /// once (the ACKs that free it may wait on the ring) and every pending operation
-    /// wakes the loop's thread.
+    /// While it is the only operation waiting, the task's own thread then drives the
+    /// loop, as a blocked call does (`runtime/turn.rs`): woken by its reactor when
+    /// frames arrive, it turns the loop ([`Engine::async_turn`](crate::runtime::Engine))
+    /// and looks at its socket again, while the loop's thread stays parked. Before, the
+    /// loop's thread took every batch in and woke the task: two context switches per
+    /// batch on a shared core (46,000 context switches and 54,000 `futex` calls per GB
+    /// received at MTU 1500, against 2,100 and 415 now; docs/performance.md, "Session
+    /// 18"). Where the loop cannot be driven this way, or other operations wait too (the
+    /// reactor wakes one task per readiness, the last to register), a write that finds
+    /// the send buffer full turns the loop once (the ACKs that free it may wait on the
+    /// ring) and every pending operation wakes the loop's thread.
     ///
     /// `queued` says, under the lock, whether the finished operation left something for
     /// the wire; only then does a turn (or a wake-up of the loop's thread) follow it.
@@ -100,7 +101,9 @@ impl Stack {
         queued: Queued,
     ) -> Poll<io::Result<T>> {
         let reactor = self.reactor_fd();
-        let mut turn_once = reactor.is_none() && matches!(dir, Dir::Write);
+        // Through the reactor a waiting writer turns the loop anyway; without it (or
+        // when others wait, and it will not be used) one turn before the wait.
+        let mut turn_once = matches!(dir, Dir::Write);
         let mut turns = 0;
         loop {
             let mut g = self.handle().lock();
@@ -110,13 +113,27 @@ impl Stack {
                     drop(g);
                     if reactor.is_none() {
                         self.handle().wake();
-                    } else if leaves {
+                        return Poll::Ready(r);
+                    }
+                    if self.registry().waiting() > 0 {
+                        // This task may have been the one watching the channel, and
+                        // others still wait: the loop's thread takes the channel back
+                        // (its waker left with the socket, woken through the reactor,
+                        // is not one of them).
+                        self.registry().forget_waker(key, dir, cx.waker());
+                        if self.registry().waiting() > 0 {
+                            self.engine().watch_from_task(false);
+                        }
+                    }
+                    if leaves {
                         self.engine().after_call();
                     }
                     return Poll::Ready(r);
                 }
                 Poll::Pending if self.registry().is_closed() => Poll::Ready(Err(stopped())),
-                Poll::Pending if turn_once => {
+                Poll::Pending
+                    if turn_once && (reactor.is_none() || self.registry().waiting() > 0) =>
+                {
                     drop(g);
                     turn_once = false;
                     self.engine().turn_or_wake();
@@ -132,6 +149,16 @@ impl Stack {
                 self.handle().wake();
                 return r;
             };
+            if self.registry().waiting() > 1 {
+                // Other operations wait too. The reactor wakes one task per readiness
+                // (the last to register), which may be gone or waiting for something
+                // else by then: the loop's thread keeps the channel and wakes each
+                // task through its socket.
+                self.engine().watch_from_task(false);
+                self.handle().wake();
+                return Poll::Pending;
+            }
+            self.engine().watch_from_task(true);
             if turns == TURNS_PER_POLL {
                 // Cooperative: other tasks of this runtime get a turn too.
                 cx.waker().wake_by_ref();

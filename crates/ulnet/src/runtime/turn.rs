@@ -181,8 +181,11 @@ pub(crate) struct Engine {
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     mode: WaitMode,
     /// Turns taken by tokio tasks ([`async_turn`](Self::async_turn)): while they
-    /// move, the loop's thread parks.
+    /// move, and a task watches the channel, the loop's thread parks.
     async_turns: AtomicU64,
+    /// A lone waiting task watches the channel through its reactor
+    /// ([`watch_from_task`](Self::watch_from_task)).
+    task_watch: AtomicBool,
     /// The next deadline a task's idle turn found, in nanoseconds since `epoch`
     /// ([`NO_DEADLINE`]: none); the parked loop's thread wakes for it.
     async_deadline: AtomicU64,
@@ -231,6 +234,7 @@ impl Engine {
             failed: Mutex::new(None),
             mode,
             async_turns: AtomicU64::new(0),
+            task_watch: AtomicBool::new(false),
             async_deadline: AtomicU64::new(NO_DEADLINE),
             park_until: AtomicU64::new(NO_DEADLINE),
             epoch: std::time::Instant::now(),
@@ -313,6 +317,19 @@ impl Engine {
                 }
                 AsyncTurn::Stopped
             }
+        }
+    }
+
+    /// Whether a tokio task watches the channel through its runtime's reactor (the only
+    /// operation waiting) or not (several wait, or the watcher's finished while others
+    /// wait): when not, the loop's thread keeps the channel, and is unparked for it.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn watch_from_task(&self, on: bool) {
+        if self.task_watch.load(Ordering::Relaxed) == on {
+            return;
+        }
+        if self.task_watch.swap(on, Ordering::SeqCst) && !on {
+            self.shared.unpark_loop();
         }
     }
 
@@ -553,8 +570,10 @@ impl Engine {
             let turns = self.async_turns.load(Ordering::Relaxed);
             if turns != async_seen {
                 async_seen = turns;
-                self.park_for_tasks();
-                continue;
+                if self.task_watch.load(Ordering::SeqCst) {
+                    self.park_for_tasks();
+                    continue;
+                }
             }
             if self.drivers.load(Ordering::SeqCst) > 0 {
                 shared = true;
