@@ -246,19 +246,11 @@ async fn read_pattern(s: &mut TcpStream, mut at: usize) -> usize {
     }
 }
 
-/// A task receiving a stream on a current-thread runtime with IO takes the frames in
-/// itself: its runtime's reactor watches the channel and the task turns the loop
-/// (`Stack::poll_op`), every byte arriving in order.
-#[test]
-fn a_task_receiving_a_stream_turns_the_loop_itself() {
-    const LEN: usize = 16 << 20;
-    let (a, b) = stacks(256 * 1024);
-    let listener = TcpListener::bind(&a, "0.0.0.0:8200").unwrap();
-    let writer = write_pattern(&b, 8200, LEN);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+/// A blocking writer on B sends `len` bytes to `port` on A, where a task on `rt` accepts
+/// and reads them all, every byte checked (bounded at 120 s); the count read.
+fn receive_on(rt: &tokio::runtime::Runtime, a: &Stack, b: &Stack, port: u16, len: usize) -> usize {
+    let listener = TcpListener::bind(a, format!("0.0.0.0:{port}")).unwrap();
+    let writer = write_pattern(b, port, len);
     let got = rt.block_on(async {
         let f = async {
             let (mut s, _) = listener.accept_async().await.unwrap();
@@ -269,7 +261,21 @@ fn a_task_receiving_a_stream_turns_the_loop_itself() {
             .expect("the stream within 120 s")
     });
     writer.join().unwrap();
-    assert_eq!(got, LEN);
+    got
+}
+
+/// A task receiving a stream on a current-thread runtime with IO takes the frames in
+/// itself: its runtime's reactor watches the channel and the task turns the loop
+/// (`Stack::poll_op`), every byte arriving in order.
+#[test]
+fn a_task_receiving_a_stream_turns_the_loop_itself() {
+    const LEN: usize = 16 << 20;
+    let (a, b) = stacks(256 * 1024);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert_eq!(receive_on(&rt, &a, &b, 8200, LEN), LEN);
     assert!(a.turns().tasks > 0, "{:?}", a.turns());
     assert_eq!(b.turns().tasks, 0, "B has no tasks");
 }
@@ -335,23 +341,11 @@ fn frames_a_gone_task_waited_for_are_taken_in_by_the_loops_thread() {
 fn without_task_driving_a_runtime_without_io_works() {
     const LEN: usize = 1 << 20;
     let (a, b) = stacks_driven(256 * 1024, false);
-    let listener = TcpListener::bind(&a, "0.0.0.0:8400").unwrap();
-    let writer = write_pattern(&b, 8400, LEN);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
-    let got = rt.block_on(async {
-        let f = async {
-            let (mut s, _) = listener.accept_async().await.unwrap();
-            read_pattern(&mut s, 0).await
-        };
-        tokio::time::timeout(Duration::from_secs(60), f)
-            .await
-            .expect("the stream within 60 s")
-    });
-    writer.join().unwrap();
-    assert_eq!(got, LEN);
+    assert_eq!(receive_on(&rt, &a, &b, 8400, LEN), LEN);
     assert_eq!(a.turns().tasks, 0);
 }
 
