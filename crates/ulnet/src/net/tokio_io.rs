@@ -172,6 +172,7 @@ impl Stack {
                 Poll::Ready(Err(_)) => {
                     // The runtime the descriptor was registered with is gone.
                     self.reactor_fd_broken();
+                    self.engine().watch_from_task(false);
                     self.handle().wake();
                     return Poll::Pending;
                 }

@@ -96,9 +96,9 @@ pub const COALESCE_BATCH: usize = 32;
 /// The batch a coalescing sleep aims for, in bytes (see [`MAX_COALESCE`]).
 pub const COALESCE_BYTES: u64 = 16 * 1024;
 
-/// Frames at least this large on average (over the stream, since the loop last sent) stop the
-/// coalescing: the loop spins instead. Coalescing amortises per-frame work (a wake-up,
-/// a turn, an ACK) over a batch; a jumbo frame carries six times the bytes of a
+/// Frames at least this large on average (over the stream, since the loop last sent)
+/// stop the coalescing: the loop spins instead. Coalescing amortises per-frame work (a
+/// wake-up, a turn, an ACK) over a batch; a jumbo frame carries six times the bytes of a
 /// 1500-byte one for the same work, and there the sleeps cost more stream than they
 /// saved CPU: `ulnet bench hurd-tcp --case rx-9000`, a tokio reader turning the loop
 /// itself, 16.5-17.7 Gb/s coalescing against 20.3-22.6 spinning; a blocking reader

@@ -284,11 +284,13 @@ impl Engine {
             return AsyncTurn::Progress;
         }
         if t.spinning() {
+            // During a stream, the coalescing sleep a blocked reader takes (at most
+            // `MAX_COALESCE`), here on the task's thread: its runtime runs nothing else
+            // meanwhile, as it would not while that thread waited for a batch anyway.
             if let Some((d, kicks)) = t.coalescing() {
                 drop(t);
                 if let Err(e) = self.shared.sleep(None, Some(d), kicks) {
-                    relock(&self.failed).get_or_insert(e);
-                    self.shared.stop.store(true, Ordering::SeqCst);
+                    self.fail(e);
                 }
             }
             return AsyncTurn::Spin;
@@ -296,10 +298,7 @@ impl Engine {
         match t.sleep_plan() {
             Ok(Some(timeout)) => {
                 drop(t);
-                let at = timeout.map_or(NO_DEADLINE, |d| {
-                    let at = self.epoch.elapsed() + d;
-                    u64::try_from(at.as_nanos()).unwrap_or(NO_DEADLINE - 1)
-                });
+                let at = timeout.map_or(NO_DEADLINE, |d| self.nanos(self.epoch.elapsed() + d));
                 self.async_deadline.store(at, Ordering::SeqCst);
                 if at < self.park_until.load(Ordering::SeqCst) {
                     self.shared.unpark_loop();
@@ -309,15 +308,26 @@ impl Engine {
             Ok(None) => AsyncTurn::Progress,
             Err(e) => {
                 drop(t);
-                relock(&self.failed).get_or_insert(e);
-                self.shared.stop.store(true, Ordering::SeqCst);
-                self.shared.wake();
-                if let Some(t) = self.shared.loop_thread.get() {
-                    t.unpark();
-                }
+                self.fail(e);
                 AsyncTurn::Stopped
             }
         }
+    }
+
+    /// A turn or a wait failed on some thread: the loop stops with `e` (the first such
+    /// error), and every thread that waits for it is woken.
+    fn fail(&self, e: io::Error) {
+        relock(&self.failed).get_or_insert(e);
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.wake();
+        if let Some(t) = self.shared.loop_thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// `d` since `epoch` in nanoseconds, short of [`NO_DEADLINE`].
+    fn nanos(&self, d: Duration) -> u64 {
+        u64::try_from(d.as_nanos()).map_or(NO_DEADLINE - 1, |n| n.min(NO_DEADLINE - 1))
     }
 
     /// Whether a tokio task watches the channel through its runtime's reactor (the only
@@ -339,14 +349,14 @@ impl Engine {
     fn park_for_tasks(&self) {
         let now = self.epoch.elapsed();
         let deadline = self.async_deadline.load(Ordering::SeqCst);
-        let park = match deadline.checked_sub(u64::try_from(now.as_nanos()).unwrap_or(0)) {
-            _ if deadline == NO_DEADLINE => PARK_ASYNC,
-            Some(left) => Duration::from_nanos(left).min(PARK_ASYNC),
-            None => Duration::ZERO,
+        let park = if deadline == NO_DEADLINE {
+            PARK_ASYNC
+        } else {
+            Duration::from_nanos(deadline.saturating_sub(self.nanos(now))).min(PARK_ASYNC)
         };
         if !park.is_zero() {
-            let until = u64::try_from((now + park).as_nanos()).unwrap_or(NO_DEADLINE - 1);
-            self.park_until.store(until, Ordering::SeqCst);
+            self.park_until
+                .store(self.nanos(now + park), Ordering::SeqCst);
             // Published before the park, as in `run_inner`.
             self.shared.loop_parked.store(true, Ordering::SeqCst);
             std::thread::park_timeout(park);
@@ -354,9 +364,7 @@ impl Engine {
             self.park_until.store(NO_DEADLINE, Ordering::SeqCst);
         }
         let due = self.async_deadline.load(Ordering::SeqCst);
-        if due != NO_DEADLINE
-            && u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(NO_DEADLINE) >= due
-        {
+        if due != NO_DEADLINE && self.nanos(self.epoch.elapsed()) >= due {
             if let Ok(mut t) = self.turn.try_lock() {
                 // Taken: the next idle turn records the next one.
                 self.async_deadline.store(NO_DEADLINE, Ordering::SeqCst);
@@ -380,12 +388,7 @@ impl Engine {
                 Some(turned)
             }
             Err(e) => {
-                relock(&self.failed).get_or_insert(e);
-                self.shared.stop.store(true, Ordering::SeqCst);
-                self.shared.wake();
-                if let Some(t) = self.shared.loop_thread.get() {
-                    t.unpark();
-                }
+                self.fail(e);
                 None
             }
         }
@@ -490,8 +493,7 @@ impl Engine {
                     if let Some((d, kicks)) = t.coalescing() {
                         drop(t);
                         if let Err(e) = self.shared.sleep(None, Some(d), kicks) {
-                            relock(&self.failed).get_or_insert(e);
-                            self.shared.stop.store(true, Ordering::SeqCst);
+                            self.fail(e);
                             return true;
                         }
                         continue;
@@ -508,8 +510,7 @@ impl Engine {
                 Ok(p) => p,
                 Err(e) => {
                     drop(t);
-                    relock(&self.failed).get_or_insert(e);
-                    self.shared.stop.store(true, Ordering::SeqCst);
+                    self.fail(e);
                     return true;
                 }
             };
@@ -531,8 +532,7 @@ impl Engine {
             let fd = self.wait_fd.as_ref().map(AsFd::as_fd);
             let t0 = std::time::Instant::now();
             if let Err(e) = self.shared.sleep(fd, timeout, kicks) {
-                relock(&self.failed).get_or_insert(e);
-                self.shared.stop.store(true, Ordering::SeqCst);
+                self.fail(e);
                 return true;
             }
             slept = Some(t0.elapsed());
