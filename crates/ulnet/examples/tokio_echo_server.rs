@@ -22,7 +22,10 @@ async fn main() -> std::io::Result<()> {
 
     let stack = Stack::builder().from_env().build()?;
     let listener = TcpListener::bind(&stack, ("0.0.0.0", port))?;
-    eprintln!("tokio_echo_server: listening on {}:{port}", stack.local_ip());
+    eprintln!(
+        "tokio_echo_server: listening on {}:{port}",
+        stack.local_ip()
+    );
 
     let mut tasks = Vec::new();
     let mut served = 0;
