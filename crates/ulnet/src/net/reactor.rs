@@ -136,6 +136,14 @@ impl std::fmt::Debug for Entry {
 }
 
 impl Entry {
+    /// The waker stored for `dir`.
+    fn waker_slot(&mut self, dir: Dir) -> &mut Option<Waker> {
+        match dir {
+            Dir::Read => &mut self.read_waker,
+            Dir::Write => &mut self.write_waker,
+        }
+    }
+
     /// Bumps the notify cell, moves the stored wakers to `wakers` (counted off
     /// `waiting`) and tells the pollers.
     fn fire(&mut self, key: Key, wakers: &mut Vec<Waker>, waiting: &AtomicUsize) {
@@ -209,11 +217,7 @@ impl Registry {
     pub(crate) fn set_waker(&self, key: Key, dir: Dir, waker: &Waker) {
         self.outside.store(true, Ordering::Relaxed);
         let mut m = lock(&self.entries);
-        let e = m.entry(key).or_default();
-        let slot = match dir {
-            Dir::Read => &mut e.read_waker,
-            Dir::Write => &mut e.write_waker,
-        };
+        let slot = m.entry(key).or_default().waker_slot(dir);
         match slot {
             Some(w) if w.will_wake(waker) => {}
             Some(_) => *slot = Some(waker.clone()),
@@ -232,10 +236,7 @@ impl Registry {
         let Some(e) = m.get_mut(&key) else {
             return;
         };
-        let slot = match dir {
-            Dir::Read => &mut e.read_waker,
-            Dir::Write => &mut e.write_waker,
-        };
+        let slot = e.waker_slot(dir);
         if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
             *slot = None;
             self.waiting.fetch_sub(1, Ordering::Relaxed);
