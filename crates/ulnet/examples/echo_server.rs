@@ -6,6 +6,9 @@
 //! ip netns exec ns-a socat - TCP:198.18.0.16:7
 //! ```
 //!
+//! The namespaces as `ulnet testbed up` makes them (docs/testbed.md): the kernel peer's
+//! offloads off, since an XDP channel cannot take the partial checksums veth passes on.
+//!
 //! Serves forever, or until CONNECTIONS connections have been served.
 
 use std::io::{Read, Write};

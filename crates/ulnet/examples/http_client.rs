@@ -5,6 +5,9 @@
 //! ULNET_BACKEND=xdp ULNET_NETNS=ns-b ULNET_IFACE=veth-b ULNET_ADDR=198.18.0.16/24 \
 //!     cargo run --example http_client -- http://198.18.0.1:8080/index.html
 //! ```
+//!
+//! The namespaces as `ulnet testbed up` makes them (docs/testbed.md): the kernel peer's
+//! offloads off, since an XDP channel cannot take the partial checksums veth passes on.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;

@@ -6,6 +6,9 @@
 //! ip netns exec ns-a socat - TCP:198.18.0.16:7
 //! ```
 //!
+//! The namespaces as `ulnet testbed up` makes them (docs/testbed.md): the kernel peer's
+//! offloads off, since an XDP channel cannot take the partial checksums veth passes on.
+//!
 //! `#[tokio::main]` builds a runtime with its IO driver, which the async sockets use: a
 //! task whose read waits sleeps in tokio's reactor on the stack's channel and, woken by
 //! it, takes the frames in itself (`StackBuilder::drive_from_tasks`). Serves forever, or

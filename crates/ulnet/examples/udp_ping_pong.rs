@@ -6,6 +6,9 @@
 //! ULNET_BACKEND=xdp ULNET_NETNS=ns-b ULNET_IFACE=veth-b ULNET_ADDR=198.18.0.16/24 \
 //!     cargo run --example udp_ping_pong -- 198.18.0.1:9000 10
 //! ```
+//!
+//! The namespaces as `ulnet testbed up` makes them (docs/testbed.md): the kernel peer's
+//! offloads off, since an XDP channel cannot take the partial checksums veth passes on.
 
 use std::io;
 use std::net::SocketAddr;
