@@ -101,8 +101,7 @@ impl Stack {
         queued: Queued,
     ) -> Poll<io::Result<T>> {
         let reactor = self.reactor_fd();
-        // Through the reactor a waiting writer turns the loop anyway; without it (or
-        // when others wait, and it will not be used) one turn before the wait.
+        // A writer the reactor will not serve turns the loop once before it waits.
         let mut turn_once = matches!(dir, Dir::Write);
         let mut turns = 0;
         loop {
@@ -131,33 +130,36 @@ impl Stack {
                     return Poll::Ready(r);
                 }
                 Poll::Pending if self.registry().is_closed() => Poll::Ready(Err(stopped())),
-                Poll::Pending
-                    if turn_once && (reactor.is_none() || self.registry().waiting() > 0) =>
-                {
-                    drop(g);
-                    turn_once = false;
-                    self.engine().turn_or_wake();
-                    continue;
-                }
                 Poll::Pending => {
                     self.registry().set_waker(key, dir, cx.waker());
                     Poll::Pending
                 }
             };
             drop(g);
-            let Some(fd) = reactor.filter(|_| r.is_pending()) else {
+            if r.is_ready() {
                 self.handle().wake();
                 return r;
-            };
-            if self.registry().waiting() > 1 {
-                // Other operations wait too. The reactor wakes one task per readiness
-                // (the last to register), which may be gone or waiting for something
-                // else by then: the loop's thread keeps the channel and wakes each
-                // task through its socket.
-                self.engine().watch_from_task(false);
-                self.handle().wake();
-                return Poll::Pending;
             }
+            // Other operations waiting too: the reactor wakes one task per readiness (the
+            // last to register), which may be gone or waiting for something else by
+            // then, so the loop's thread keeps the channel and wakes each task through
+            // its socket.
+            let fd = match reactor {
+                Some(fd) if self.registry().waiting() <= 1 => fd,
+                _ => {
+                    if reactor.is_some() {
+                        self.engine().watch_from_task(false);
+                    }
+                    if turn_once {
+                        // The ACKs that free the send buffer may wait on the ring.
+                        turn_once = false;
+                        self.engine().turn_or_wake();
+                        continue;
+                    }
+                    self.handle().wake();
+                    return Poll::Pending;
+                }
+            };
             self.engine().watch_from_task(true);
             if turns == TURNS_PER_POLL {
                 // Cooperative: other tasks of this runtime get a turn too.
