@@ -75,9 +75,13 @@ impl std::error::Error for TxError {}
 /// holding the pseudo-header sum only (`ChecksumMode::Partial`). Every segment gets a copy
 /// of the headers with its own sequence number, lengths, IPv4 ID and checksums; FIN and
 /// PSH stay on the last (the contract of Linux `SKB_GSO_TCPV4`/`TCPV6`, and of a NIC's TSO).
+///
+/// A `segment_size` of 0 asks for no cutting: the frame is one segment, and only its
+/// TCP checksum is left to the device (checksum offload, `CHECKSUM_PARTIAL`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gso {
-    /// Payload bytes per segment (all but the last are this long).
+    /// Payload bytes per segment (all but the last are this long); 0 for a frame that is
+    /// one segment already.
     pub segment_size: u16,
     /// Where the TCP header starts: Ethernet plus IP header length.
     pub l4_offset: u16,

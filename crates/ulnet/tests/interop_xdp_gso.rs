@@ -7,6 +7,9 @@
 //! without loss (every 50th packet dropped each way), over IPv4 and IPv6. Every case also
 //! checks that bursts were really sent, so a build that quietly fell back to one frame
 //! per segment fails; and with bursts turned off, a transfer goes segment by segment.
+//! At MTU 65535 a segment is as large as a burst: it goes through the same socket whole,
+//! its checksum finished by the kernel (veth's checksum offload, or in software at A's
+//! device with offloads off), checked the same ways.
 
 mod interop_support;
 
@@ -18,10 +21,24 @@ use ulnet::runtime::Backend;
 use ulnet::stack::iface::IpCidr;
 
 fn bursts_cut_by_the_kernel(label: &str, a_offloads: bool, ipv6: bool) {
+    offloaded_by_the_kernel(label, a_offloads, ipv6, 1500);
+}
+
+/// The checks of the burst tests on a link of `mtu`: above 16 KB (jumbo segments, each
+/// a frame of its own) the offload counted is the single segments', else the bursts'.
+fn offloaded_by_the_kernel(label: &str, a_offloads: bool, ipv6: bool, mtu: u32) {
     let tb = if ipv6 {
-        testbed6(label, 1500)
+        testbed6(label, mtu)
     } else {
-        testbed(label)
+        testbed_mtu(label, mtu)
+    };
+    let offloaded = |t: &Session| {
+        let iface = t.rt.iface();
+        if mtu > 16 * 1024 {
+            iface.stats().tcp_csum_offloaded
+        } else {
+            iface.stats().gso_bursts
+        }
     };
     let (a, b) = (tb.a().clone(), tb.b().clone());
     let v = if a_offloads { "on" } else { "off" };
@@ -52,18 +69,20 @@ fn bursts_cut_by_the_kernel(label: &str, a_offloads: bool, ipv6: bool) {
 
     let out = scratch.path("body");
     t.check_curl(20_000_000, &out);
-    let after_curl = t.rt.iface().stats().gso_bursts;
-    assert!(after_curl > 0, "curl's download went without a burst");
+    let after_curl = offloaded(&t);
+    assert!(after_curl > 0, "curl's download went without an offload");
     // ulnet as the client, sending to a kernel server.
     t.check_bulk(SocketAddr::new(server, 5001), 8_000_000, 0);
     assert!(
-        t.rt.iface().stats().gso_bursts > after_curl,
-        "the client's upload went without a burst"
+        offloaded(&t) > after_curl,
+        "the client's upload went without an offload"
     );
     // Every 50th packet dropped each way in B (not a random 2%: through TSO a 5 MB
     // download is a few hundred packets, and a random share of them was sometimes none);
-    // a lost 64 KB burst is repaired segment by segment.
-    let drops = t.check_curl_dropping_every(&b, 50, 5_000_000, &out);
+    // a lost 64 KB burst is repaired segment by segment. A jumbo link carries 5 MB in
+    // fewer than a hundred frames: every 10th.
+    let every = if mtu > 16 * 1024 { 10 } else { 50 };
+    let drops = t.check_curl_dropping_every(&b, every, 5_000_000, &out);
     assert!(drops >= 2, "the loss rules dropped {drops} packets");
     assert!(
         t.rt.iface().config().gso_max_len > 0,
@@ -91,6 +110,21 @@ fn ipv6_bursts_cut_in_software_arrive_byte_exact() {
     bursts_cut_by_the_kernel("gso6s", false, true);
 }
 
+#[test]
+fn jumbo_segments_checksummed_by_veth_arrive_byte_exact() {
+    offloaded_by_the_kernel("jcsum", true, false, 65535);
+}
+
+#[test]
+fn jumbo_segments_checksummed_in_software_at_the_device_arrive_byte_exact() {
+    offloaded_by_the_kernel("jcsums", false, false, 65535);
+}
+
+#[test]
+fn ipv6_jumbo_segments_checksummed_by_veth_arrive_byte_exact() {
+    offloaded_by_the_kernel("jcsum6", true, true, 65535);
+}
+
 /// `gso(false)`: every segment its own AF_XDP frame, no burst, byte-exact both ways.
 #[test]
 fn without_bursts_every_segment_is_a_frame_of_its_own() {
@@ -109,6 +143,7 @@ fn without_bursts_every_segment_is_a_frame_of_its_own() {
     t.check_curl(5_000_000, &out);
     t.check_bulk(SocketAddr::new(b.ip, 5001), 2_000_000, 0);
     assert_eq!(t.rt.iface().stats().gso_bursts, 0, "a burst went out");
+    assert_eq!(t.rt.iface().stats().tcp_csum_offloaded, 0, "an offload");
 }
 
 /// BBR (`TcpConfig::congestion`) against the kernel: its pacer holds bursts back on the

@@ -715,6 +715,7 @@ impl TxRing {
 /// (the host's: `vio_le()` in af_packet.c is true exactly on little-endian hosts).
 const VNET_HDR_LEN: usize = 10;
 const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
 const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
 const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
 /// `offsetof(struct tcphdr, check)`.
@@ -838,13 +839,14 @@ fn too_long() -> Error {
 }
 
 /// The virtio-net header of a TCP burst: the kernel completes each segment's checksum
-/// (the pseudo-header sum is in the TCP checksum field) and cuts it as `f` says.
+/// (the pseudo-header sum is in the TCP checksum field) and cuts it as `f` says; with a
+/// segment size of 0 it cuts nothing (`GSO_NONE`) and only finishes the checksum.
 fn vnet_header(hdr: &mut [u8], f: Gso) {
     hdr[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
-    hdr[1] = if f.ipv6 {
-        VIRTIO_NET_HDR_GSO_TCPV6
-    } else {
-        VIRTIO_NET_HDR_GSO_TCPV4
+    hdr[1] = match (f.segment_size, f.ipv6) {
+        (0, _) => VIRTIO_NET_HDR_GSO_NONE,
+        (_, true) => VIRTIO_NET_HDR_GSO_TCPV6,
+        (_, false) => VIRTIO_NET_HDR_GSO_TCPV4,
     };
     hdr[2..4].copy_from_slice(&f.header_len.to_ne_bytes());
     hdr[4..6].copy_from_slice(&f.segment_size.to_ne_bytes());
@@ -959,6 +961,50 @@ mod tests {
             (0, 12, 16, 20, 24)
         );
         assert_eq!(libc::TPACKET3_HDRLEN, 68);
+    }
+
+    #[test]
+    fn vnet_header_cuts_bursts_and_only_checksums_single_segments() {
+        let mut hdr = [0xffu8; VNET_HDR_LEN];
+        let burst = Gso {
+            segment_size: 1448,
+            l4_offset: 34,
+            header_len: 66,
+            ipv6: false,
+        };
+        vnet_header(&mut hdr, burst);
+        assert_eq!(
+            hdr[..2],
+            [VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_TCPV4]
+        );
+        assert_eq!(u16::from_ne_bytes([hdr[2], hdr[3]]), 66);
+        assert_eq!(u16::from_ne_bytes([hdr[4], hdr[5]]), 1448);
+        assert_eq!(u16::from_ne_bytes([hdr[6], hdr[7]]), 34);
+        assert_eq!(u16::from_ne_bytes([hdr[8], hdr[9]]), TCP_CHECK_OFFSET);
+        vnet_header(
+            &mut hdr,
+            Gso {
+                ipv6: true,
+                ..burst
+            },
+        );
+        assert_eq!(hdr[1], VIRTIO_NET_HDR_GSO_TCPV6);
+        // One segment: nothing to cut, the checksum still the kernel's to finish.
+        for ipv6 in [false, true] {
+            let whole = Gso {
+                segment_size: 0,
+                l4_offset: if ipv6 { 54 } else { 34 },
+                header_len: if ipv6 { 86 } else { 66 },
+                ipv6,
+            };
+            vnet_header(&mut hdr, whole);
+            assert_eq!(
+                hdr[..2],
+                [VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_NONE]
+            );
+            assert_eq!(u16::from_ne_bytes([hdr[4], hdr[5]]), 0);
+            assert_eq!(u16::from_ne_bytes([hdr[6], hdr[7]]), whole.l4_offset);
+        }
     }
 
     #[test]

@@ -120,7 +120,8 @@ pub enum GsoSent {
 /// stack does not depend on the channel crate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gso {
-    /// Payload bytes per segment.
+    /// Payload bytes per segment; 0 for a frame that is one segment, only its checksum
+    /// left to the channel.
     pub segment_size: u16,
     /// Where the TCP header starts (Ethernet plus IP header).
     pub l4_offset: u16,

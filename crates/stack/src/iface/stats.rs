@@ -208,6 +208,9 @@ pub struct Stats {
     pub tcp_sent: u64,
     /// TCP bursts handed to the channel as one frame to cut (`gso_max_len`).
     pub gso_bursts: u64,
+    /// Single TCP segments of a jumbo link handed to the channel whole, with their
+    /// checksum left to it (the same offload as `gso_bursts`, nothing to cut).
+    pub tcp_csum_offloaded: u64,
     /// IPv6 packets delivered to a protocol handler (after reassembly).
     pub ipv6_delivered: u64,
     /// Extension headers walked in received IPv6 packets.
@@ -266,6 +269,7 @@ impl Default for Stats {
             tcp_delivered: 0,
             tcp_sent: 0,
             gso_bursts: 0,
+            tcp_csum_offloaded: 0,
             ipv6_delivered: 0,
             ipv6_ext_headers: 0,
             ipv6_atomic_fragments: 0,
@@ -339,6 +343,7 @@ impl fmt::Display for Stats {
         writeln!(f, "tcp_delivered {}", self.tcp_delivered)?;
         writeln!(f, "tcp_sent {}", self.tcp_sent)?;
         writeln!(f, "gso_bursts {}", self.gso_bursts)?;
+        writeln!(f, "tcp_csum_offloaded {}", self.tcp_csum_offloaded)?;
         writeln!(f, "ipv6_delivered {}", self.ipv6_delivered)?;
         writeln!(f, "ipv6_ext_headers {}", self.ipv6_ext_headers)?;
         writeln!(f, "ipv6_atomic_fragments {}", self.ipv6_atomic_fragments)?;

@@ -21,6 +21,13 @@ use super::ipv6::{Delivery6, HEADER_LEN as IPV6_HEADER_LEN};
 /// The longest headers of a burst frame: Ethernet, IPv6, TCP with 40 bytes of options.
 const BURST_HEAD_MAX: usize = ETH_HEADER_LEN + IPV6_HEADER_LEN + 60;
 
+/// The smallest single segment sent through the channel's offload (when it has one)
+/// rather than written into a frame here: only jumbo links (MTU above 16 KB) have such
+/// segments. There the copy into the channel's buffer and the checksum summed in software
+/// cost more than the offload's system call per frame; at MTU 9000 and below, segments
+/// travel in bursts or share the channel's one doorbell per batch.
+const WHOLE_OFFLOAD_MIN: usize = 16 * 1024;
+
 /// The IP header of a burst frame.
 enum BurstHead {
     V4(Ipv4Repr),
@@ -193,6 +200,11 @@ impl Interface {
         tcp.dispatch_ip(now, &mut |s, d, ip, seg, segment_size| {
             if segment_size > 0 && seg.payload.len() > usize::from(segment_size) {
                 core.send_tcp_burst(now, tx, s, d, ip, seg, segment_size)
+            } else if seg.payload.len() >= WHOLE_OFFLOAD_MIN {
+                // One segment of a jumbo link, as large as a burst: through the same
+                // offload, so it is neither copied into a frame nor summed here.
+                core.offload_tcp(now, tx, s, d, ip, seg, 0)
+                    .unwrap_or_else(|| core.send_tcp(now, tx, s, d, ip, seg))
             } else {
                 core.send_tcp(now, tx, s, d, ip, seg)
             }
@@ -251,14 +263,12 @@ impl Core {
     }
 
     /// Sends a burst of `segment_size`-byte segments ([`TcpConfig::gso_max`]): as one
-    /// frame for the channel to cut when it can (IPv4 or IPv6, the next hop's MAC known,
-    /// within [`InterfaceConfig::gso_max_len`]), else segment by segment here, as the
-    /// channel would have cut it. False only when the transmit ring is full; then nothing of the
-    /// burst counts as sent, and what did go out is sent again (duplicates the receiver
-    /// discards, not losses it must wait for).
+    /// frame for the channel to cut when it can ([`Core::offload_tcp`]), else segment by
+    /// segment here, as the channel would have cut it. False only when the transmit ring
+    /// is full; then nothing of the burst counts as sent, and what did go out is sent
+    /// again (duplicates the receiver discards, not losses it must wait for).
     ///
     /// [`TcpConfig::gso_max`]: crate::tcp::TcpConfig::gso_max
-    /// [`InterfaceConfig::gso_max_len`]: super::InterfaceConfig::gso_max_len
     #[allow(clippy::too_many_arguments)] // send_tcp's context and the burst's size
     fn send_tcp_burst(
         &mut self,
@@ -270,8 +280,50 @@ impl Core {
         seg: &TcpRepr<'_>,
         segment_size: u16,
     ) -> bool {
+        if let Some(sent) = self.offload_tcp(now, tx, src, dst, ip, seg, segment_size) {
+            return sent;
+        }
         let size = usize::from(segment_size);
-        let segments = seg.payload.len().div_ceil(size) as u64;
+        let mut off = 0;
+        while off < seg.payload.len() {
+            let end = (off + size).min(seg.payload.len());
+            let mut part = *seg;
+            part.seq = seg.seq + off as u32;
+            part.payload = &seg.payload[off..end];
+            if end < seg.payload.len() {
+                // FIN and PSH belong to the last segment only.
+                part.flags = part.flags - (TcpFlags::FIN | TcpFlags::PSH);
+            }
+            if !self.send_tcp(now, tx, src, dst, ip, &part) {
+                return false;
+            }
+            off = end;
+        }
+        true
+    }
+
+    /// Hands `seg` to the channel as one frame with its TCP checksum left to finish:
+    /// cut into `segment_size`-byte segments, or with 0 sent as the one segment it is.
+    /// The channel gets the headers and the payload where the connection keeps it (see
+    /// [`TxSink::send_gso_parts`]). `None` when the channel cannot take it (no offload,
+    /// the frame too long, the next hop's MAC not known yet): the caller sends it itself.
+    /// Otherwise whether it was queued, false only when the transmit ring is full.
+    #[allow(clippy::too_many_arguments)] // send_tcp's context and the burst's size
+    fn offload_tcp(
+        &mut self,
+        now: Instant,
+        tx: &mut dyn TxSink,
+        src: IpAddr,
+        dst: IpAddr,
+        ip: IpFields,
+        seg: &TcpRepr<'_>,
+        segment_size: u16,
+    ) -> Option<bool> {
+        // 0: one segment, not cut (only its checksum is left to the channel).
+        let segments = match usize::from(segment_size) {
+            0 => 1,
+            size => seg.payload.len().div_ceil(size) as u64,
+        };
         let tcp_len = seg.buffer_len();
         let ip_len = match dst {
             IpAddr::V4(_) => IPV4_HEADER_LEN,
@@ -315,7 +367,7 @@ impl Core {
                     }
                     _ => {
                         self.stats.drop(DropReason::NoRoute);
-                        return true;
+                        return Some(true);
                     }
                 };
                 let gso = Gso {
@@ -365,34 +417,24 @@ impl Core {
                         self.stats.tx_frames += 1;
                         self.stats.tx_bytes += frame_len as u64;
                         self.stats.tcp_sent += segments;
-                        self.stats.gso_bursts += 1;
-                        return true;
+                        if segment_size == 0 {
+                            self.stats.tcp_csum_offloaded += 1;
+                        } else {
+                            self.stats.gso_bursts += 1;
+                        }
+                        return Some(true);
                     }
                     GsoSent::Full => {
                         self.stats.drop(DropReason::TxFull);
-                        return false;
+                        return Some(false);
                     }
-                    // Cut here from now on (below).
+                    // The channel has no offload after all: the callers cut and sum
+                    // from now on.
                     GsoSent::Unsupported => self.config.gso_max_len = 0,
                 }
             }
         }
-        let mut off = 0;
-        while off < seg.payload.len() {
-            let end = (off + size).min(seg.payload.len());
-            let mut part = *seg;
-            part.seq = seg.seq + off as u32;
-            part.payload = &seg.payload[off..end];
-            if end < seg.payload.len() {
-                // FIN and PSH belong to the last segment only.
-                part.flags = part.flags - (TcpFlags::FIN | TcpFlags::PSH);
-            }
-            if !self.send_tcp(now, tx, src, dst, ip, &part) {
-                return false;
-            }
-            off = end;
-        }
-        true
+        None
     }
 
     /// The MAC of `dst`'s next hop when the neighbour cache already has it (a burst is

@@ -813,3 +813,152 @@ fn a_burst_given_in_parts_reaches_a_plain_sink_as_one_frame() {
     assert_eq!(&frame[..66], &head[..]);
     assert_eq!(&frame[66..], &payload[..]);
 }
+
+/// A sink that records every frame, those sent with an offload apart.
+#[derive(Default)]
+struct OffloadSink {
+    frames: Vec<Vec<u8>>,
+    offloaded: Vec<(Vec<u8>, Gso)>,
+}
+
+impl TxSink for OffloadSink {
+    fn send(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let mut b = vec![0u8; len];
+        fill(&mut b);
+        self.frames.push(b);
+        true
+    }
+
+    fn send_gso(&mut self, len: usize, gso: Gso, fill: &mut dyn FnMut(&mut [u8])) -> GsoSent {
+        let mut b = vec![0u8; len];
+        fill(&mut b);
+        self.offloaded.push((b, gso));
+        GsoSent::Sent
+    }
+}
+
+/// On a 65535-byte link with the channel's offload, a full-sized segment (one per frame,
+/// nothing to cut) goes to the channel whole with its checksum to finish: the TCP
+/// checksum field holds the pseudo-header sum, and finished as a device does it, the
+/// segment verifies and carries the bytes written. A segment under 16 KB (the tail of
+/// the write) is written into a frame and summed here as before.
+#[test]
+fn jumbo_segments_leave_their_checksum_to_the_channel() {
+    use crate::tcp::{Tcp, TcpConfig};
+    use ulnet_wire::{checksum, SeqNumber, TcpFlags, TcpOptions, TcpPacket, TcpRepr};
+    let config = InterfaceConfig::new(US)
+        .address(IpCidr::new(IpAddr::V4(OUR_IP), 24).unwrap())
+        .mtu(65535)
+        .gso_max_len(65535 + 14);
+    let mut i = Interface::new(config).unwrap();
+    i.add_static_neighbor(IpAddr::V4(PEER_IP), PEER).unwrap();
+    i.set_tcp(Tcp::new(TcpConfig::default(), [7; 16]));
+    let now = Instant::from_secs(1);
+    let local = SocketAddr::new(IpAddr::V4(OUR_IP), 40000);
+    let remote = SocketAddr::new(IpAddr::V4(PEER_IP), 80);
+    let c = i.tcp_mut().unwrap().connect(now, local, remote).unwrap();
+    let mut sink = OffloadSink::default();
+    i.egress(now, &mut sink);
+    // (The interface announces its address first.)
+    let tcp_frames = |s: &OffloadSink| -> Vec<Vec<u8>> {
+        s.frames
+            .iter()
+            .filter(|f| f[12..14] == [8, 0] && f[23] == 6)
+            .cloned()
+            .collect()
+    };
+    let syn = tcp_frames(&sink).remove(0);
+    let syn = TcpPacket::new_checked(&syn[34..]).unwrap();
+    let iss = syn.seq_number();
+    let (src, dst) = (IpAddr::V4(PEER_IP), IpAddr::V4(OUR_IP));
+    let mut options = TcpOptions::none();
+    options.mss = Some(65495);
+    options.window_scale = Some(7);
+    let syn_ack = TcpRepr {
+        src_port: 80,
+        dst_port: 40000,
+        seq: SeqNumber(5000),
+        ack: iss + 1,
+        flags: TcpFlags::SYN | TcpFlags::ACK,
+        window: 65535,
+        urgent: 0,
+        options,
+        payload: &[],
+    };
+    let mut seg = vec![0u8; syn_ack.buffer_len()];
+    syn_ack.emit(
+        &mut TcpPacket::new_unchecked(&mut seg[..]),
+        &src,
+        &dst,
+        ChecksumMode::Full,
+    );
+    let frame = eth(
+        US,
+        EtherType::Ipv4,
+        &ip(PEER_IP, OUR_IP, IpProtocol::Tcp, &seg),
+    );
+    let mut sink = OffloadSink::default();
+    i.ingress(now, &frame, &mut sink);
+    let data: Vec<u8> = (0..65483u32 + 1000).map(|n| (n % 251) as u8).collect();
+    let n = i.tcp_mut().unwrap().send(now, c, &data).unwrap();
+    assert_eq!(n, data.len());
+    i.egress(now, &mut sink);
+
+    assert_eq!(sink.offloaded.len(), 1, "one jumbo segment offloaded");
+    let (mut frame, gso) = sink.offloaded.pop().unwrap();
+    assert_eq!((gso.segment_size, gso.l4_offset, gso.ipv6), (0, 34, false));
+    let tcp_len = frame.len() - 34;
+    let payload_len = tcp_len - (usize::from(gso.header_len) - 34);
+    assert!(payload_len >= 16 * 1024, "a {payload_len}-byte segment");
+    let (us, peer) = (IpAddr::V4(OUR_IP), IpAddr::V4(PEER_IP));
+    let field = u16::from_be_bytes([frame[34 + 16], frame[34 + 17]]);
+    assert_eq!(
+        field,
+        checksum::pseudo_header(&us, &peer, IpProtocol::Tcp, tcp_len as u32),
+        "the pseudo-header sum, for the device to finish"
+    );
+    // Finish it as a device does: the sum from the TCP header on, complemented.
+    let sum = !checksum::data(&frame[34..]);
+    frame[34 + 16..34 + 18].copy_from_slice(&sum.to_be_bytes());
+    let tcp = TcpPacket::new_checked(&frame[34..]).unwrap();
+    assert!(tcp.verify_checksum(&us, &peer));
+    assert_eq!(tcp.seq_number(), iss + 1);
+    assert_eq!(tcp.payload(), &data[..payload_len]);
+    assert!(Ipv4Packet::new_checked(&frame[14..])
+        .unwrap()
+        .verify_checksum());
+    assert_eq!(i.stats().tcp_csum_offloaded, 1);
+    assert_eq!(i.stats().gso_bursts, 0);
+
+    // The rest, under 16 KB (held back by Nagle's rule until the peer's ACK), in a
+    // frame of its own with its checksum done.
+    let ack = TcpRepr {
+        seq: SeqNumber(5001),
+        ack: iss + 1 + payload_len as u32,
+        flags: TcpFlags::ACK,
+        window: 2048,
+        options: TcpOptions::none(),
+        ..syn_ack
+    };
+    let mut seg = vec![0u8; ack.buffer_len()];
+    ack.emit(
+        &mut TcpPacket::new_unchecked(&mut seg[..]),
+        &src,
+        &dst,
+        ChecksumMode::Full,
+    );
+    let frame = eth(
+        US,
+        EtherType::Ipv4,
+        &ip(PEER_IP, OUR_IP, IpProtocol::Tcp, &seg),
+    );
+    let mut sink = OffloadSink::default();
+    i.ingress(now, &frame, &mut sink);
+    i.egress(now, &mut sink);
+    assert!(sink.offloaded.is_empty());
+    let frames = tcp_frames(&sink);
+    assert_eq!(frames.len(), 1, "{} frames", frames.len());
+    let tail = TcpPacket::new_checked(&frames[0][34..]).unwrap();
+    assert!(tail.verify_checksum(&us, &peer));
+    assert_eq!(tail.payload(), &data[payload_len..]);
+}

@@ -48,6 +48,16 @@ pub fn testbed(label: &str) -> Testbed {
         .unwrap_or_else(|e| panic!("cannot build the testbed: {e}"))
 }
 
+/// A fresh testbed labelled `label` with MTU `mtu` on both ends.
+pub fn testbed_mtu(label: &str, mtu: u32) -> Testbed {
+    preflight();
+    Testbed::builder()
+        .name_prefix(label)
+        .mtu(mtu)
+        .build()
+        .unwrap_or_else(|e| panic!("cannot build the testbed: {e}"))
+}
+
 /// A scratch directory in /dev/shm, removed on drop.
 pub struct Scratch(pub PathBuf);
 

@@ -294,7 +294,7 @@ fn case(id: &str, mtu: u32, tx: bool, bytes: u64, systems: Vec<&'static str>) ->
 
 /// Setup shared by every ulnet row using the socket API.
 /// The bursts of the rows that send as ulnet does by default.
-const BURSTS_SETUP: &str = "XdpOptions::gso, ulnet's default: new data leaves as frames of up to 64 KB (one TCP header, a virtio-net header with SKB_GSO_TCPV4 and the MSS) through an AF_PACKET socket on A's veth end; receive and every other frame on AF_XDP; none for a second after a retransmission";
+const BURSTS_SETUP: &str = "XdpOptions::gso, ulnet's default: new data leaves as frames of up to 64 KB (one TCP header, a virtio-net header with SKB_GSO_TCPV4 and the MSS) through an AF_PACKET socket on A's veth end; on a link above 16 KB (MTU 65535) each segment of 16 KB or more goes through the same socket whole, its checksum left to the kernel (GSO_NONE, NEEDS_CSUM); receive and every other frame on AF_XDP; none for a second after a retransmission";
 
 fn ulnet_setup(backend: Backend) -> Vec<(&'static str, String)> {
     let mut v = vec![
