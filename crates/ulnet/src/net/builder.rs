@@ -468,7 +468,9 @@ impl StackBuilder {
     /// of a frame per segment; receive and every other frame stay on AF_XDP
     /// ([`XdpOptions::gso`]). On by default; a connection that retransmitted sends
     /// segment by segment for a second (a Linux receiver held its ACKs after cut bursts
-    /// under loss). Other backends ignore it.
+    /// under loss). On a link above 16 KB (MTU 65535) a single segment of 16 KB or more
+    /// takes the same socket whole, with only its checksum left to the kernel. Other
+    /// backends ignore it.
     #[must_use]
     pub fn gso(mut self, on: bool) -> Self {
         self.xdp.get_or_insert_with(XdpOptions::default).gso = on;
