@@ -376,6 +376,22 @@ fn icmp_error(reason: Icmpv4DstUnreachable, proto: IpProtocol, quoted: &[u8]) ->
     )
 }
 
+/// The frame carrying TCP segment `seg` from the peer to us, checksums done.
+fn peer_tcp_frame(seg: &ulnet_wire::TcpRepr<'_>) -> Vec<u8> {
+    let mut b = vec![0u8; seg.buffer_len()];
+    seg.emit(
+        &mut ulnet_wire::TcpPacket::new_unchecked(&mut b[..]),
+        &IpAddr::V4(PEER_IP),
+        &IpAddr::V4(OUR_IP),
+        ChecksumMode::Full,
+    );
+    eth(
+        US,
+        EtherType::Ipv4,
+        &ip(PEER_IP, OUR_IP, IpProtocol::Tcp, &b),
+    )
+}
+
 fn feed(i: &mut Interface, now: Instant, frame: &[u8]) {
     let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
         let mut b = [0u8; 2048];
@@ -749,19 +765,7 @@ fn socket_tos_and_ttl_reach_the_ip_header() {
         options: ulnet_wire::TcpOptions::none(),
         payload: &[],
     };
-    let mut seg = vec![0u8; syn.buffer_len()];
-    let (src, dst) = (IpAddr::V4(PEER_IP), IpAddr::V4(OUR_IP));
-    syn.emit(
-        &mut ulnet_wire::TcpPacket::new_unchecked(&mut seg[..]),
-        &src,
-        &dst,
-        ChecksumMode::Full,
-    );
-    let frame = eth(
-        US,
-        EtherType::Ipv4,
-        &ip(PEER_IP, OUR_IP, IpProtocol::Tcp, &seg),
-    );
+    let frame = peer_tcp_frame(&syn);
     let mut out = Vec::new();
     let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
         let mut b = vec![0u8; len];
@@ -870,7 +874,6 @@ fn jumbo_segments_leave_their_checksum_to_the_channel() {
     let syn = tcp_frames(&sink).remove(0);
     let syn = TcpPacket::new_checked(&syn[34..]).unwrap();
     let iss = syn.seq_number();
-    let (src, dst) = (IpAddr::V4(PEER_IP), IpAddr::V4(OUR_IP));
     let mut options = TcpOptions::none();
     options.mss = Some(65495);
     options.window_scale = Some(7);
@@ -885,18 +888,7 @@ fn jumbo_segments_leave_their_checksum_to_the_channel() {
         options,
         payload: &[],
     };
-    let mut seg = vec![0u8; syn_ack.buffer_len()];
-    syn_ack.emit(
-        &mut TcpPacket::new_unchecked(&mut seg[..]),
-        &src,
-        &dst,
-        ChecksumMode::Full,
-    );
-    let frame = eth(
-        US,
-        EtherType::Ipv4,
-        &ip(PEER_IP, OUR_IP, IpProtocol::Tcp, &seg),
-    );
+    let frame = peer_tcp_frame(&syn_ack);
     let mut sink = OffloadSink::default();
     i.ingress(now, &frame, &mut sink);
     let data: Vec<u8> = (0..65483u32 + 1000).map(|n| (n % 251) as u8).collect();
@@ -940,18 +932,7 @@ fn jumbo_segments_leave_their_checksum_to_the_channel() {
         options: TcpOptions::none(),
         ..syn_ack
     };
-    let mut seg = vec![0u8; ack.buffer_len()];
-    ack.emit(
-        &mut TcpPacket::new_unchecked(&mut seg[..]),
-        &src,
-        &dst,
-        ChecksumMode::Full,
-    );
-    let frame = eth(
-        US,
-        EtherType::Ipv4,
-        &ip(PEER_IP, OUR_IP, IpProtocol::Tcp, &seg),
-    );
+    let frame = peer_tcp_frame(&ack);
     let mut sink = OffloadSink::default();
     i.ingress(now, &frame, &mut sink);
     i.egress(now, &mut sink);
