@@ -15,6 +15,7 @@ use ulnet::channel::pipe;
 use ulnet::channel::sim::{Endpoint, LinkConfig, Wire};
 use ulnet::runtime::{Clock, Runtime, WaitMode};
 use ulnet::stack::iface::{Interface, InterfaceConfig, IpCidr};
+use ulnet::stack::socket::{UdpConfig, UdpHandle, UdpSocket};
 use ulnet::stack::tcp::{SocketHandle, SocketOption, State, Tcp, TcpConfig};
 use ulnet::wire::EthernetAddress;
 
@@ -123,5 +124,79 @@ fn ping_pong(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, idle, ping_pong);
+/// The same exchange as `turns/tcp_ping_pong_64` with UDP datagrams between two bound
+/// sockets (the peers' MACs set, as TCP's handshake would have learned them): what the
+/// loop, the interface and the channel cost without TCP, so the difference between the
+/// two is the TCP engine's share of a round trip.
+fn udp_ping_pong(c: &mut Criterion) {
+    let (wire, ea, eb) = Wire::pair(5, LinkConfig::new(), LinkConfig::new());
+    let (clock, time) = Clock::manual();
+    let mut t_us = 1_000_000u64;
+    let mut tick = |d: u64| {
+        t_us += d;
+        wire.advance_to_micros(t_us);
+        time.store(t_us, Ordering::Relaxed);
+    };
+    tick(0);
+    let rt = |ch, last: u8, peer: u8| {
+        let rt = Runtime::new(ch, iface(last), WaitMode::BusyPoll, clock.clone()).unwrap();
+        let mut i = rt.iface();
+        i.add_static_neighbor(
+            [198, 18, 0, peer].into(),
+            EthernetAddress([2, 0, 0, 0, 0, peer]),
+        )
+        .unwrap();
+        let mut u = UdpSocket::new(UdpConfig::default());
+        u.bind(SocketAddr::from(([198, 18, 0, last], 7))).unwrap();
+        let h = i.sockets_mut().add_udp(u).unwrap();
+        drop(i);
+        (rt, h)
+    };
+    let ((mut a, s), (mut b, t)) = (rt(ea, 1, 2), rt(eb, 2, 1));
+    // Each interface announces its address on its first turns (gratuitous ARP): out of
+    // the way before the timed exchange, as TCP's handshake has them.
+    for _ in 0..4 {
+        a.poll_once(&mut ()).unwrap();
+        b.poll_once(&mut ()).unwrap();
+        tick(10);
+    }
+    let msg = [7u8; 64];
+    let mut buf = [0u8; 64];
+    // Both sets' first socket: the handles are equal, the peers are not.
+    let (at_a, at_b) = (
+        SocketAddr::from(([198, 18, 0, 1], 7)),
+        SocketAddr::from(([198, 18, 0, 2], 7)),
+    );
+    let mut hop = |from: &mut Runtime<Endpoint>,
+                   h: UdpHandle,
+                   peer: SocketAddr,
+                   to: &mut Runtime<Endpoint>,
+                   g: UdpHandle| {
+        from.iface()
+            .sockets_mut()
+            .udp_mut(h)
+            .unwrap()
+            .send_to(&msg, peer)
+            .unwrap();
+        from.poll_once(&mut ()).unwrap();
+        tick(1);
+        to.poll_once(&mut ()).unwrap();
+        let (n, _) = to
+            .iface()
+            .sockets_mut()
+            .udp_mut(g)
+            .unwrap()
+            .recv_from(&mut buf)
+            .unwrap();
+        assert_eq!(n, 64);
+    };
+    c.bench_function("turns/udp_ping_pong_64", |bn| {
+        bn.iter(|| {
+            hop(&mut a, s, at_b, &mut b, t);
+            hop(&mut b, t, at_a, &mut a, s);
+        });
+    });
+}
+
+criterion_group!(benches, idle, ping_pong, udp_ping_pong);
 criterion_main!(benches);
