@@ -841,19 +841,34 @@ impl TxSink for OffloadSink {
     }
 }
 
-/// On a 65535-byte link with the channel's offload, a full-sized segment (one per frame,
-/// nothing to cut) goes to the channel whole with its checksum to finish: the TCP
-/// checksum field holds the pseudo-header sum, and finished as a device does it, the
-/// segment verifies and carries the bytes written. A segment under 16 KB (the tail of
-/// the write) is written into a frame and summed here as before.
-#[test]
-fn jumbo_segments_leave_their_checksum_to_the_channel() {
+/// The TCP frames among `s`'s plain ones (the interface announces its address first).
+fn tcp_frames(s: &OffloadSink) -> Vec<Vec<u8>> {
+    s.frames
+        .iter()
+        .filter(|f| f[12..14] == [8, 0] && f[23] == 6)
+        .cloned()
+        .collect()
+}
+
+/// An interface on a 65535-byte link, with the channel's offload (`gso_max_len`) or
+/// without, and a connection to the peer established by a SYN-ACK offering MSS 65495
+/// and a large window: the interface, the connection, its ISS and the SYN-ACK sent.
+fn jumbo_link(
+    offload: bool,
+) -> (
+    Interface,
+    crate::tcp::SocketHandle,
+    ulnet_wire::SeqNumber,
+    ulnet_wire::TcpRepr<'static>,
+) {
     use crate::tcp::{Tcp, TcpConfig};
-    use ulnet_wire::{checksum, SeqNumber, TcpFlags, TcpOptions, TcpPacket, TcpRepr};
-    let config = InterfaceConfig::new(US)
+    use ulnet_wire::{SeqNumber, TcpFlags, TcpOptions, TcpPacket, TcpRepr};
+    let mut config = InterfaceConfig::new(US)
         .address(IpCidr::new(IpAddr::V4(OUR_IP), 24).unwrap())
-        .mtu(65535)
-        .gso_max_len(65535 + 14);
+        .mtu(65535);
+    if offload {
+        config = config.gso_max_len(65535 + 14);
+    }
     let mut i = Interface::new(config).unwrap();
     i.add_static_neighbor(IpAddr::V4(PEER_IP), PEER).unwrap();
     i.set_tcp(Tcp::new(TcpConfig::default(), [7; 16]));
@@ -863,17 +878,8 @@ fn jumbo_segments_leave_their_checksum_to_the_channel() {
     let c = i.tcp_mut().unwrap().connect(now, local, remote).unwrap();
     let mut sink = OffloadSink::default();
     i.egress(now, &mut sink);
-    // (The interface announces its address first.)
-    let tcp_frames = |s: &OffloadSink| -> Vec<Vec<u8>> {
-        s.frames
-            .iter()
-            .filter(|f| f[12..14] == [8, 0] && f[23] == 6)
-            .cloned()
-            .collect()
-    };
     let syn = tcp_frames(&sink).remove(0);
-    let syn = TcpPacket::new_checked(&syn[34..]).unwrap();
-    let iss = syn.seq_number();
+    let iss = TcpPacket::new_checked(&syn[34..]).unwrap().seq_number();
     let mut options = TcpOptions::none();
     options.mss = Some(65495);
     options.window_scale = Some(7);
@@ -888,9 +894,28 @@ fn jumbo_segments_leave_their_checksum_to_the_channel() {
         options,
         payload: &[],
     };
-    let frame = peer_tcp_frame(&syn_ack);
+    i.ingress(now, &peer_tcp_frame(&syn_ack), &mut sink);
+    (i, c, iss, syn_ack)
+}
+
+/// Finishes the TCP checksum of an offloaded IPv4 frame as a device does: the sum from
+/// the TCP header to the end (the field holding the pseudo-header sum), complemented.
+fn finish_checksum(frame: &mut [u8]) {
+    let sum = !ulnet_wire::checksum::data(&frame[34..]);
+    frame[34 + 16..34 + 18].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// On a 65535-byte link with the channel's offload, a full-sized segment (one per frame,
+/// nothing to cut) goes to the channel whole with its checksum to finish: the TCP
+/// checksum field holds the pseudo-header sum, and finished as a device does it, the
+/// segment verifies and carries the bytes written. A segment under 16 KB (the tail of
+/// the write) is written into a frame and summed here as before.
+#[test]
+fn jumbo_segments_leave_their_checksum_to_the_channel() {
+    use ulnet_wire::{checksum, SeqNumber, TcpFlags, TcpOptions, TcpPacket, TcpRepr};
+    let (mut i, c, iss, syn_ack) = jumbo_link(true);
+    let now = Instant::from_secs(1);
     let mut sink = OffloadSink::default();
-    i.ingress(now, &frame, &mut sink);
     let data: Vec<u8> = (0..65483u32 + 1000).map(|n| (n % 251) as u8).collect();
     let n = i.tcp_mut().unwrap().send(now, c, &data).unwrap();
     assert_eq!(n, data.len());
@@ -909,9 +934,7 @@ fn jumbo_segments_leave_their_checksum_to_the_channel() {
         checksum::pseudo_header(&us, &peer, IpProtocol::Tcp, tcp_len as u32),
         "the pseudo-header sum, for the device to finish"
     );
-    // Finish it as a device does: the sum from the TCP header on, complemented.
-    let sum = !checksum::data(&frame[34..]);
-    frame[34 + 16..34 + 18].copy_from_slice(&sum.to_be_bytes());
+    finish_checksum(&mut frame);
     let tcp = TcpPacket::new_checked(&frame[34..]).unwrap();
     assert!(tcp.verify_checksum(&us, &peer));
     assert_eq!(tcp.seq_number(), iss + 1);
@@ -942,4 +965,43 @@ fn jumbo_segments_leave_their_checksum_to_the_channel() {
     let tail = TcpPacket::new_checked(&frames[0][34..]).unwrap();
     assert!(tail.verify_checksum(&us, &peer));
     assert_eq!(tail.payload(), &data[payload_len..]);
+}
+
+/// The frame the offload sends, finished as a device finishes it, is the frame the
+/// interface builds without the offload, byte for byte (addresses, IPv4 ID and header
+/// checksum, TCP header and options, payload, checksum), at the threshold and above.
+#[test]
+fn an_offloaded_jumbo_segment_finished_by_the_device_is_the_frame_built_here() {
+    let now = Instant::from_secs(1);
+    for len in [16 * 1024, 16 * 1024 + 1, 40_001, 65_483] {
+        let data: Vec<u8> = (0..len as u32).map(|n| (n % 253) as u8).collect();
+        let mut got = Vec::new();
+        for offload in [true, false] {
+            let (mut i, c, _, _) = jumbo_link(offload);
+            let mut sink = OffloadSink::default();
+            assert_eq!(i.tcp_mut().unwrap().send(now, c, &data).unwrap(), len);
+            i.egress(now, &mut sink);
+            let frame = if offload {
+                assert!(tcp_frames(&sink).is_empty(), "{len}: a plain frame");
+                let (mut f, gso) = sink.offloaded.pop().expect("an offloaded frame");
+                assert_eq!(gso.segment_size, 0);
+                finish_checksum(&mut f);
+                f
+            } else {
+                assert!(sink.offloaded.is_empty());
+                tcp_frames(&sink).pop().expect("a plain frame")
+            };
+            got.push(frame);
+        }
+        assert_eq!(got[0].len(), 14 + 20 + 20 + len, "{len}");
+        assert!(got[0] == got[1], "{len}: the frames differ");
+    }
+    // Below the threshold the offload is not used: the frame is built and summed here.
+    let (mut i, c, _, _) = jumbo_link(true);
+    let mut sink = OffloadSink::default();
+    let data = vec![5u8; 16 * 1024 - 1];
+    i.tcp_mut().unwrap().send(now, c, &data).unwrap();
+    i.egress(now, &mut sink);
+    assert!(sink.offloaded.is_empty());
+    assert_eq!(tcp_frames(&sink).len(), 1);
 }
