@@ -69,6 +69,21 @@ fn idle(c: &mut Criterion) {
     });
 }
 
+/// The simulated wire's two ends and a manual clock at 1 s, with the step that moves
+/// both on by the given microseconds.
+fn virtual_wire() -> (Endpoint, Endpoint, Clock, impl FnMut(u64)) {
+    let (wire, ea, eb) = Wire::pair(5, LinkConfig::new(), LinkConfig::new());
+    let (clock, time) = Clock::manual();
+    let mut t_us = 1_000_000u64;
+    let mut tick = move |d: u64| {
+        t_us += d;
+        wire.advance_to_micros(t_us);
+        time.store(t_us, Ordering::Relaxed);
+    };
+    tick(0);
+    (ea, eb, clock, tick)
+}
+
 /// A 64-byte TCP ping-pong between two loops on the simulated wire, on one thread, in
 /// virtual time: per round trip, each end's turn that sends, the other's turn that takes
 /// the segment in, and the reads and writes between (the engine, the interface, the
@@ -76,17 +91,9 @@ fn idle(c: &mut Criterion) {
 /// that costs a copy). The wire with a manual clock: virtual time leaves out the clock
 /// reads (the idle case above counts them) and the host's timing noise.
 fn ping_pong(c: &mut Criterion) {
-    let (wire, ea, eb) = Wire::pair(5, LinkConfig::new(), LinkConfig::new());
-    let (clock, time) = Clock::manual();
+    let (ea, eb, clock, mut tick) = virtual_wire();
     let rt = |ch, last| Runtime::new(ch, iface(last), WaitMode::BusyPoll, clock.clone());
     let (mut a, mut b) = (rt(ea, 1).unwrap(), rt(eb, 2).unwrap());
-    let mut t_us = 1_000_000u64;
-    let mut tick = |d: u64| {
-        t_us += d;
-        wire.advance_to_micros(t_us);
-        time.store(t_us, Ordering::Relaxed);
-    };
-    tick(0);
     let (s, t) = establish(&mut a, &mut b, || tick(10));
     for (rt, h) in [(&mut a, s), (&mut b, t)] {
         let now = rt.now();
@@ -129,15 +136,7 @@ fn ping_pong(c: &mut Criterion) {
 /// loop, the interface and the channel cost without TCP, so the difference between the
 /// two is the TCP engine's share of a round trip.
 fn udp_ping_pong(c: &mut Criterion) {
-    let (wire, ea, eb) = Wire::pair(5, LinkConfig::new(), LinkConfig::new());
-    let (clock, time) = Clock::manual();
-    let mut t_us = 1_000_000u64;
-    let mut tick = |d: u64| {
-        t_us += d;
-        wire.advance_to_micros(t_us);
-        time.store(t_us, Ordering::Relaxed);
-    };
-    tick(0);
+    let (ea, eb, clock, mut tick) = virtual_wire();
     let rt = |ch, last: u8, peer: u8| {
         let rt = Runtime::new(ch, iface(last), WaitMode::BusyPoll, clock.clone()).unwrap();
         let mut i = rt.iface();
