@@ -51,48 +51,63 @@ pub fn fold(mut acc: u64) -> u16 {
 /// The one's complement sum of `data` read as big-endian 16-bit words; an odd final byte
 /// is padded with a zero byte on the right (RFC 1071 §4.1).
 ///
-/// Fast path: eight bytes at a time in native order, since the one's complement sum is
-/// byte-order independent (RFC 1071 §2(B)); the result is swapped back once at the end.
+/// Fast path: 64-bit words in native order, since the one's complement sum is byte-order
+/// independent (RFC 1071 §2(B)); the result is swapped back once at the end. The words
+/// go into two 128-bit accumulators, an add and an add-with-carry each, and 2^64 ≡ 1
+/// (mod 2^16 - 1) lets the carries fold in at the end (RFC 1071 §2(C): deferred carries).
+/// Splitting each word into 32-bit halves in 64-bit accumulators, as this did before, was
+/// slower: `cargo bench -p ulnet-wire --bench checksum -- checksum/` 96 bytes 7.1 → 4.6
+/// ns, 20 bytes 4.9 → 3.6, 1460 bytes 44.8 → 40.0 (four accumulators were slower again).
 #[inline]
 pub fn data(data: &[u8]) -> u16 {
-    let mut acc: u64 = 0;
-    // Each 8-byte step adds less than 2^33, so a 64-bit accumulator cannot overflow within
-    // a block of 2^20 bytes; fold between blocks to support any length.
-    for block in data.chunks(1 << 20) {
-        let mut a: u64 = 0;
-        let mut b: u64 = 0;
-        let mut chunks = block.chunks_exact(16);
-        for c in &mut chunks {
-            let x = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-            let y = u64::from_ne_bytes([c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15]]);
-            a += (x >> 32) + (x & 0xffff_ffff);
-            b += (y >> 32) + (y & 0xffff_ffff);
-        }
-        // The last 0-15 bytes by halves, each read where it lies (a zero-padded copy of
-        // them was a `memcpy` call, twice the whole sum of a 20-byte IPv4 header). Every
-        // piece starts at an even offset, so the 16-bit words keep their places.
-        let mut rest = chunks.remainder();
-        if let Some((x, r)) = rest.split_first_chunk::<8>() {
-            let x = u64::from_ne_bytes(*x);
-            a += (x >> 32) + (x & 0xffff_ffff);
-            rest = r;
-        }
-        if let Some((x, r)) = rest.split_first_chunk::<4>() {
-            b += u64::from(u32::from_ne_bytes(*x));
-            rest = r;
-        }
-        if let Some((x, r)) = rest.split_first_chunk::<2>() {
-            b += u64::from(u16::from_ne_bytes(*x));
-            rest = r;
-        }
-        if let [last] = rest {
-            // RFC 1071 §4.1: an odd byte is padded with a zero on its right.
-            b += u64::from(u16::from_ne_bytes([*last, 0]));
-        }
-        acc += u64::from(fold(a)) + u64::from(fold(b));
+    let mut a: u128 = 0;
+    let mut b: u128 = 0;
+    let mut chunks = data.chunks_exact(32);
+    for c in &mut chunks {
+        let w = |i: usize| {
+            u128::from(u64::from_ne_bytes([
+                c[i],
+                c[i + 1],
+                c[i + 2],
+                c[i + 3],
+                c[i + 4],
+                c[i + 5],
+                c[i + 6],
+                c[i + 7],
+            ]))
+        };
+        a += w(0) + w(16);
+        b += w(8) + w(24);
     }
+    // The last 0-31 bytes: whole words, then by halves, each read where it lies (a
+    // zero-padded copy of them was a `memcpy` call, twice the whole sum of a 20-byte
+    // IPv4 header). Every piece starts at an even offset, so the 16-bit words keep their
+    // places.
+    let mut rest = chunks.remainder();
+    while let Some((x, r)) = rest.split_first_chunk::<8>() {
+        a += u128::from(u64::from_ne_bytes(*x));
+        rest = r;
+    }
+    if let Some((x, r)) = rest.split_first_chunk::<4>() {
+        b += u128::from(u32::from_ne_bytes(*x));
+        rest = r;
+    }
+    if let Some((x, r)) = rest.split_first_chunk::<2>() {
+        b += u128::from(u16::from_ne_bytes(*x));
+        rest = r;
+    }
+    if let [last] = rest {
+        // RFC 1071 §4.1: an odd byte is padded with a zero on its right.
+        b += u128::from(u16::from_ne_bytes([*last, 0]));
+    }
+    // Each accumulator stays below 2^64 times the number of words, far from 2^128. The
+    // high half of their sum counts the carries out of the low one, each worth 1; two
+    // folds bring it within 64 bits.
+    let s = a + b;
+    let s = (s & u128::from(u64::MAX)) + (s >> 64);
+    let s = (s & u128::from(u64::MAX)) + (s >> 64);
     // Native-order words summed: bring the folded sum back to network order.
-    u16::from_be(fold(acc))
+    u16::from_be(fold(s as u64))
 }
 
 /// Combines partial sums (from [`data`], [`pseudo_header`] or raw 16-bit fields).
