@@ -137,6 +137,40 @@ fn parse_pid_stat(text: &str, hz: u64) -> Option<CpuTimes> {
     })
 }
 
+/// How long each CPU has been idle, by CPU number, from the cpuidle residency counters
+/// (`/sys/devices/system/cpu/cpu<N>/cpuidle/state<K>/time`, microseconds, summed over the
+/// states). Unlike `/proc/stat`'s busy states, which a kernel with tick-based accounting
+/// samples at the timer tick, these are kept exactly on every idle entry and exit; so the
+/// busy time of a CPU over an interval (the interval minus its idle time) counts every
+/// context, also softirq work that ran while the CPU was otherwise idle, which no task's
+/// run time holds. `None` where the machine has no cpuidle driver; a CPU that cannot be
+/// read counts as never idle.
+pub fn idle_per_cpu(cpus: usize) -> Option<Vec<Duration>> {
+    idle_under(std::path::Path::new("/sys/devices/system/cpu"), cpus)
+}
+
+fn idle_under(root: &std::path::Path, cpus: usize) -> Option<Vec<Duration>> {
+    if !root.join("cpu0/cpuidle").is_dir() {
+        return None;
+    }
+    let per = (0..cpus)
+        .map(|n| {
+            let dir = root.join(format!("cpu{n}/cpuidle"));
+            let Ok(states) = std::fs::read_dir(&dir) else {
+                return Duration::ZERO;
+            };
+            let us: u64 = states
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("state"))
+                .filter_map(|e| std::fs::read_to_string(e.path().join("time")).ok())
+                .filter_map(|t| t.trim().parse::<u64>().ok())
+                .sum();
+            Duration::from_micros(us)
+        })
+        .collect();
+    Some(per)
+}
+
 /// Machine-wide CPU time by state, summed over all CPUs (the `cpu` line of `/proc/stat`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SystemTimes {
@@ -345,6 +379,35 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_residency_sums_the_states_of_each_cpu() {
+        let root = std::env::temp_dir().join(format!("ulnet-cpuidle-{}", std::process::id()));
+        let state = |cpu: usize, k: usize, us: &str| {
+            let d = root.join(format!("cpu{cpu}/cpuidle/state{k}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("time"), us).unwrap();
+        };
+        assert_eq!(idle_under(&root, 2), None, "no cpuidle: no figure");
+        state(0, 0, "5\n");
+        state(0, 1, "1000000\n");
+        state(1, 1, "250\n");
+        // An unreadable state is skipped; a CPU without cpuidle counts as never idle.
+        std::fs::create_dir_all(root.join("cpu1/cpuidle/state2")).unwrap();
+        let got = idle_under(&root, 3).unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                Duration::from_micros(1_000_005),
+                Duration::from_micros(250),
+                Duration::ZERO
+            ]
+        );
+        if let Some(live) = idle_per_cpu(1) {
+            assert_eq!(live.len(), 1);
+        }
+    }
 
     #[test]
     fn parses_pid_stat_with_awkward_command_names() {

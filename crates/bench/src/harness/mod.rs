@@ -365,6 +365,7 @@ fn short(v: f64) -> String {
 pub struct Window {
     start: CpuSample,
     tasks: BTreeMap<u32, Duration>,
+    idle: Option<Vec<Duration>>,
 }
 
 /// What a [`Window`] measured.
@@ -378,6 +379,12 @@ pub struct CpuUse {
     /// [`crate::cpu::all_processes`]); the `/proc/stat` figures in `delta` are sampled at
     /// the timer tick and miss work that runs between ticks.
     pub tasks_s: f64,
+    /// Busy seconds of the system-under-test core ([`SUT_CPU`]): the window minus that
+    /// CPU's idle time ([`crate::cpu::idle_per_cpu`]), so every context that ran there
+    /// (the SUT's threads, softirq work, a NAPI thread) counts. `None` without cpuidle.
+    pub sut_core_s: Option<f64>,
+    /// Busy seconds of every CPU, the same way.
+    pub cpus_busy_s: Option<f64>,
 }
 
 impl Window {
@@ -390,6 +397,7 @@ impl Window {
         Ok(Window {
             start: CpuSample::now().map_err(io::Error::other)?,
             tasks,
+            idle: crate::cpu::idle_per_cpu(online_cpus()),
         })
     }
 
@@ -400,6 +408,7 @@ impl Window {
     /// /proc could not be read.
     pub fn finish(self, load_cpu: Duration) -> io::Result<CpuUse> {
         let delta = self.start.elapsed().map_err(io::Error::other)?;
+        let idle_end = crate::cpu::idle_per_cpu(online_cpus());
         let end = crate::cpu::all_processes().map_err(io::Error::other)?;
         // A process that started inside the window counts whole; one that ended inside it
         // is lost (its time went to its parent's reaped-children total).
@@ -408,10 +417,22 @@ impl Window {
             .map(|(pid, t)| t.saturating_sub(self.tasks.get(pid).copied().unwrap_or_default()))
             .sum();
         let sut_s = (delta.process_cpu.as_secs_f64() - load_cpu.as_secs_f64()).max(0.0);
+        // Busy = the wall time minus the idle time, per CPU.
+        let busy: Option<Vec<f64>> = self.idle.zip(idle_end).map(|(a, b)| {
+            a.iter()
+                .zip(&b)
+                .map(|(a, b)| {
+                    let idle = b.saturating_sub(*a).min(delta.wall);
+                    (delta.wall - idle).as_secs_f64()
+                })
+                .collect()
+        });
         Ok(CpuUse {
             delta,
             sut_s,
             tasks_s: tasks.as_secs_f64(),
+            sut_core_s: busy.as_ref().and_then(|b| b.get(SUT_CPU).copied()),
+            cpus_busy_s: busy.map(|b| b.iter().sum()),
         })
     }
 }
@@ -420,8 +441,10 @@ impl CpuUse {
     /// The standard CPU metrics of a window, per GB of `bytes` and per packet of
     /// `packets` where given: `wall_s`, `machine_{user,sys,softirq,busy}_s`,
     /// `machine_busy_cores`, `sut_s`, `sut_cores`, `machine_s_per_gb`, `sut_s_per_gb`,
-    /// `machine_ns_per_pkt`, `sut_ns_per_pkt`, and the precise machine-wide task time
-    /// `tasks_s`, `tasks_cores`, `tasks_s_per_gb`, `tasks_ns_per_pkt`.
+    /// `machine_ns_per_pkt`, `sut_ns_per_pkt`, the precise machine-wide task time
+    /// `tasks_s`, `tasks_cores`, `tasks_s_per_gb`, `tasks_ns_per_pkt`, and where the
+    /// machine has cpuidle the exact busy time of every CPU and of the SUT core,
+    /// `cpus_busy_{s,cores,s_per_gb}` and `sut_core_{s,cores,s_per_gb}`.
     pub fn metrics(&self, bytes: Option<u64>, packets: Option<u64>) -> Metrics {
         let d = &self.delta;
         let wall = d.wall.as_secs_f64();
@@ -444,6 +467,19 @@ impl CpuUse {
             m.insert("machine_s_per_gb".into(), busy / gb);
             m.insert("sut_s_per_gb".into(), self.sut_s / gb);
             m.insert("tasks_s_per_gb".into(), self.tasks_s / gb);
+        }
+        for (key, v) in [
+            ("sut_core", self.sut_core_s),
+            ("cpus_busy", self.cpus_busy_s),
+        ] {
+            let Some(v) = v else { continue };
+            m.insert(format!("{key}_s"), v);
+            if wall > 0.0 {
+                m.insert(format!("{key}_cores"), v / wall);
+            }
+            if let Some(b) = bytes.filter(|b| *b > 0) {
+                m.insert(format!("{key}_s_per_gb"), v / (b as f64 / 1e9));
+            }
         }
         if let Some(p) = packets.filter(|p| *p > 0) {
             m.insert("machine_ns_per_pkt".into(), busy * 1e9 / p as f64);
