@@ -315,6 +315,7 @@ pub struct Builder {
     kernel_offloads: bool,
     ipv6: bool,
     keep: bool,
+    rps: [Option<usize>; 2],
 }
 
 impl Default for Builder {
@@ -325,6 +326,7 @@ impl Default for Builder {
             kernel_offloads: false,
             ipv6: false,
             keep: false,
+            rps: [None; 2],
         }
     }
 }
@@ -359,6 +361,18 @@ impl Builder {
     /// EUI-64 link-local of the veth end's MAC. Needs an MTU of at least 1280.
     pub fn ipv6(mut self, on: bool) -> Self {
         self.ipv6 = on;
+        self
+    }
+
+    /// Runs the kernel's receive processing of frames arriving at end `side` on `cpu`
+    /// (RPS: the interface's `queues/rx-*/rps_cpus`), as a second host would run it on
+    /// its own cores. Default: where the kernel runs it, which on veth is the *sending*
+    /// core, in the sender's system call, so a CPU figure of the sender counts the
+    /// receiver's TCP input too. RPS steers what takes the backlog path (no XDP program
+    /// on the end, GRO off), the kernel stack's receive; frames an XDP program takes run
+    /// where veth's NAPI runs, on the sending core, either way.
+    pub fn rps_cpu(mut self, side: SideId, cpu: usize) -> Self {
+        self.rps[usize::from(side == SideId::B)] = Some(cpu);
         self
     }
 
@@ -491,6 +505,14 @@ impl Builder {
             exec::run_in(ns, "ethtool", args)?;
         }
         exec::run("ip", ["-n", ns, "link", "set", "dev", dev, "up"])?;
+        if let Some(cpu) = self.rps[usize::from(side.side == SideId::B)] {
+            // `ip netns exec` mounts the namespace's own sysfs, where `dev` is visible.
+            let mask = format!("{:x}", 1u128 << cpu.min(127));
+            let script = format!(
+                "for q in /sys/class/net/{dev}/queues/rx-*; do echo {mask} > $q/rps_cpus; done"
+            );
+            exec::run_in(ns, "sh", ["-c", &script])?;
+        }
         Ok(())
     }
 }

@@ -380,3 +380,28 @@ fn ipv6_testbed_refuses_an_mtu_below_1280() {
     let tb = build(Testbed::builder().name_prefix("v6mtu").ipv6(true).mtu(1280));
     assert_eq!(tb.a().mtu, 1280);
 }
+
+#[test]
+fn rps_steers_each_ends_receive_to_its_cpu() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (ca, cb) = (cpus - 1, 0);
+    let tb = build(
+        Testbed::builder()
+            .name_prefix("rps")
+            .rps_cpu(testbed::SideId::A, ca)
+            .rps_cpu(testbed::SideId::B, cb),
+    );
+    for (side, cpu) in [(tb.a(), ca), (tb.b(), cb)] {
+        let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", side.ifname);
+        let out = side.output("cat", [path.as_str()]).expect("cat runs");
+        let mask = String::from_utf8_lossy(&out.stdout).trim().replace(',', "");
+        assert_eq!(
+            u128::from_str_radix(&mask, 16).unwrap(),
+            1u128 << cpu,
+            "{path}: {mask}"
+        );
+    }
+    // Steered frames still arrive, both ways.
+    assert!(ping(&tb, true, &[]).status.success());
+    assert!(ping(&tb, false, &[]).status.success());
+}
