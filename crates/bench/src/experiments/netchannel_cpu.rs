@@ -22,8 +22,8 @@
 //! receive work (the kernel SUT's TCP input, ulnet's channel copying frames into its
 //! UMEM, the peer's TCP input of the SUT's ACKs or data) would be charged to the other
 //! end. The testbed therefore steers each end's receive processing to its own core with
-//! RPS (A's to the SUT core, B's to the load core: [`crate::testbed::Builder::rps_cpu`]), and ulnet's
-//! XDP program runs in generic mode, where it sits in that same steered receive path;
+//! RPS (A's to the SUT core, B's to the load core: [`crate::testbed::Builder::rps_cpu`]),
+//! and ulnet's XDP program runs in generic mode, inside that same steered receive path;
 //! veth's native XDP runs in veth's NAPI on the sending core, where RPS cannot reach it
 //! (pinning it with threaded NAPI adds a kernel thread's wake-up per handful of frames:
 //! measured 15,000 a second, SUT core 0.17-0.18 cores against generic's 0.12-0.13).
@@ -35,16 +35,13 @@
 //! the figure the verdict and the goal use. `sut_cores` is this process's CPU over the
 //! window minus the peer thread's own CPU (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)` on
 //! that thread): the SUT's threads and the kernel work done in their system calls,
-//! without softirq work that ran while they slept. `cpus_busy_cores` (both cores' busy time: the window minus each CPU's
-//! idle residency from cpuidle, kept exactly at every idle entry and exit) counts
-//! everything, both ends included, also the kernel's softirq work that runs while a CPU
-//! is otherwise idle (timers firing delayed ACKs, for one), and is the machine-wide
-//! figure; `sut_core_cores` is the same for the SUT's core alone. `tasks_cores` (every
-//! process's precise run time, from each `/proc/<pid>/stat`) misses that idle-time
-//! softirq work (0.15-0.17 cores of the kernel SUT's, measured); `machine_busy_cores`
-//! (user + sys + softirq from /proc/stat) is shown beside them, but this kernel samples
-//! it at the timer tick and misses most of a loop paced every 1 ms. Without cpuidle the
-//! machine-wide figure falls back to `tasks_cores`.
+//! without softirq work that ran while they slept. `cpus_busy_cores` is the same busy
+//! time summed over both cores, the machine-wide figure. `tasks_cores` (every process's
+//! precise run time, from each `/proc/<pid>/stat`) misses softirq work on an otherwise
+//! idle CPU (0.22 cores of the kernel SUT's before the steering, measured);
+//! `machine_busy_cores` (user + sys + softirq from /proc/stat) is shown beside them, but
+//! this kernel samples it at the timer tick and misses most of a loop paced every 1 ms.
+//! Without cpuidle the verdict falls back to `sut_cores` and `tasks_cores`.
 //! Segment counts come from the peer namespace's `/proc/net/snmp` (Tcp InSegs/OutSegs),
 //! the same counter for every system since the peer is always the kernel.
 
