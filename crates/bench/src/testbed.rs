@@ -507,7 +507,7 @@ impl Builder {
         exec::run("ip", ["-n", ns, "link", "set", "dev", dev, "up"])?;
         if let Some(cpu) = self.rps[usize::from(side.side == SideId::B)] {
             // `ip netns exec` mounts the namespace's own sysfs, where `dev` is visible.
-            let mask = format!("{:x}", 1u128 << cpu.min(127));
+            let mask = cpu_mask(cpu);
             let script = format!(
                 "for q in /sys/class/net/{dev}/queues/rx-*; do echo {mask} > $q/rps_cpus; done"
             );
@@ -515,6 +515,16 @@ impl Builder {
         }
         Ok(())
     }
+}
+
+/// The kernel's CPU-mask text (`bitmap_parse`: 32-bit hex groups, most significant first,
+/// separated by commas) with only `cpu` set.
+fn cpu_mask(cpu: usize) -> String {
+    let mut mask = format!("{:x}", 1u32 << (cpu % 32));
+    for _ in 0..cpu / 32 {
+        mask.push_str(",00000000");
+    }
+    mask
 }
 
 /// A live testbed; removes its namespaces (and with them the veth pair and any nftables
@@ -584,5 +594,19 @@ impl Drop for Testbed {
                 eprintln!("ulnet testbed {}: teardown failed: {e}", self.info.name);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_mask;
+
+    #[test]
+    fn cpu_masks_are_the_kernels_32_bit_groups() {
+        assert_eq!(cpu_mask(0), "1");
+        assert_eq!(cpu_mask(1), "2");
+        assert_eq!(cpu_mask(31), "80000000");
+        assert_eq!(cpu_mask(32), "1,00000000");
+        assert_eq!(cpu_mask(70), "40,00000000,00000000");
     }
 }
