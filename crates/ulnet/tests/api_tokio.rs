@@ -299,8 +299,23 @@ fn frames_a_gone_task_waited_for_are_taken_in_by_the_loops_thread() {
     let s = rt.block_on(async {
         let (s, _) = listener.accept_async().await.unwrap();
         let mut buf = [0u8; 16];
+        // The premise: a task has turned the loop, so the loop's thread parks. A task
+        // turns when its reactor sees frames on the channel while it waits, and the
+        // loop's thread may take the handshake's last frames first (it keeps polling
+        // for a while after its own last send): a byte at a time until a task's turn
+        // has taken one in.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while a.turns().tasks == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no task turned the loop"
+            );
+            std::io::Write::write_all(&mut tx, b"x").unwrap();
+            let r = tokio::time::timeout(Duration::from_secs(10), s.read_async(&mut buf)).await;
+            assert_eq!(r.expect("the byte within 10 s").unwrap(), 1);
+        }
         let r = tokio::time::timeout(Duration::from_millis(50), s.read_async(&mut buf)).await;
-        assert!(r.is_err(), "nothing was sent yet");
+        assert!(r.is_err(), "nothing more was sent");
         s
     });
     assert!(a.turns().tasks > 0, "the task waited through its reactor");
