@@ -1,4 +1,4 @@
-//! ARP through the interface: resolution, expiry and re-resolution, the bounded queue
+//! ARP through the interface: resolution, stale entries probed unicast, the bounded queue
 //! of packets waiting for an answer, retries and give-up, gratuitous announcements,
 //! static entries, and answering (or not) requests from the wire.
 
@@ -44,8 +44,12 @@ fn lone(limits: Limits) -> (Sim, Endpoint) {
     (sim, raw)
 }
 
+/// Past its time an entry goes stale, not away (RFC 1122 §2.3.2.1's unicast poll, run
+/// as RFC 4861 §7.3's NUD): the next datagram leaves at once to the cached MAC, and after
+/// DELAY_FIRST_PROBE_TIME a unicast request, answered, makes the entry reachable again.
+/// Only the first datagram waited for a broadcast request.
 #[test]
-fn resolves_expires_and_resolves_again() {
+fn stale_entries_are_used_and_probed_unicast() {
     let limits = Limits {
         neighbor_ttl: Duration::from_secs(10),
         ..Limits::default()
@@ -59,7 +63,7 @@ fn resolves_expires_and_resolves_again() {
     // Let the announcements pass first (they refresh entries that exist).
     sim.run_for(Duration::from_secs(3));
     let mut buf = [0u8; 64];
-    for round in 0..2 {
+    let mut ping = |sim: &mut Sim| {
         sim.iface(0)
             .sockets_mut()
             .udp_mut(tx)
@@ -67,30 +71,106 @@ fn resolves_expires_and_resolves_again() {
             .send_to(b"ping", sa(2, 2000))
             .unwrap();
         sim.run_for(Duration::from_millis(10));
-        assert_eq!(
-            sim.iface(1)
-                .sockets_mut()
-                .udp_mut(rx)
-                .unwrap()
-                .recv_from(&mut buf)
-                .unwrap()
-                .0,
-            4
-        );
-        assert_eq!(sim.iface(0).stats().arp_requests_sent, round + 1);
-        let now = sim.now();
-        assert_eq!(
-            sim.iface(0).neighbors().lookup(ipa(2), now),
-            Lookup::Found(common::mac(2))
-        );
-        // Past the TTL the entry is gone: the next datagram asks again.
-        sim.run_for(Duration::from_secs(11));
-        let now = sim.now();
-        assert_eq!(
-            sim.iface(0).neighbors().lookup(ipa(2), now),
-            Lookup::Missing
-        );
-    }
+        let got = sim
+            .iface(1)
+            .sockets_mut()
+            .udp_mut(rx)
+            .unwrap()
+            .recv_from(&mut buf);
+        assert_eq!(got.unwrap().0, 4);
+    };
+    ping(&mut sim);
+    assert_eq!(sim.iface(0).stats().arp_requests_sent, 1);
+    let now = sim.now();
+    assert!(matches!(
+        sim.iface(0).neighbors().state(ipa(2)),
+        Some(NeighborState::Reachable { mac: m, .. }) if m == mac(2)
+    ));
+    assert_eq!(
+        sim.iface(0).neighbors().lookup(ipa(2), now),
+        Lookup::Found(mac(2))
+    );
+    sim.run_for(Duration::from_secs(11));
+    assert_eq!(
+        sim.iface(0).neighbors().state(ipa(2)),
+        Some(NeighborState::Stale { mac: mac(2) })
+    );
+    // Sent at once to the cached MAC: no request, nothing parked.
+    ping(&mut sim);
+    assert_eq!(sim.iface(0).stats().arp_requests_sent, 1);
+    assert!(matches!(
+        sim.iface(0).neighbors().state(ipa(2)),
+        Some(NeighborState::Delay { .. })
+    ));
+    // DELAY_FIRST_PROBE_TIME (5 s) later: one unicast request, answered.
+    sim.run_for(Duration::from_secs(6));
+    assert_eq!(sim.iface(0).stats().arp_requests_sent, 2);
+    assert_eq!(sim.iface(0).stats().arp_probes_sent, 1);
+    assert!(matches!(
+        sim.iface(0).neighbors().state(ipa(2)),
+        Some(NeighborState::Reachable { mac: m, .. }) if m == mac(2)
+    ));
+    assert_eq!(sim.iface(1).stats().arp_replies_sent, 2);
+}
+
+/// The probe goes to the cached MAC alone; a neighbour that no longer answers there is
+/// dropped after three probes, and the next packet resolves it afresh by broadcast.
+#[test]
+fn unanswered_probes_end_in_a_broadcast_request() {
+    let limits = Limits {
+        neighbor_ttl: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let (mut sim, mut raw) = lone(limits);
+    let tx = udp(&mut sim, 0, 1000);
+    sim.run_for(Duration::from_secs(3));
+    collect(&mut raw);
+    // The raw host announces itself: 198.18.0.9 at mac(9).
+    let announce = ArpRepr {
+        operation: ArpOperation::Reply,
+        source_hardware_addr: mac(9),
+        source_protocol_addr: ip(9),
+        target_hardware_addr: mac(1),
+        target_protocol_addr: ip(1),
+    };
+    let mut arp = vec![0u8; announce.buffer_len()];
+    announce.emit(&mut ArpPacket::new_unchecked(&mut arp[..]));
+    inject(&mut raw, &[eth_frame(mac(9), mac(1), EtherType::Arp, &arp)]);
+    sim.run_for(Duration::from_millis(10));
+    assert!(matches!(
+        sim.iface(0).neighbors().state(ipa(9)),
+        Some(NeighborState::Reachable { .. })
+    ));
+    let send = |sim: &mut Sim| {
+        sim.iface(0)
+            .sockets_mut()
+            .udp_mut(tx)
+            .unwrap()
+            .send_to(b"ping", sa(9, 9))
+            .unwrap();
+        sim.run_for(Duration::from_millis(10));
+    };
+    sim.run_for(Duration::from_secs(11));
+    send(&mut sim);
+    // Delay (5 s), then three probes a second apart, then the entry goes.
+    sim.run_for(Duration::from_secs(9));
+    let requests: Vec<_> = arps(&collect(&mut raw))
+        .into_iter()
+        .filter(|(_, r)| r.operation == ArpOperation::Request)
+        .collect();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(requests
+        .iter()
+        .all(|(dst, r)| *dst == mac(9) && r.target_protocol_addr == ip(9)));
+    assert_eq!(sim.iface(0).neighbors().state(ipa(9)), None);
+    send(&mut sim);
+    let again = arps(&collect(&mut raw));
+    assert!(
+        again
+            .iter()
+            .any(|(dst, r)| dst.is_broadcast() && r.target_protocol_addr == ip(9)),
+        "{again:?}"
+    );
 }
 
 #[test]

@@ -107,3 +107,57 @@ fn zero_delay_wire_completes_within_one_instant() {
         assert_eq!(sim.now(), ulnet_stack::time::Instant::ZERO, "{family:?}");
     });
 }
+
+/// A stream that outlives its neighbour entries (`neighbor_ttl` and DELAY_FIRST_PROBE_TIME
+/// 1 s, eight seconds of transfer at 8 Mb/s) never stops to resolve again: the sender's entry stays reachable
+/// through the ACKs of its data (RFC 1122 §2.3.2.1 "higher-layer advice", RFC 4861
+/// §7.3.1), the receiver's goes stale and is confirmed by a unicast probe, and no segment
+/// is parked behind a broadcast request or dropped from that queue. Before IPv4 entries
+/// followed NUD, the sender asked again every second and dropped what exceeded the eight
+/// segments the queue holds per neighbour.
+#[test]
+fn stream_outlives_its_neighbour_entries() {
+    both(|family| {
+        let link = LinkConfig::new()
+            .rate_bps(8_000_000)
+            .delay(std::time::Duration::from_millis(1));
+        let (wire, a, b) = ulnet_channel::sim::Wire::pair(4, link.clone(), link);
+        let mut sim = Sim::new(wire);
+        sim.family = family;
+        for (i, ch) in [(1, a), (2, b)] {
+            let mut c = family.config(i);
+            c.limits.neighbor_ttl = Duration::from_secs(1);
+            c.limits.delay_first_probe = Duration::from_secs(1);
+            sim.add(c, Box::new(ch));
+        }
+        sim.iface(0)
+            .set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
+        sim.iface(1)
+            .set_tcp(Tcp::new(TcpConfig::default(), [2; 16]));
+        let data = stream(8_000_000);
+        let t = common::tcp::transfer(&mut sim, &data, Duration::from_secs(60));
+        assert!(
+            t.done && t.received == data,
+            "{family:?}: transfer incomplete or corrupt"
+        );
+        assert!(
+            sim.now().total_millis() > 8_000,
+            "{family:?}: {}",
+            sim.now()
+        );
+        let (a, b) = (sim.nodes[0].iface.stats(), sim.nodes[1].iface.stats());
+        // Not counted, as in `stream_over_clean_wire`: the other host's start-up
+        // announcements (ARP for itself; its Router Solicitations, three in this time).
+        use ulnet_stack::iface::DropReason::{ArpNotForUs, Ipv6NotForUs};
+        for s in [&a, &b] {
+            let expected = s.drops(ArpNotForUs) + s.drops(Ipv6NotForUs).min(3);
+            assert_eq!(s.total_drops() - expected, 0, "{family:?}: {s}");
+        }
+        if family == Family::V4 {
+            // The client resolved once; the server learned the client from that request
+            // and since probed it, unicast, as its entry went stale.
+            assert_eq!(a.arp_requests_sent, 1, "{a}");
+            assert!(b.arp_requests_sent >= 1, "{b}");
+        }
+    });
+}

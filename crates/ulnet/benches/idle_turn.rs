@@ -197,5 +197,59 @@ fn udp_ping_pong(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, idle, ping_pong, udp_ping_pong);
+/// Seed 004's small-write receive as the receiving loop sees it (issue 11, goal 3): a
+/// peer with TCP_NODELAY sends a millisecond's worth of 100 Mb/s in 128-byte writes (98
+/// segments, each its own frame), then the receiver's loop takes the burst in and its
+/// application reads it all. Only the receiver is timed: its turns (the channel, the
+/// interface, the engine, the ACK it sends) and the reads, per burst; the sender, the
+/// wire and taking the ACK back are not. Each burst moves virtual time on by 1 ms, so a
+/// long run also crosses the neighbour entries' lifetimes (this bench found IPv4 entries
+/// expiring under a stream).
+fn recv_burst(c: &mut Criterion) {
+    const SEGMENTS: usize = 98;
+    let (ea, eb, clock, mut tick) = virtual_wire();
+    let rt = |ch, last| Runtime::new(ch, iface(last), WaitMode::BusyPoll, clock.clone());
+    let (mut a, mut b) = (rt(ea, 1).unwrap(), rt(eb, 2).unwrap());
+    let (s, t) = establish(&mut a, &mut b, || tick(10));
+    let now = a.now();
+    a.iface()
+        .tcp_mut()
+        .unwrap()
+        .set_option(now, s, SocketOption::NoDelay(true))
+        .unwrap();
+    let msg = [7u8; 128];
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut burst = || {
+        for _ in 0..SEGMENTS {
+            let now = a.now();
+            let n = a.iface().tcp_mut().unwrap().send(now, s, &msg).unwrap();
+            assert_eq!(n, 128);
+            a.poll_once(&mut ()).unwrap();
+        }
+        tick(5);
+        let t0 = std::time::Instant::now();
+        let mut got = 0;
+        while b.poll_once(&mut ()).unwrap() > 0 {}
+        loop {
+            let now = b.now();
+            let r = b.iface().tcp_mut().unwrap().recv(now, t, &mut buf);
+            match r {
+                Ok(n) if n > 0 => got += n,
+                _ => break,
+            }
+        }
+        b.poll_once(&mut ()).unwrap();
+        let spent = t0.elapsed();
+        assert_eq!(got, SEGMENTS * 128);
+        tick(5);
+        a.poll_once(&mut ()).unwrap();
+        tick(990);
+        spent
+    };
+    c.bench_function("turns/tcp_recv_burst_128x98", |bn| {
+        bn.iter_custom(|iters| (0..iters).map(|_| burst()).sum());
+    });
+}
+
+criterion_group!(benches, idle, ping_pong, udp_ping_pong, recv_burst);
 criterion_main!(benches);

@@ -5,11 +5,12 @@
 mod interop_support;
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use interop_support::*;
 use ulnet::net::Stack;
 use ulnet::runtime::Backend;
-use ulnet::stack::iface::{IpCidr, Lookup};
+use ulnet::stack::iface::{IpCidr, Limits, Lookup};
 
 #[test]
 fn xdp_ping_arp_http_udp_tcp_loss_and_detach() {
@@ -76,5 +77,82 @@ fn xdp_ping_arp_http_udp_tcp_loss_and_detach() {
     assert!(
         !xdp_attached(&a.ns, &a.ifname),
         "XDP program left after ulnet exited"
+    );
+}
+
+/// ARP entries follow NUD against the kernel (RFC 1122 §2.3.2.1 unicast poll, RFC 4861
+/// §7.3): with a reachable time of 2 s and a 1 s delay, ulnet's entry for the kernel
+/// goes stale under a stream of pings, is probed by ARP requests sent to the kernel's
+/// MAC, and the kernel answers them: every ping gets through and no broadcast is sent
+/// again. Then the kernel changes its MAC without telling anyone (arp_notify is 0): the
+/// probes to the old MAC go unanswered, the entry is dropped and resolved again by
+/// broadcast, and pings get through again.
+#[test]
+fn xdp_arp_entries_are_probed_and_follow_a_mac_change() {
+    let tb = testbed("ixnud");
+    let (a, b) = (tb.a().clone(), tb.b().clone());
+    let ip = a.spare_ip(1);
+    let limits = Limits {
+        neighbor_ttl: ulnet::stack::time::Duration::from_secs(2),
+        delay_first_probe: ulnet::stack::time::Duration::from_secs(1),
+        ..Limits::default()
+    };
+    let cfg = Stack::builder()
+        .backend(Backend::Xdp)
+        .interface(&a.ifname)
+        .address_cidr(IpCidr::new(ip, a.prefix_len).unwrap())
+        .netns(&a.ns)
+        .limits(limits);
+    let mut t = Session::open(cfg, &b.ns);
+    let count = 14;
+    let got = ulnet_ping_with(
+        &mut t.rt,
+        &mut t.s,
+        b.ip,
+        count,
+        Duration::from_millis(500),
+        0x700,
+    );
+    assert_eq!(got, u32::from(count), "pings while the entry went stale");
+    let st = t.rt.iface().stats().clone();
+    // One broadcast to resolve, then a unicast probe per cycle (stale at 2 s, probed 1 s
+    // after the next ping), each answered: one to three in seven seconds.
+    assert_eq!(st.arp_requests_sent - st.arp_probes_sent, 1, "{st}");
+    assert!((1..=3).contains(&st.arp_probes_sent), "{st}");
+    {
+        let i = t.rt.iface();
+        let now = t.rt.now();
+        assert!(
+            matches!(i.neighbors().lookup(b.ip, now), Lookup::Found(m) if m.0 == b.mac.octets()),
+            "ulnet lost the kernel's MAC"
+        );
+    }
+    let new_mac = "02:75:6c:ee:ee:0d";
+    let o = output_in(
+        &b.ns,
+        "ip",
+        &["link", "set", "dev", &b.ifname, "address", new_mac],
+    );
+    assert!(o.status.success(), "changing the peer's MAC: {}", text(&o));
+    let count = 24;
+    let got = ulnet_ping_with(
+        &mut t.rt,
+        &mut t.s,
+        b.ip,
+        count,
+        Duration::from_millis(500),
+        0x701,
+    );
+    // Lost until unreachability detection has run (at most 2 s reachable, 1 s delay,
+    // three probes 1 s apart), answered after.
+    assert!(
+        got >= 5 && got < u32::from(count),
+        "{got} of {count} replies after the MAC change"
+    );
+    let i = t.rt.iface();
+    let now = t.rt.now();
+    assert!(
+        matches!(i.neighbors().lookup(b.ip, now), Lookup::Found(m) if m.to_string() == new_mac),
+        "ulnet did not learn the peer's new MAC"
     );
 }

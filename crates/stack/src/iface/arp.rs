@@ -90,8 +90,15 @@ impl Core {
         })
     }
 
-    /// Broadcasts a request for `target`.
-    fn send_arp_request(&mut self, tx: &mut dyn TxSink, target: Ipv4Addr) {
+    /// Broadcasts a request for `target`, or sends it to `mac` alone (a NUD probe of a
+    /// stale entry, RFC 1122 §2.3.2.1's "unicast poll"; the target hardware field stays
+    /// zero, as in any request).
+    fn send_arp_request(
+        &mut self,
+        tx: &mut dyn TxSink,
+        target: Ipv4Addr,
+        mac: Option<EthernetAddress>,
+    ) {
         let Some(src) = self.source_for(target) else {
             return self.stats.drop(DropReason::NoSourceAddress);
         };
@@ -102,8 +109,9 @@ impl Core {
             target_hardware_addr: EthernetAddress([0; 6]),
             target_protocol_addr: target,
         };
-        if self.send_arp(tx, EthernetAddress::BROADCAST, &req) {
+        if self.send_arp(tx, mac.unwrap_or(EthernetAddress::BROADCAST), &req) {
             self.stats.arp_requests_sent += 1;
+            self.stats.arp_probes_sent += u64::from(mac.is_some());
         }
     }
 
@@ -153,7 +161,10 @@ impl Core {
             });
             for t in due.iter_mut().take(n) {
                 match t.take() {
-                    Some(Timer::Request(IpAddr::V4(ip))) => self.send_arp_request(tx, ip),
+                    Some(Timer::Request(IpAddr::V4(ip))) => self.send_arp_request(tx, ip, None),
+                    Some(Timer::Probe(IpAddr::V4(ip), mac)) => {
+                        self.send_arp_request(tx, ip, Some(mac));
+                    }
                     Some(Timer::Request(IpAddr::V6(ip))) => self.send_ns(now, tx, ip, None),
                     Some(Timer::Probe(IpAddr::V6(ip), mac)) => self.send_ns(now, tx, ip, Some(mac)),
                     Some(Timer::Failed(ip)) => {

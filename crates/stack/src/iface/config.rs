@@ -18,8 +18,9 @@ pub struct Limits {
     pub route_count: usize,
     /// Neighbour cache entries.
     pub neighbor_count: usize,
-    /// How long a learned neighbour stays valid before it is resolved again. Linux uses
-    /// a reachable time of 30 s (randomised); RFC 1122 §2.3.2.1 asks for some timeout.
+    /// How long a learned neighbour stays reachable without a confirmation before it is
+    /// stale (still used, probed once used: RFC 4861 §7.3, for IPv4 too). Linux uses a
+    /// reachable time of 30 s (randomised); RFC 1122 §2.3.2.1 asks for some timeout.
     pub neighbor_ttl: Duration,
     /// Time between ARP requests for the same address: RFC 1122 §2.3.2.1 says at most
     /// one per second.
@@ -61,8 +62,8 @@ pub struct Limits {
     /// Time between DAD solicitations, and after the last (RFC 4861 §10
     /// RETRANS_TIMER = 1 s).
     pub dad_retrans_interval: Duration,
-    /// RFC 4861 §10 DELAY_FIRST_PROBE_TIME (5 s): how long a stale IPv6 neighbour is
-    /// used before Neighbor Unreachability Detection probes it.
+    /// RFC 4861 §10 DELAY_FIRST_PROBE_TIME (5 s): how long a stale neighbour (IPv4 or
+    /// IPv6) is used before Neighbor Unreachability Detection probes it.
     pub delay_first_probe: Duration,
     /// Addresses SLAAC (RFC 4862 §5.5.3) may add from Router Advertisements.
     pub slaac_address_count: usize,

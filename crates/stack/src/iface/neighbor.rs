@@ -1,14 +1,18 @@
 //! The neighbour cache: IP address → MAC address, learned from ARP and IPv6 Neighbor
 //! Discovery, or set statically. IPv4 and IPv6 entries share the cache and its bound.
 //!
-//! IPv6 entries follow RFC 4861 §7.3's Neighbor Unreachability Detection: a reachable
-//! entry whose reachable time ran out becomes STALE (still used); the first packet sent
-//! to a stale entry moves it to DELAY; if nothing confirms reachability within
+//! Entries of both families follow RFC 4861 §7.3's Neighbor Unreachability Detection: a
+//! reachable entry whose reachable time ran out becomes STALE (still used); the first
+//! packet sent to a stale entry moves it to DELAY; if nothing confirms reachability within
 //! `delay_first_probe` (DELAY_FIRST_PROBE_TIME, 5 s) it goes to PROBE and unicast
-//! solicitations are sent every retry interval, `max_requests` times
-//! (MAX_UNICAST_SOLICIT), before the entry is removed. Confirmation (a solicited NA, or
-//! upper-layer forward progress, §7.3.1) makes it REACHABLE again. IPv4 entries keep
-//! RFC 1122's simpler rule: expire, then ask again.
+//! solicitations (IPv6) or ARP requests (IPv4) go to the cached MAC every retry interval,
+//! `max_requests` times (MAX_UNICAST_SOLICIT), before the entry is removed. Confirmation
+//! (an answer to a probe, or upper-layer forward progress, §7.3.1) makes it REACHABLE
+//! again. For IPv4 this is RFC 1122 §2.3.2.1's "unicast poll" with "higher-layer
+//! advice", as Linux runs ARP: an entry in use is never dropped only because its time
+//! ran out. (The rule before, expire and ask again, parked a stream's segments behind a
+//! broadcast request every `neighbor_ttl`: past the eight the queue holds per neighbour
+//! they were dropped, and the connection recovered them by retransmission.)
 //!
 //! In: answers from the network ([`NeighborCache::fill`]), lookups from the output path
 //! and `now`; out: the MAC to send to, and which addresses need an ARP request now or
@@ -36,13 +40,13 @@ pub enum NeighborState {
         /// When the entry must be resolved again.
         expires_at: Instant,
     },
-    /// IPv6 only (RFC 4861 §7.3.2 STALE): the MAC is used, but reachability is not
-    /// known; the next packet sent moves the entry to [`Delay`](Self::Delay).
+    /// RFC 4861 §7.3.2 STALE: the MAC is used, but reachability is not known; the next
+    /// packet sent moves the entry to [`Delay`](Self::Delay).
     Stale {
         /// The neighbour's MAC.
         mac: EthernetAddress,
     },
-    /// IPv6 only (DELAY): a packet was sent to a stale entry; unless reachability is
+    /// DELAY: a packet was sent to a stale entry; unless reachability is
     /// confirmed by `probe_at`, probing starts.
     Delay {
         /// The neighbour's MAC.
@@ -50,7 +54,7 @@ pub enum NeighborState {
         /// When to start probing.
         probe_at: Instant,
     },
-    /// IPv6 only (PROBE): unicast solicitations are being sent to `mac`.
+    /// PROBE: unicast solicitations (ARP requests for IPv4) are being sent to `mac`.
     Probe {
         /// The neighbour's MAC (still used while probing).
         mac: EthernetAddress,
@@ -116,8 +120,8 @@ pub(crate) enum Timer {
     Request(IpAddr),
     /// Resolution failed: drop what waits for this address.
     Failed(IpAddr),
-    /// Send a unicast Neighbor Solicitation to this IPv6 neighbour at its cached MAC
-    /// (RFC 4861 §7.3.3, PROBE).
+    /// Send a unicast Neighbor Solicitation (IPv6) or ARP request (IPv4) to this
+    /// neighbour at its cached MAC (RFC 4861 §7.3.3, PROBE).
     Probe(IpAddr, EthernetAddress),
 }
 
@@ -182,53 +186,43 @@ impl NeighborCache {
         self.entries.iter().position(|e| e.ip == ip)
     }
 
-    /// Where to send a packet for `ip` at `now`. An expired IPv4 entry reads as
-    /// missing; an IPv6 entry in any state with a MAC is used (RFC 4861 §7.3.3).
-    pub fn lookup(&self, ip: IpAddr, now: Instant) -> Lookup {
+    /// Where to send a packet for `ip` at `now`: an entry in any state with a MAC is used
+    /// (RFC 4861 §7.3.3), a reachable one past its time included (it is stale).
+    pub fn lookup(&self, ip: IpAddr, _now: Instant) -> Lookup {
         match self.find(ip).map(|i| self.entries[i].state) {
-            Some(NeighborState::Static(mac)) => Lookup::Found(mac),
-            Some(NeighborState::Reachable { mac, expires_at })
-                if now < expires_at || ip.is_ipv6() =>
-            {
-                Lookup::Found(mac)
-            }
-            Some(
-                NeighborState::Stale { mac }
-                | NeighborState::Delay { mac, .. }
-                | NeighborState::Probe { mac, .. },
-            ) => Lookup::Found(mac),
-            Some(NeighborState::Incomplete { .. }) => Lookup::Pending,
-            _ => Lookup::Missing,
+            Some(e) => state_lookup(e),
+            None => Lookup::Missing,
         }
     }
 
-    /// As [`lookup`](Self::lookup), for a packet about to be sent: a STALE IPv6 entry
-    /// (or a reachable one whose time ran out) moves to DELAY (RFC 4861 §7.3.3).
+    /// As [`lookup`](Self::lookup), for a packet about to be sent: a STALE entry (or a
+    /// reachable one whose time ran out) moves to DELAY (RFC 4861 §7.3.3).
     pub(crate) fn lookup_for_send(&mut self, ip: IpAddr, now: Instant) -> Lookup {
-        if let (true, Some(i)) = (ip.is_ipv6(), self.find(ip)) {
-            let delay = self.delay_first_probe;
-            let e = &mut self.entries[i];
-            match e.state {
-                NeighborState::Stale { mac } => {
-                    e.state = NeighborState::Delay {
-                        mac,
-                        probe_at: now + delay,
-                    };
-                }
-                NeighborState::Reachable { mac, expires_at } if expires_at <= now => {
-                    e.state = NeighborState::Delay {
-                        mac,
-                        probe_at: now + delay,
-                    };
-                }
-                _ => {}
+        let Some(i) = self.find(ip) else {
+            return Lookup::Missing;
+        };
+        let delay = self.delay_first_probe;
+        let e = &mut self.entries[i];
+        match e.state {
+            NeighborState::Stale { mac } => {
+                e.state = NeighborState::Delay {
+                    mac,
+                    probe_at: now + delay,
+                };
             }
+            NeighborState::Reachable { mac, expires_at } if expires_at <= now => {
+                e.state = NeighborState::Delay {
+                    mac,
+                    probe_at: now + delay,
+                };
+            }
+            _ => {}
         }
-        self.lookup(ip, now)
+        state_lookup(e.state)
     }
 
-    /// RFC 4861 §7.2.5 / §7.3.1: reachability of an IPv6 neighbour was confirmed (a
-    /// solicited advertisement, or forward progress of a connection through it). An
+    /// RFC 4861 §7.2.5 / §7.3.1: reachability of a neighbour was confirmed (a solicited
+    /// advertisement, or forward progress of a connection through it). An
     /// entry with a MAC becomes REACHABLE for the reachable time; `mac`, when given,
     /// replaces the cached one. Returns whether an incomplete entry became resolved.
     pub(crate) fn confirm(
@@ -261,7 +255,7 @@ impl NeighborCache {
         old.is_none()
     }
 
-    /// RFC 4861 §7.2.5: a REACHABLE IPv6 entry becomes STALE (its MAC kept).
+    /// RFC 4861 §7.2.5: a REACHABLE entry becomes STALE (its MAC kept).
     pub(crate) fn demote(&mut self, ip: IpAddr) {
         if let Some(i) = self.find(ip) {
             if let NeighborState::Reachable { mac, .. } = self.entries[i].state {
@@ -470,13 +464,8 @@ impl NeighborCache {
                     }
                 }
                 NeighborState::Reachable { mac, expires_at } if expires_at <= now => {
-                    if e.ip.is_ipv6() {
-                        // RFC 4861 §7.3.3: REACHABLE → STALE when ReachableTime passes.
-                        e.state = NeighborState::Stale { mac };
-                    } else {
-                        self.entries.swap_remove(i);
-                        continue;
-                    }
+                    // RFC 4861 §7.3.3: REACHABLE → STALE when ReachableTime passes.
+                    e.state = NeighborState::Stale { mac };
                 }
                 NeighborState::Delay { mac, probe_at } if probe_at <= now => {
                     e.state = NeighborState::Probe {
@@ -531,6 +520,18 @@ impl NeighborCache {
     }
 }
 
+/// What a lookup answers for an entry in `state`.
+fn state_lookup(state: NeighborState) -> Lookup {
+    match state {
+        NeighborState::Static(mac)
+        | NeighborState::Reachable { mac, .. }
+        | NeighborState::Stale { mac }
+        | NeighborState::Delay { mac, .. }
+        | NeighborState::Probe { mac, .. } => Lookup::Found(mac),
+        NeighborState::Incomplete { .. } => Lookup::Pending,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,8 +546,11 @@ mod tests {
         NeighborCache::new(n, Duration::from_secs(30), Duration::from_secs(1), 3)
     }
 
+    /// An IPv4 entry follows NUD as an IPv6 one does: past its time it is still used
+    /// (stale), a packet sent to it starts the delay, then unicast probes to the cached
+    /// MAC; unanswered, the entry goes and the next packet resolves afresh.
     #[test]
-    fn resolves_expires_and_reresolves() {
+    fn ipv4_entries_go_stale_and_are_probed_before_they_go() {
         let mut c = cache(4);
         let t0 = Instant::from_secs(1);
         assert_eq!(c.lookup(ip(2), t0), Lookup::Missing);
@@ -560,18 +564,46 @@ mod tests {
         c.poll(t0 + Duration::from_millis(999), |t| asked.push(t));
         assert!(asked.is_empty());
         assert!(c.fill(ip(2), MAC, t0, true));
+        let t30 = t0 + Duration::from_secs(30);
+        c.poll(t30, |t| asked.push(t));
+        assert!(asked.is_empty());
+        assert_eq!(c.state(ip(2)), Some(NeighborState::Stale { mac: MAC }));
+        // Still used, and sending to it starts DELAY_FIRST_PROBE_TIME.
+        assert_eq!(c.lookup_for_send(ip(2), t30), Lookup::Found(MAC));
+        let probe_at = t30 + Duration::from_secs(5);
         assert_eq!(
-            c.lookup(ip(2), t0 + Duration::from_secs(29)),
-            Lookup::Found(MAC)
+            c.state(ip(2)),
+            Some(NeighborState::Delay { mac: MAC, probe_at })
         );
+        // Unconfirmed: three unicast probes a second apart, then the entry goes.
+        for k in 0..4 {
+            c.poll(probe_at + Duration::from_secs(k), |t| asked.push(t));
+        }
+        assert_eq!(asked, [Timer::Probe(ip(2), MAC); 3]);
+        assert_eq!(c.lookup(ip(2), probe_at), Lookup::Missing);
+        assert!(c.start(ip(2), probe_at));
+        assert_eq!(c.lookup(ip(2), probe_at), Lookup::Pending);
+    }
+
+    /// Confirmation (an answer to a probe, or a connection's forward progress) ends
+    /// DELAY or PROBE: reachable again for the whole time, no probe sent.
+    #[test]
+    fn ipv4_confirmation_ends_the_delay() {
+        let mut c = cache(4);
+        let t0 = Instant::from_secs(1);
+        c.fill(ip(2), MAC, t0, true);
+        let t31 = t0 + Duration::from_secs(31);
+        assert_eq!(c.lookup_for_send(ip(2), t31), Lookup::Found(MAC));
+        assert!(!c.confirm(ip(2), None, t31 + Duration::from_secs(1)));
+        let mut asked = Vec::new();
+        c.poll(t31 + Duration::from_secs(10), |t| asked.push(t));
+        assert!(asked.is_empty(), "{asked:?}");
         assert_eq!(
-            c.lookup(ip(2), t0 + Duration::from_secs(30)),
-            Lookup::Missing
-        );
-        assert!(c.start(ip(2), t0 + Duration::from_secs(30)));
-        assert_eq!(
-            c.lookup(ip(2), t0 + Duration::from_secs(30)),
-            Lookup::Pending
+            c.state(ip(2)),
+            Some(NeighborState::Reachable {
+                mac: MAC,
+                expires_at: t31 + Duration::from_secs(31)
+            })
         );
     }
 

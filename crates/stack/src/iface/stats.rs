@@ -169,8 +169,11 @@ pub struct Stats {
     pub tx_frames: u64,
     /// Bytes of those frames.
     pub tx_bytes: u64,
-    /// ARP requests sent (resolution and retries).
+    /// ARP requests sent (resolution, retries and probes).
     pub arp_requests_sent: u64,
+    /// Of those, unicast to a stale entry's MAC (NUD probes, RFC 1122 §2.3.2.1 unicast
+    /// poll).
+    pub arp_probes_sent: u64,
     /// ARP replies sent.
     pub arp_replies_sent: u64,
     /// Gratuitous ARP announcements sent (RFC 5227 §2.3).
@@ -252,6 +255,7 @@ impl Default for Stats {
             tx_frames: 0,
             tx_bytes: 0,
             arp_requests_sent: 0,
+            arp_probes_sent: 0,
             arp_replies_sent: 0,
             arp_announcements_sent: 0,
             ipv4_delivered: 0,
@@ -326,6 +330,7 @@ impl fmt::Display for Stats {
         writeln!(f, "tx_frames {}", self.tx_frames)?;
         writeln!(f, "tx_bytes {}", self.tx_bytes)?;
         writeln!(f, "arp_requests_sent {}", self.arp_requests_sent)?;
+        writeln!(f, "arp_probes_sent {}", self.arp_probes_sent)?;
         writeln!(f, "arp_replies_sent {}", self.arp_replies_sent)?;
         writeln!(f, "arp_announcements_sent {}", self.arp_announcements_sent)?;
         writeln!(f, "ipv4_delivered {}", self.ipv4_delivered)?;

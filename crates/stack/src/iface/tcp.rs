@@ -135,7 +135,14 @@ impl Interface {
             return self.core.stats.drop(DropReason::Ipv4NotForUs);
         }
         let (src, dst) = (IpAddr::V4(d.header.src_addr), IpAddr::V4(d.header.dst_addr));
-        self.tcp_input(now, src, dst, d.payload, d.verify, tx);
+        if self.tcp_input(now, src, dst, d.payload, d.verify, tx)
+            && self.core.routes.next_hop(src) == Some(src)
+        {
+            // RFC 1122 §2.3.2.1 "higher-layer advice" (RFC 4861 §7.3.1 for IPv6 below):
+            // an ACK of new data confirms the on-link sender's entry, so a stream never
+            // stops to probe a neighbour that is plainly there.
+            self.core.neighbors.confirm(src, None, now);
+        }
     }
 
     pub(super) fn process_tcp6(&mut self, now: Instant, d: Delivery6<'_>, tx: &mut dyn TxSink) {
