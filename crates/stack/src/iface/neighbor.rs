@@ -396,7 +396,10 @@ impl NeighborCache {
 
     /// An index for a new entry: a free slot, else an expired learned entry, else the
     /// least recently learned one (never a static or incomplete entry, so resolution in
-    /// progress is not starved by a flood of new addresses).
+    /// progress is not starved by a flood of new addresses). Entries being checked (DELAY,
+    /// PROBE) count as learned: they hold a MAC, and a host sending to more neighbours
+    /// than the cache holds must not find every slot pinned for the seconds a check
+    /// takes (the evicted one is resolved again when next used).
     fn slot(&mut self, now: Instant) -> Option<usize> {
         if self.entries.len() < self.capacity {
             self.entries.push(Entry {
@@ -415,7 +418,10 @@ impl NeighborCache {
             .filter(|(_, e)| {
                 matches!(
                     e.state,
-                    NeighborState::Reachable { .. } | NeighborState::Stale { .. }
+                    NeighborState::Reachable { .. }
+                        | NeighborState::Stale { .. }
+                        | NeighborState::Delay { .. }
+                        | NeighborState::Probe { .. }
                 )
             })
             .min_by_key(|(_, e)| match e.state {
@@ -583,6 +589,27 @@ mod tests {
         assert_eq!(c.lookup(ip(2), probe_at), Lookup::Missing);
         assert!(c.start(ip(2), probe_at));
         assert_eq!(c.lookup(ip(2), probe_at), Lookup::Pending);
+    }
+
+    /// A cache full of entries being checked still takes a new neighbour: the least
+    /// recently learned is evicted.
+    #[test]
+    fn entries_being_checked_can_be_evicted() {
+        let mut c = cache(2);
+        let t0 = Instant::from_secs(1);
+        c.fill(ip(2), MAC, t0, true);
+        c.fill(ip(3), MAC, t0 + Duration::from_secs(1), true);
+        let later = t0 + Duration::from_secs(40);
+        let mut timers = Vec::new();
+        c.poll(later, |t| timers.push(t));
+        for d in [2, 3] {
+            assert_eq!(c.lookup_for_send(ip(d), later), Lookup::Found(MAC));
+        }
+        assert!(matches!(c.state(ip(2)), Some(NeighborState::Delay { .. })));
+        assert!(c.start(ip(4), later));
+        assert_eq!(c.state(ip(2)), None);
+        assert!(matches!(c.state(ip(3)), Some(NeighborState::Delay { .. })));
+        assert_eq!(c.lookup(ip(4), later), Lookup::Pending);
     }
 
     /// Confirmation (an answer to a probe, or a connection's forward progress) ends
