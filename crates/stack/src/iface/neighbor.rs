@@ -136,6 +136,9 @@ pub struct NeighborCache {
     max_requests: u8,
     /// DELAY_FIRST_PROBE_TIME (RFC 4861 §10).
     delay_first_probe: Duration,
+    /// The last confirmation by forward progress: which neighbour, and when (see
+    /// [`confirmed_lately`](Self::confirmed_lately)).
+    last_confirm: Option<(IpAddr, Instant)>,
 }
 
 impl NeighborCache {
@@ -149,6 +152,7 @@ impl NeighborCache {
             retry_interval,
             max_requests: max_requests.max(1),
             delay_first_probe: Duration::from_secs(5),
+            last_confirm: None,
         }
     }
 
@@ -221,6 +225,14 @@ impl NeighborCache {
         state_lookup(e.state)
     }
 
+    /// Whether `ip` was confirmed within the last eighth of the reachable time, so that
+    /// a hint of forward progress may be skipped: its entry is still reachable (or was
+    /// changed since by news of its own, which a later hint confirms in turn).
+    pub(crate) fn confirmed_lately(&self, ip: IpAddr, now: Instant) -> bool {
+        self.last_confirm
+            .is_some_and(|(c, at)| c == ip && now < at + self.ttl / 8)
+    }
+
     /// RFC 4861 §7.2.5 / §7.3.1: reachability of a neighbour was confirmed (a solicited
     /// advertisement, or forward progress of a connection through it). An
     /// entry with a MAC becomes REACHABLE for the reachable time; `mac`, when given,
@@ -252,6 +264,7 @@ impl NeighborCache {
             expires_at: now + ttl,
         };
         e.touched = now;
+        self.last_confirm = Some((ip, now));
         old.is_none()
     }
 
