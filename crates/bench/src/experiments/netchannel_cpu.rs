@@ -43,7 +43,12 @@
 //! this kernel samples it at the timer tick and misses most of a loop paced every 1 ms.
 //! Without cpuidle the verdict falls back to `sut_cores` and `tasks_cores`.
 //! Segment counts come from the peer namespace's `/proc/net/snmp` (Tcp InSegs/OutSegs),
-//! the same counter for every system since the peer is always the kernel.
+//! the same counter for every system since the peer is always the kernel;
+//! `sut_core_ns_per_pkt` is the SUT core's busy time per segment the peer sent (a receive
+//! case) or received (a send case), nearly all of them data. The peer cuts the same writes
+//! into more or fewer segments depending on the system it talks to (its autocorking and
+//! TCP Small Queues wait for its earlier frames to be consumed), so the per-segment
+//! figure separates what each system costs per frame from how many frames it was given.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -187,8 +192,21 @@ impl Experiment for NetchannelCpu {
                 .ratio(c.id, KERNEL, ULNET_SLEEP, "cpus_busy_cores")
                 .or_else(|| s.ratio(c.id, KERNEL, ULNET_SLEEP, "tasks_cores"));
             if let (Some(a), Some(b)) = (sut, mach) {
+                // Per segment as well: the peer cuts the same writes into a different
+                // number of segments against each system (its autocorking and TCP Small
+                // Queues follow how soon its frames are consumed), and most of the SUT
+                // core's work is per segment.
+                let per_seg = |sys| s.median(c.id, sys, "sut_core_ns_per_pkt");
+                let seg = match (per_seg(KERNEL), per_seg(ULNET_SLEEP)) {
+                    (Some(k), Some(u)) => format!(
+                        " Per segment on the SUT core: kernel {:.1} µs, ulnet {:.1} µs.",
+                        k / 1e3,
+                        u / 1e3
+                    ),
+                    _ => String::new(),
+                };
                 out.push(format!(
-                    "{}: the kernel used {a:.2}x the CPU of ulnet (sleeping) for the system under test and {b:.2}x machine-wide.",
+                    "{}: the kernel used {a:.2}x the CPU of ulnet (sleeping) for the system under test and {b:.2}x machine-wide.{seg}",
                     c.label
                 ));
                 if c.size == 128 {
@@ -329,6 +347,7 @@ fn views(ctx: &mut Ctx<'_>, cases: &[&str]) {
             Metric::less("machine_busy_cores", "machine CPU, /proc/stat (cores)", 3),
             Metric::plain("achieved_mbps", "achieved (Mb/s)", 1),
             Metric::less("sut_core_s_per_gb", "SUT core busy (s/GB)", 2),
+            Metric::less("sut_core_ns_per_pkt", "SUT core busy per segment (ns)", 0),
             Metric::less("tasks_s_per_gb", "machine CPU, all tasks (s/GB)", 2),
             Metric::plain("ops_per_s", "SUT writes or reads (/s)", 0),
             Metric::plain("peer_segs_in_per_s", "peer segs in (/s)", 0),

@@ -444,7 +444,7 @@ impl CpuUse {
     /// `machine_ns_per_pkt`, `sut_ns_per_pkt`, the precise machine-wide task time
     /// `tasks_s`, `tasks_cores`, `tasks_s_per_gb`, `tasks_ns_per_pkt`, and where the
     /// machine has cpuidle the exact busy time of every CPU and of the SUT core,
-    /// `cpus_busy_{s,cores,s_per_gb}` and `sut_core_{s,cores,s_per_gb}`.
+    /// `cpus_busy_{s,cores,s_per_gb,ns_per_pkt}` and `sut_core_{s,cores,s_per_gb,ns_per_pkt}`.
     pub fn metrics(&self, bytes: Option<u64>, packets: Option<u64>) -> Metrics {
         let d = &self.delta;
         let wall = d.wall.as_secs_f64();
@@ -479,6 +479,9 @@ impl CpuUse {
             }
             if let Some(b) = bytes.filter(|b| *b > 0) {
                 m.insert(format!("{key}_s_per_gb"), v / (b as f64 / 1e9));
+            }
+            if let Some(p) = packets.filter(|p| *p > 0) {
+                m.insert(format!("{key}_ns_per_pkt"), v * 1e9 / p as f64);
             }
         }
         if let Some(p) = packets.filter(|p| *p > 0) {
@@ -585,6 +588,31 @@ pub fn io_err(e: impl fmt::Display) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The exact busy figures come per second, per GB and per packet, from the same
+    /// seconds.
+    #[test]
+    fn busy_time_per_packet() {
+        let cpu = CpuUse {
+            delta: crate::cpu::CpuDelta {
+                wall: Duration::from_secs(2),
+                process_cpu: Duration::from_millis(500),
+                process: Default::default(),
+                system: Default::default(),
+            },
+            sut_s: 0.5,
+            tasks_s: 0.9,
+            sut_core_s: Some(0.3),
+            cpus_busy_s: Some(1.2),
+        };
+        let m = cpu.metrics(Some(1_000_000_000), Some(60_000));
+        assert_eq!(m["sut_core_cores"], 0.15);
+        assert_eq!(m["sut_core_s_per_gb"], 0.3);
+        assert!((m["sut_core_ns_per_pkt"] - 5_000.0).abs() < 1e-6);
+        assert!((m["cpus_busy_ns_per_pkt"] - 20_000.0).abs() < 1e-6);
+        let m = cpu.metrics(None, None);
+        assert!(!m.contains_key("sut_core_ns_per_pkt"));
+    }
 
     /// `--case` and `--system` leave the other pairs unmeasured (and the case's
     /// alternation order otherwise as it was); no filter measures everything.
