@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ulnet::net::StackBuilder;
 use ulnet::runtime::{AnyChannel, App, Runtime};
-use ulnet::stack::iface::Interface;
+use ulnet::stack::iface::{Interface, Lookup};
 use ulnet::stack::tcp::Event;
 use ulnet::stack::time::Instant;
 use ulnet_apps::http::{Http, HttpConfig};
@@ -19,7 +19,7 @@ use ulnet_bench::testbed::Side;
 
 use super::{
     curl, kernel_neighbor, kernel_tcp_server, kernel_udp_echo, output_in, pattern_sha, serve_until,
-    serve_while, text, ulnet_bulk, ulnet_ping, write_pattern, Scratch, Services,
+    serve_while, text, ulnet_bulk, ulnet_ping, ulnet_ping_with, write_pattern, Scratch, Services,
 };
 
 /// How long one phase may serve before a hung peer fails the test.
@@ -90,6 +90,46 @@ impl Session {
         );
         self.check_kernel_learned(mac);
         self.check_ulnet_pings(kernel);
+    }
+
+    /// The kernel peer `side` changes its MAC to `new_mac` without telling anyone (no
+    /// unsolicited announcement: `arp_notify` and `ndisc_notify` are 0). `count` pings
+    /// from ulnet to `peer`, 500 ms apart: the first go to the old MAC and are lost until
+    /// unreachability detection has run (reachable time, DELAY, three unanswered probes),
+    /// the entry is resolved again by broadcast or multicast, and the rest are answered;
+    /// ulnet ends with the new MAC.
+    pub fn check_follows_mac_change(
+        &mut self,
+        side: &Side,
+        peer: IpAddr,
+        new_mac: &str,
+        count: u16,
+        ident: u16,
+    ) {
+        let o = output_in(
+            &side.ns,
+            "ip",
+            &["link", "set", "dev", &side.ifname, "address", new_mac],
+        );
+        assert!(o.status.success(), "changing the peer's MAC: {}", text(&o));
+        let got = ulnet_ping_with(
+            &mut self.rt,
+            &mut self.s,
+            peer,
+            count,
+            Duration::from_millis(500),
+            ident,
+        );
+        assert!(
+            got >= 5 && got < u32::from(count),
+            "{got} of {count} replies after the MAC change"
+        );
+        let i = self.rt.iface();
+        let now = self.rt.now();
+        assert!(
+            matches!(i.neighbors().lookup(peer, now), Lookup::Found(m) if m.to_string() == new_mac),
+            "ulnet did not learn the peer's new MAC"
+        );
     }
 
     /// ulnet pings the kernel at `kernel` three times and gets every reply.
