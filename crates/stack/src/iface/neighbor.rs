@@ -190,8 +190,10 @@ impl NeighborCache {
         self.entries.iter().position(|e| e.ip == ip)
     }
 
-    /// Where to send a packet for `ip` at `now`: an entry in any state with a MAC is used
-    /// (RFC 4861 §7.3.3), a reachable one past its time included (it is stale).
+    /// Where to send a packet for `ip`: an entry in any state with a MAC is used (RFC 4861
+    /// §7.3.3), a reachable one past its time included (it is stale). The time argument
+    /// no longer changes the answer (it did while IPv4 entries expired); it stays for the
+    /// callers that pass it.
     pub fn lookup(&self, ip: IpAddr, _now: Instant) -> Lookup {
         match self.find(ip).map(|i| self.entries[i].state) {
             Some(e) => state_lookup(e),
