@@ -465,8 +465,8 @@ impl<C: Channel> Runtime<C> {
     /// Whether the next spin is replaced by a coalescing sleep: the loop is receiving a
     /// stream.
     fn coalescing(&self) -> bool {
+        // (Not while a paced stream's bursts arrive whole: `spinning` says no then.)
         !self.coalesce.is_zero()
-            && !self.coalesce_idle
             && self.rx_run >= COALESCE_AFTER
             && self.rx_run_bytes < COALESCE_FRAME_LIMIT * self.rx_run as u64
             && self.spinning()
