@@ -137,16 +137,78 @@ fn parse_pid_stat(text: &str, hz: u64) -> Option<CpuTimes> {
     })
 }
 
-/// How long each CPU has been idle, by CPU number, from the cpuidle residency counters
+/// How long each CPU has been idle, by CPU number. Unlike `/proc/stat`'s busy states,
+/// which a kernel with tick-based accounting samples at the timer tick, both sources used
+/// here are kept exactly on every idle entry and exit; so the busy time of a CPU over an
+/// interval (the interval minus its idle time) counts every context, also softirq work
+/// that ran while the CPU was otherwise idle, which no task's run time holds.
+///
+/// The first source is the cpuidle residency counters
 /// (`/sys/devices/system/cpu/cpu<N>/cpuidle/state<K>/time`, microseconds, summed over the
-/// states). Unlike `/proc/stat`'s busy states, which a kernel with tick-based accounting
-/// samples at the timer tick, these are kept exactly on every idle entry and exit; so the
-/// busy time of a CPU over an interval (the interval minus its idle time) counts every
-/// context, also softirq work that ran while the CPU was otherwise idle, which no task's
-/// run time holds. `None` where the machine has no cpuidle driver; a CPU that cannot be
-/// read counts as never idle.
+/// states; a CPU that cannot be read counts as never idle). A virtual machine may have no
+/// cpuidle driver (`cpuidle/current_driver` says `none`: seen on a Firecracker guest whose
+/// host offers no halt-polling); there the tickless kernel's own idle accounting is read
+/// instead ([`nohz_idle_per_cpu`]). `None` where neither is available.
 pub fn idle_per_cpu(cpus: usize) -> Option<Vec<Duration>> {
     idle_under(std::path::Path::new("/sys/devices/system/cpu"), cpus)
+        .or_else(|| nohz_idle_per_cpu(cpus))
+}
+
+/// Each CPU's idle time from the tickless kernel's accounting (`tick_sched`'s
+/// `idle_sleeptime` and `iowait_sleeptime`, nanoseconds, in `/proc/timer_list`). The
+/// kernel stops the idle clock at every interrupt on an idle CPU and starts it again
+/// after, so interrupt and softirq work counts as busy, as with cpuidle; `/proc/stat`'s
+/// idle column comes from the same counters but in 10 ms units. An idle period is added
+/// to the counter only when it ends, so each CPU is read by a thread running on that CPU
+/// (which is then not idle): its figure is complete up to the read. `None` where the file
+/// is missing, a CPU's tick is not in tickless mode (its counters would stand still), or
+/// a reader cannot be placed on a CPU.
+pub fn nohz_idle_per_cpu(cpus: usize) -> Option<Vec<Duration>> {
+    (0..cpus)
+        .map(|n| {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let mut set = rustix::thread::CpuSet::new();
+                    set.set(n);
+                    rustix::thread::sched_setaffinity(None, &set).ok()?;
+                    let text = std::fs::read_to_string("/proc/timer_list").ok()?;
+                    nohz_idle_of(&text, n)
+                })
+                .join()
+                .ok()
+                .flatten()
+            })
+        })
+        .collect()
+}
+
+/// CPU `cpu`'s idle plus iowait sleep time in a `/proc/timer_list` text, if its tick is in
+/// tickless mode (`.nohz : 1`).
+fn nohz_idle_of(text: &str, cpu: usize) -> Option<Duration> {
+    let header = format!("cpu: {cpu}");
+    let mut lines = text.lines().skip_while(|l| l.trim() != header).skip(1);
+    let mut nohz = false;
+    let mut idle = None;
+    let mut iowait = Duration::ZERO;
+    for line in lines.by_ref() {
+        if line.starts_with("cpu: ") || line.starts_with("Tick Device") {
+            break;
+        }
+        let Some((key, value)) = line.trim().split_once(':') else {
+            continue;
+        };
+        let num = || -> Option<u64> { value.split_whitespace().next()?.parse().ok() };
+        match key.trim() {
+            ".nohz" => nohz = num() == Some(1),
+            ".idle_sleeptime" => idle = num().map(Duration::from_nanos),
+            ".iowait_sleeptime" => iowait = num().map(Duration::from_nanos)?,
+            _ => {}
+        }
+    }
+    if !nohz {
+        return None;
+    }
+    Some(idle? + iowait)
 }
 
 fn idle_under(root: &std::path::Path, cpus: usize) -> Option<Vec<Duration>> {
@@ -406,6 +468,41 @@ mod tests {
         );
         if let Some(live) = idle_per_cpu(1) {
             assert_eq!(live.len(), 1);
+        }
+    }
+
+    #[test]
+    fn tickless_idle_is_read_per_cpu_from_the_timer_list() {
+        let text = "Timer List Version: v0.10\nHRTIMER_MAX_CLOCK_BASES: 8\nnow at 163909457720 nsecs\n\ncpu: 0\n clock 0:\n  .base:       0000000000000000\n #0: <0000000015a59d96>, tick_nohz_handler, S:01\n # expires at 163912000000-163912000000 nsecs [in 2542280 to 2542280 nsecs]\n  .nohz           : 1\n  .highres        : 1\n  .idle_sleeptime : 99471354712 nsecs\n  .iowait_sleeptime: 120 nsecs\n\ncpu: 1\n  .nohz           : 0\n  .idle_sleeptime : 5 nsecs\n  .iowait_sleeptime: 0 nsecs\n\ncpu: 12\n  .nohz           : 1\n  .idle_sleeptime : 7 nsecs\n\nTick Device: mode:     1\nBroadcast device\n";
+        assert_eq!(
+            nohz_idle_of(text, 0),
+            Some(Duration::from_nanos(99_471_354_832))
+        );
+        assert_eq!(
+            nohz_idle_of(text, 1),
+            None,
+            "ticking CPU: counters stand still"
+        );
+        assert_eq!(nohz_idle_of(text, 12), Some(Duration::from_nanos(7)));
+        assert_eq!(nohz_idle_of(text, 2), None, "no such CPU");
+        // This machine's own file, where it has one: a CPU kept busy by this thread gains
+        // less idle time than the window it was busy for.
+        let cpu = rustix::thread::sched_getcpu();
+        if let Some(a) = nohz_idle_per_cpu(cpu + 1) {
+            let mut set = rustix::thread::CpuSet::new();
+            set.set(cpu);
+            rustix::thread::sched_setaffinity(None, &set).unwrap();
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_millis(50) {
+                std::hint::spin_loop();
+            }
+            let b = nohz_idle_per_cpu(cpu + 1).unwrap();
+            assert!(b[cpu] >= a[cpu], "idle time never goes back");
+            assert!(
+                b[cpu] - a[cpu] < Duration::from_millis(40),
+                "{:?}",
+                b[cpu] - a[cpu]
+            );
         }
     }
 

@@ -29,8 +29,9 @@
 //! measured 15,000 a second, SUT core 0.17-0.18 cores against generic's 0.12-0.13).
 //!
 //! CPU figures: `sut_core_cores` is the SUT core's busy time over the window (the window
-//! minus that CPU's idle residency from cpuidle, kept exactly at every idle entry and
-//! exit), so it counts everything that ran there: the SUT's threads, its system calls,
+//! minus that CPU's idle time from cpuidle or, without a cpuidle driver, from the
+//! tickless kernel's accounting, both kept exactly at every idle entry and exit:
+//! [`crate::cpu::idle_per_cpu`]), so it counts everything that ran there: the SUT's threads, its system calls,
 //! and its receive processing in softirq, also while the core was otherwise idle; it is
 //! the figure the verdict and the goal use. `sut_cores` is this process's CPU over the
 //! window minus the peer thread's own CPU (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)` on
@@ -41,7 +42,7 @@
 //! idle CPU (0.22 cores of the kernel SUT's before the steering, measured);
 //! `machine_busy_cores` (user + sys + softirq from /proc/stat) is shown beside them, but
 //! this kernel samples it at the timer tick and misses most of a loop paced every 1 ms.
-//! Without cpuidle the verdict falls back to `sut_cores` and `tasks_cores`.
+//! Without either source the verdict falls back to `sut_cores` and `tasks_cores`.
 //! Segment counts come from the peer namespace's `/proc/net/snmp` (Tcp InSegs/OutSegs),
 //! the same counter for every system since the peer is always the kernel;
 //! `sut_core_ns_per_pkt` is the SUT core's busy time per segment the peer sent (a receive
@@ -390,7 +391,7 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed, ncases: usize, window: Duration) -> i
     ctx.note("ulnet-busy spins its runtime thread on the SUT core by design (its core busy all the time): it is in the table for completeness; the verdict compares ulnet-sleep with the kernel.");
     ctx.note("Machine-wide figures count everything on the machine, both ends and any other work running at the same time, which inflates them alike for every system and can swamp the difference; 'SUT core busy' is the SUT core alone, 'SUT process CPU' this process's threads alone.");
     ctx.note("On veth the sender's core would do the receiver's kernel work; RPS steers each end's receive processing to its own core (A's to the SUT core, B's to the load core), as two hosts would run it, and ulnet's XDP program runs in generic mode, inside that steered path. The SUT core's busy time thus counts the SUT's receive work (the kernel's TCP input; ulnet's channel copying frames into its UMEM) and not the peer's.");
-    ctx.note("This kernel samples /proc/stat's user/system/softirq split at each timer tick (CONFIG_TICK_CPU_ACCOUNTING): a loop paced every 1 ms runs between ticks and is largely missed (machine_busy_cores fell below the SUT's own precise CPU in earlier runs). The machine-wide figure used here, 'both cores busy', is each CPU's window minus its idle residency (cpuidle, exact), so it counts every context, also softirq work that runs while a CPU is otherwise idle; 'all tasks' (every process's precise run time from /proc/<pid>/stat) misses that work and is shown beside it.");
+    ctx.note("This kernel samples /proc/stat's user/system/softirq split at each timer tick (CONFIG_TICK_CPU_ACCOUNTING): a loop paced every 1 ms runs between ticks and is largely missed (machine_busy_cores fell below the SUT's own precise CPU in earlier runs). The machine-wide figure used here, 'both cores busy', is each CPU's window minus its idle time (cpuidle or tickless accounting, exact), so it counts every context, also softirq work that runs while a CPU is otherwise idle; 'all tasks' (every process's precise run time from /proc/<pid>/stat) misses that work and is shown beside it.");
     if ncases < CASES.len() {
         ctx.note(
             "This profile runs only the 128-byte cases (the seed's); default and full add 4 KiB.",

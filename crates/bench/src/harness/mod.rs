@@ -381,7 +381,7 @@ pub struct CpuUse {
     pub tasks_s: f64,
     /// Busy seconds of the system-under-test core ([`SUT_CPU`]): the window minus that
     /// CPU's idle time ([`crate::cpu::idle_per_cpu`]), so every context that ran there
-    /// (the SUT's threads, softirq work, a NAPI thread) counts. `None` without cpuidle.
+    /// (the SUT's threads, softirq work, a NAPI thread) counts. `None` without an exact idle source (cpuidle or tickless accounting).
     pub sut_core_s: Option<f64>,
     /// Busy seconds of every CPU, the same way.
     pub cpus_busy_s: Option<f64>,
@@ -443,7 +443,7 @@ impl CpuUse {
     /// `machine_busy_cores`, `sut_s`, `sut_cores`, `machine_s_per_gb`, `sut_s_per_gb`,
     /// `machine_ns_per_pkt`, `sut_ns_per_pkt`, the precise machine-wide task time
     /// `tasks_s`, `tasks_cores`, `tasks_s_per_gb`, `tasks_ns_per_pkt`, and where the
-    /// machine has cpuidle the exact busy time of every CPU and of the SUT core,
+    /// machine has an exact idle source the exact busy time of every CPU and of the SUT core,
     /// `cpus_busy_{s,cores,s_per_gb,ns_per_pkt}` and `sut_core_{s,cores,s_per_gb,ns_per_pkt}`.
     pub fn metrics(&self, bytes: Option<u64>, packets: Option<u64>) -> Metrics {
         let d = &self.delta;
