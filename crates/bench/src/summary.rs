@@ -1,5 +1,6 @@
 //! Summaries derived from raw rounds: median, minimum and maximum of each metric per case
-//! and system, and ratios of medians between systems of the same case. Reports print
+//! and system, ratios of medians between systems of the same case (the tables), and the
+//! median of each round's own ratio (the verdicts: [`Summary::paired`]). Reports print
 //! nothing else; `tests/report.rs` checks these against hand-computed values.
 
 use std::collections::BTreeMap;
@@ -51,18 +52,24 @@ pub fn median(v: &[f64]) -> f64 {
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
     stats: BTreeMap<(String, String, String), Stat>,
+    /// Each round's value, by round number (the first measurement of a round).
+    rounds: BTreeMap<(String, String, String), BTreeMap<u32, f64>>,
 }
 
 impl Summary {
     /// Summarises the raw rounds of `r`.
     pub fn of(r: &ExperimentResult) -> Summary {
         let mut values: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
+        let mut rounds: BTreeMap<(String, String, String), BTreeMap<u32, f64>> = BTreeMap::new();
         for m in &r.measurements {
             for (k, v) in &m.metrics {
-                values
-                    .entry((m.case.clone(), m.system.clone(), k.clone()))
+                let key = (m.case.clone(), m.system.clone(), k.clone());
+                rounds
+                    .entry(key.clone())
                     .or_default()
-                    .push(*v);
+                    .entry(m.round)
+                    .or_insert(*v);
+                values.entry(key).or_default().push(*v);
             }
         }
         Summary {
@@ -70,6 +77,7 @@ impl Summary {
                 .into_iter()
                 .filter_map(|(k, v)| Stat::of(&v).map(|s| (k, s)))
                 .collect(),
+            rounds,
         }
     }
 
@@ -93,43 +101,45 @@ impl Summary {
         (b != 0.0).then_some(a / b)
     }
 
+    /// The median, over the rounds that measured both, of `system`'s `metric` over
+    /// `baseline`'s in the same round, on `case`. The systems alternate within a round,
+    /// so a round is a pair run moments apart: a slow phase of the host that spans a
+    /// whole round moves both sides of its pair, where it moves only one side's median in
+    /// [`Summary::ratio`] (which can then set one system's slow rounds against the
+    /// other's fast ones). `None` when no round has both (or a baseline is zero).
+    pub fn paired_ratio(
+        &self,
+        case: &str,
+        system: &str,
+        baseline: &str,
+        metric: &str,
+    ) -> Option<f64> {
+        let key = |sys: &str| (case.to_owned(), sys.to_owned(), metric.to_owned());
+        let a = self.rounds.get(&key(system))?;
+        let b = self.rounds.get(&key(baseline))?;
+        let ratios: Vec<f64> = a
+            .iter()
+            .filter_map(|(round, x)| {
+                let y = *b.get(round)?;
+                (y != 0.0).then_some(x / y)
+            })
+            .collect();
+        Stat::of(&ratios).map(|s| s.median)
+    }
+
+    /// The ratio a verdict is judged on: [`Summary::paired_ratio`] where rounds pair,
+    /// else [`Summary::ratio`] (systems measured in different rounds).
+    pub fn paired(&self, case: &str, system: &str, baseline: &str, metric: &str) -> Option<f64> {
+        self.paired_ratio(case, system, baseline, metric)
+            .or_else(|| self.ratio(case, system, baseline, metric))
+    }
+
     /// Every (case, system, metric) with statistics, in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &str, Stat)> {
         self.stats
             .iter()
             .map(|((c, s, m), st)| (c.as_str(), s.as_str(), m.as_str(), *st))
     }
-}
-
-/// The median, over the rounds that measured both, of `system`'s `metric` over
-/// `baseline`'s in the same round, on `case`. The systems alternate within a round, so
-/// a round is a pair run moments apart: a slow phase of the host that spans a whole
-/// round moves both sides of its pair, where it moves only one side's median in
-/// [`Summary::ratio`]. `None` when no round has both (or a baseline is zero).
-pub fn paired_ratio(
-    r: &ExperimentResult,
-    case: &str,
-    system: &str,
-    baseline: &str,
-    metric: &str,
-) -> Option<f64> {
-    let value = |sys: &str, round: u32| {
-        r.measurements
-            .iter()
-            .find(|m| m.case == case && m.system == sys && m.round == round)
-            .and_then(|m| m.metrics.get(metric).copied())
-    };
-    let ratios: Vec<f64> = r
-        .measurements
-        .iter()
-        .filter(|m| m.case == case && m.system == system)
-        .filter_map(|m| {
-            let a = m.metrics.get(metric).copied()?;
-            let b = value(baseline, m.round)?;
-            (b != 0.0).then_some(a / b)
-        })
-        .collect();
-    Stat::of(&ratios).map(|s| s.median)
 }
 
 #[cfg(test)]
@@ -159,14 +169,33 @@ mod tests {
                 });
             }
         }
-        let p = paired_ratio(&r, "tcp", "u", "k", "p50").unwrap();
+        let s = Summary::of(&r);
+        let p = s.paired_ratio("tcp", "u", "k", "p50").unwrap();
         // Pairs 0.698, 0.683 and 1.0: the median is round 0's.
         assert!((p - 6.0 / 8.6).abs() < 1e-12, "{p}");
         // The ratio of medians takes the system's slow rounds against the baseline's
         // fast ones.
-        let m = Summary::of(&r).ratio("tcp", "u", "k", "p50").unwrap();
+        let m = s.ratio("tcp", "u", "k", "p50").unwrap();
         assert!((m - 8.4 / 8.6).abs() < 1e-12, "{m}");
-        assert_eq!(paired_ratio(&r, "tcp", "u", "missing", "p50"), None);
-        assert_eq!(paired_ratio(&r, "udp", "u", "k", "p50"), None);
+        assert_eq!(s.paired_ratio("tcp", "u", "missing", "p50"), None);
+        assert_eq!(s.paired_ratio("udp", "u", "k", "p50"), None);
+        assert_eq!(s.paired("tcp", "u", "k", "p50"), Some(p));
+        // Rounds that do not pair (one system measured in rounds the other missed):
+        // the ratio of medians.
+        r.measurements
+            .retain(|m| !(m.system == "k" && m.round == 0));
+        r.measurements
+            .iter_mut()
+            .filter(|m| m.system == "other")
+            .for_each(|m| m.round += 10);
+        let s = Summary::of(&r);
+        assert_eq!(s.paired_ratio("tcp", "other", "k", "p50"), None);
+        assert_eq!(
+            s.paired("tcp", "other", "k", "p50"),
+            s.ratio("tcp", "other", "k", "p50")
+        );
+        // Only the rounds both measured pair: 0.683 and 1.0.
+        let p = s.paired_ratio("tcp", "u", "k", "p50").unwrap();
+        assert!((p - (8.4 / 12.3 + 1.0) / 2.0).abs() < 1e-12, "{p}");
     }
 }

@@ -171,8 +171,8 @@ impl Experiment for Disk {
             let mut n = 0;
             for c in &r.cases {
                 let (Some(t), Some(cpu)) = (
-                    s.ratio(&c.id, ring, DIRECT, "mb_s"),
-                    s.ratio(&c.id, ring, DIRECT, "sut_cores"),
+                    s.paired(&c.id, ring, DIRECT, "mb_s"),
+                    s.paired(&c.id, ring, DIRECT, "sut_cores"),
                 ) else {
                     continue;
                 };
@@ -200,7 +200,7 @@ impl Experiment for Disk {
                 (FIO_URING_ENTER, URING_ENTER),
                 (FIO_URING, URING),
             ] {
-                if let Some(x) = s.ratio(&c.id, ours, fio, "mb_s") {
+                if let Some(x) = s.paired(&c.id, ours, fio, "mb_s") {
                     out.push(format!(
                         "Cross-check at {}: {ours} read {x:.2}x what {fio} read.",
                         c.label

@@ -674,7 +674,7 @@ fn compare(
     shown: &str,
 ) -> Option<(f64, f64, crate::summary::Stat)> {
     Some((
-        s.ratio(case, sys, base, "goodput_gbps")?,
+        s.paired(case, sys, base, "goodput_gbps")?,
         s.median(case, shown, "goodput_gbps")?,
         s.get(case, shown, "rtos")?,
     ))
@@ -930,7 +930,7 @@ Goal: ulnet ≥ 0.9x the kernel's goodput at 1% and 2% drop each way, as sender 
                 } else {
                     c.id.clone()
                 };
-                let ratio = s.ratio(&c.id, u, k, "goodput_gbps");
+                let ratio = s.paired(&c.id, u, k, "goodput_gbps");
                 let u_rto = s.get(&c.id, u, "rtos");
                 let k_rto = s.get(&c.id, k, "rtos");
                 let (Some(x), Some(ur), Some(kr)) = (ratio, u_rto, k_rto) else {

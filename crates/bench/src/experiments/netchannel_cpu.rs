@@ -187,11 +187,11 @@ impl Experiment for NetchannelCpu {
         let mut small = Vec::new();
         for c in &CASES {
             let sut = s
-                .ratio(c.id, KERNEL, ULNET_SLEEP, "sut_core_cores")
-                .or_else(|| s.ratio(c.id, KERNEL, ULNET_SLEEP, "sut_cores"));
+                .paired(c.id, KERNEL, ULNET_SLEEP, "sut_core_cores")
+                .or_else(|| s.paired(c.id, KERNEL, ULNET_SLEEP, "sut_cores"));
             let mach = s
-                .ratio(c.id, KERNEL, ULNET_SLEEP, "cpus_busy_cores")
-                .or_else(|| s.ratio(c.id, KERNEL, ULNET_SLEEP, "tasks_cores"));
+                .paired(c.id, KERNEL, ULNET_SLEEP, "cpus_busy_cores")
+                .or_else(|| s.paired(c.id, KERNEL, ULNET_SLEEP, "tasks_cores"));
             if let (Some(a), Some(b)) = (sut, mach) {
                 // Per segment as well: the peer cuts the same writes into a different
                 // number of segments against each system (its autocorking and TCP Small

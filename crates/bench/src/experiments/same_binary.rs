@@ -106,7 +106,7 @@ impl Experiment for SameBinary {
             (SOCKPERF_UDP, "rtt_p50_us", "sockperf UDP: RTT p50"),
             (SOCKPERF_TCP, "rtt_p50_us", "sockperf TCP: RTT p50"),
         ] {
-            if let Some(r) = s.ratio(case, ULNET, KERNEL, metric) {
+            if let Some(r) = s.paired(case, ULNET, KERNEL, metric) {
                 out.push(format!(
                     "{what} under `ulnet run` is {r:.2}x the kernel's (same binary)."
                 ));

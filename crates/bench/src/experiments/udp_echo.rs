@@ -284,7 +284,7 @@ impl Experiment for UdpEcho {
                 })
             };
             let top = cases.last().map(|c| c.0);
-            let top_ratio = top.and_then(|c| s.ratio(c, ULNET, KERNEL, "echoed_mbps"));
+            let top_ratio = top.and_then(|c| s.paired(c, ULNET, KERNEL, "echoed_mbps"));
             let top_loads = top.and_then(|c| {
                 Some((
                     s.median(c, KERNEL, "offered_mbps")?,
