@@ -280,6 +280,59 @@ fn a_task_receiving_a_stream_turns_the_loop_itself() {
     assert_eq!(b.turns().tasks, 0, "B has no tasks");
 }
 
+/// A task sending a stream turns the loop on its own thread: its writes take a turn
+/// each while the loop's thread stays out of the way (`Engine::after_task_call`), and
+/// every byte arrives in order. The loop's counters account for every turn.
+#[test]
+fn a_task_sending_a_stream_turns_the_loop_on_its_own_thread() {
+    const LEN: usize = 8 << 20;
+    let (a, b) = stacks(256 * 1024);
+    let listener = TcpListener::bind(&a, "0.0.0.0:8250").unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut at = 0;
+        loop {
+            let n = std::io::Read::read(&mut s, &mut buf).unwrap();
+            if n == 0 {
+                return at;
+            }
+            for (k, &byte) in buf[..n].iter().enumerate() {
+                assert_eq!(byte, pattern(0, at + k), "byte {}", at + k);
+            }
+            at += n;
+        }
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = b.turns();
+    rt.block_on(async {
+        let f = async {
+            let dst: SocketAddr = "198.18.0.1:8250".parse().unwrap();
+            let mut s = TcpStream::connect_async(&b, dst).await.unwrap();
+            let data: Vec<u8> = (0..LEN).map(|i| pattern(0, i)).collect();
+            for piece in data.chunks(64 * 1024) {
+                s.write_all(piece).await.unwrap();
+            }
+            AsyncWriteExt::shutdown(&mut s).await.unwrap();
+        };
+        tokio::time::timeout(Duration::from_secs(120), f)
+            .await
+            .expect("the stream within 120 s");
+    });
+    assert_eq!(reader.join().unwrap(), LEN);
+    let t = b.turns();
+    assert!(t.after_calls > before.after_calls, "{t:?}");
+    let all = b.loop_stats().iterations;
+    assert!(
+        all >= t.blocked_calls + t.tasks + t.after_calls,
+        "{all} turns, {t:?}"
+    );
+}
+
 /// A task that stops waiting (its read dropped while pending, registered with its
 /// reactor, the runtime then gone) leaves the channel to the loop's thread: the
 /// stream's next data still arrives with nothing turning the loop but that thread

@@ -297,13 +297,20 @@ impl Stack {
         super::poll::level(&mut g, key)
     }
 
+    /// The loop's counters (iterations, frames, flushes, sleeps, wake-ups), over every
+    /// thread that turned it; with [`Stack::turns`], the loop's own thread's share.
+    pub fn loop_stats(&self) -> crate::runtime::RuntimeStats {
+        self.inner.engine.stats()
+    }
+
     /// Where the loop has turned besides its own thread: how much of the stack's work
     /// ran on the application's threads (`runtime/turn.rs`).
     pub fn turns(&self) -> Turns {
-        let (blocked_calls, tasks) = self.inner.engine.turn_counts();
+        let (blocked_calls, tasks, after_calls) = self.inner.engine.turn_counts();
         Turns {
             blocked_calls,
             tasks,
+            after_calls,
         }
     }
 
@@ -397,6 +404,9 @@ pub struct Turns {
     /// By tokio tasks whose operation was pending, when their runtime's reactor saw
     /// frames on the channel.
     pub tasks: u64,
+    /// By calls that queued something (a write, a send) and found nobody else
+    /// turning: one turn each, so the data left from the caller's thread.
+    pub after_calls: u64,
 }
 
 /// Whether a finished socket call may have queued something for the wire

@@ -125,7 +125,7 @@ impl Stack {
                         }
                     }
                     if leaves {
-                        self.engine().after_call();
+                        self.engine().after_task_call();
                     }
                     return Poll::Ready(r);
                 }

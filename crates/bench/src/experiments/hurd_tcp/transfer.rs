@@ -542,6 +542,7 @@ fn ulnet_rx_with(
 ) -> io::Result<Metrics> {
     let at = SocketAddr::new(u.ip, port);
     let listener = TcpListener::bind(&u.stack, at)?;
+    let count = LoopCount::now(&u.stack);
     let w = Window::start()?;
     let reader = std::thread::spawn(move || app(listener));
     let sent = load::tcp_send(&b.ns, at, bytes).and_then(|s| join(s, "sender"));
@@ -553,7 +554,55 @@ fn ulnet_rx_with(
     let sent = sent?;
     let (got, ok, rates) = got?;
     let cpu = w.finish(sent.cpu)?;
-    finish(bytes, got, ok, rates.rates(), cpu)
+    let mut m = finish(bytes, got, ok, rates.rates(), cpu)?;
+    count.add_to(&u.stack, &mut m);
+    Ok(m)
+}
+
+/// Where ulnet's loop turned during a transfer: which thread did the stack's work.
+#[derive(Clone, Copy)]
+struct LoopCount {
+    stats: ulnet::runtime::RuntimeStats,
+    turns: ulnet::net::Turns,
+}
+
+impl LoopCount {
+    fn now(stack: &Stack) -> LoopCount {
+        LoopCount {
+            stats: stack.loop_stats(),
+            turns: stack.turns(),
+        }
+    }
+
+    /// Adds, per GB moved, the loop's turns (`loop_turns_per_gb`), those the loop's
+    /// own thread took (`loop_thread_turns_per_gb`: the rest ran on the application's
+    /// thread, in a blocked call, a tokio task or after a call that queued data), its
+    /// sleeps and the doorbells it
+    /// rang (`loop_flushes_per_gb`). A hand-off between the application's thread and
+    /// the loop's shows as the loop's own thread's share.
+    fn add_to(self, end: &Stack, m: &mut Metrics) {
+        let e = LoopCount::now(end);
+        let Some(gb) = m.get("bytes_checked").map(|b| b / 1e9).filter(|g| *g > 0.0) else {
+            return;
+        };
+        let all = e.stats.iterations.saturating_sub(self.stats.iterations);
+        let on_app = |t: ulnet::net::Turns| t.blocked_calls + t.tasks + t.after_calls;
+        let app = on_app(e.turns).saturating_sub(on_app(self.turns));
+        let per = |n: u64| n as f64 / gb;
+        m.insert("loop_turns_per_gb".into(), per(all));
+        m.insert(
+            "loop_thread_turns_per_gb".into(),
+            per(all.saturating_sub(app)),
+        );
+        m.insert(
+            "loop_sleeps_per_gb".into(),
+            per(e.stats.sleeps.saturating_sub(self.stats.sleeps)),
+        );
+        m.insert(
+            "loop_flushes_per_gb".into(),
+            per(e.stats.flushes.saturating_sub(self.stats.flushes)),
+        );
+    }
 }
 
 /// One read's bookkeeping: rate window, pattern check, offset.
@@ -594,6 +643,7 @@ fn ulnet_tx_with(
     app: impl FnOnce(&Stack, SocketAddr) -> io::Result<u64>,
 ) -> io::Result<Metrics> {
     let at = SocketAddr::new(b.ip_of(b.ipv6), port);
+    let count = LoopCount::now(&u.stack);
     let w = Window::start()?;
     let sink = timed_sink(b, at, LOAD_CPU)?;
     let sent = app(&u.stack, at);
@@ -605,7 +655,9 @@ fn ulnet_tx_with(
     sent?;
     let (got, rates) = got?;
     let cpu = w.finish(got.done.cpu)?;
-    finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)
+    let mut m = finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)?;
+    count.add_to(&u.stack, &mut m);
+    Ok(m)
 }
 
 /// ulnet in A sends through its socket API to the peer in B.
