@@ -421,8 +421,8 @@ impl Engine {
     /// task activity keeps the loop's thread parked while it writes, and the write
     /// then turns the loop on the task's thread. Without it the loop's thread, once
     /// back, took every write over through a wake-up: a tokio sender at MTU 1500 had
-    /// the loop's thread take 11-38% of the turns (a blocking one 2-3%), and in the
-    /// runs where it took more it sent slower.
+    /// the loop's thread take 14-51% of the turns (a blocking one 2-3%), and in the
+    /// rounds where it took more it sent slower (docs/performance.md, "Session 22").
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn after_task_call(&self) {
         self.task_calls.fetch_add(1, Ordering::Relaxed);

@@ -577,9 +577,9 @@ impl LoopCount {
     /// Adds, per GB moved, the loop's turns (`loop_turns_per_gb`), those the loop's
     /// own thread took (`loop_thread_turns_per_gb`: the rest ran on the application's
     /// thread, in a blocked call, a tokio task or after a call that queued data), its
-    /// sleeps and the doorbells it
-    /// rang (`loop_flushes_per_gb`). A hand-off between the application's thread and
-    /// the loop's shows as the loop's own thread's share.
+    /// sleeps (`loop_sleeps_per_gb`) and the doorbells it rang (`loop_flushes_per_gb`).
+    /// A hand-off between the application's thread and the loop's shows as the loop's
+    /// own thread's share.
     fn add_to(self, end: &Stack, m: &mut Metrics) {
         let e = LoopCount::now(end);
         let Some(gb) = m.get("bytes_checked").map(|b| b / 1e9).filter(|g| *g > 0.0) else {
