@@ -31,8 +31,9 @@
 //! CPU figures: `sut_core_cores` is the SUT core's busy time over the window (the window
 //! minus that CPU's idle time from cpuidle or, without a cpuidle driver, from the
 //! tickless kernel's accounting, both kept exactly at every idle entry and exit:
-//! [`crate::cpu::idle_per_cpu`]), so it counts everything that ran there: the SUT's threads, its system calls,
-//! and its receive processing in softirq, also while the core was otherwise idle; it is
+//! [`crate::cpu::idle_per_cpu`]), so it counts everything that ran there: the SUT's
+//! threads, its system calls, and its receive processing in softirq, also while the core
+//! was otherwise idle; it is
 //! the figure the verdict and the goal use. `sut_cores` is this process's CPU over the
 //! window minus the peer thread's own CPU (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)` on
 //! that thread): the SUT's threads and the kernel work done in their system calls,
