@@ -288,6 +288,7 @@ fn views(ctx: &mut Ctx<'_>, cases: &[&str]) {
                 Metric::plain("rtts", "round trips", 0),
                 Metric::less("sut_cores", "server CPU (cores)", 2),
                 Metric::less("machine_busy_cores", "machine CPU (cores)", 2),
+                Metric::plain("loop_thread_turns", "turns of ulnet's loop threads", 0),
             ],
             baselines: vec![K_BLOCK.into(), K_SPIN.into()],
             ratio_metric: None,
@@ -399,7 +400,7 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
                             .copied()
                             .find(|t| task_name(*t).as_deref() == Some("ulnet-stack"));
                         let r = measure(server, rt_tid, |stop| {
-                            ulnet_client(&sb, at, tcp, bounds, stop)
+                            ulnet_client(&sb, &sa, at, tcp, bounds, stop)
                         });
                         drop(sb);
                         r
@@ -438,6 +439,9 @@ struct ClientDone {
     hist: Histogram<u64>,
     cpu: Duration,
     lost: u64,
+    /// Turns the ulnet stacks' own loop threads took while the client measured (both
+    /// ends together; ulnet at both ends only).
+    loop_turns: Option<u64>,
 }
 
 /// Runs `client` (which starts its thread and returns it) inside a CPU window, stops the
@@ -482,6 +486,11 @@ fn measure(
     m.insert("rtt_mean_us".into(), h.mean() / 1e3);
     m.insert("rtts".into(), h.len() as f64);
     m.insert("lost".into(), c.lost as f64);
+    if let Some(t) = c.loop_turns {
+        // The application threads drive the loop in their calls: each of these turns
+        // is a hand-off, or a turn in a caller's gap between calls on its core.
+        m.insert("loop_thread_turns".into(), t as f64);
+    }
     Ok(m)
 }
 
@@ -673,6 +682,7 @@ fn udp_pingpong(
         hist,
         cpu: thread_cpu_time() - cpu0,
         lost,
+        loop_turns: None,
     })
 }
 
@@ -704,6 +714,7 @@ fn tcp_pingpong(
         hist,
         cpu: thread_cpu_time() - cpu0,
         lost: 0,
+        loop_turns: None,
     })
 }
 
@@ -837,29 +848,43 @@ fn ulnet_server(
     Ok((t, stop))
 }
 
-/// A ulnet client on `stack` (thread on the load core).
+/// A ulnet client on `stack` (thread on the load core) to a server on `server`'s stack.
 fn ulnet_client(
     stack: &Stack,
+    server: &Stack,
     to: SocketAddr,
     tcp: bool,
     b: Bounds,
     stop: Arc<AtomicBool>,
 ) -> io::Result<JoinHandle<io::Result<ClientDone>>> {
-    let stack = stack.clone();
+    let stacks = [stack.clone(), server.clone()];
     Ok(std::thread::spawn(move || {
         pin(LOAD_CPU)?;
-        if tcp {
-            let mut s =
-                ulnet::net::TcpStream::connect_timeout(&stack, &to, Duration::from_secs(5))?;
+        let turns = || stacks.iter().map(Stack::loop_thread_turns).sum::<u64>();
+        let stack = &stacks[0];
+        // The loop threads' turns are counted from the first echo on: until the TCP
+        // server's accept loop (non-blocking, napping 1 ms) takes the connection, its
+        // loop's thread is the only one turning, as it should be.
+        let (t0, r) = if tcp {
+            let mut s = ulnet::net::TcpStream::connect_timeout(stack, &to, Duration::from_secs(5))?;
             s.set_nodelay(true)?;
             s.set_read_timeout(Some(RTT_TIMEOUT))?;
             s.set_write_timeout(Some(RTT_TIMEOUT))?;
-            tcp_pingpong(&mut s, b, &stop)
+            let mut m = message(0);
+            write_full(&mut s, &m)?;
+            if !read_full(&mut s, &mut m, Instant::now() + RTT_TIMEOUT)? {
+                return Err(io_err("the server closed"));
+            }
+            (turns(), tcp_pingpong(&mut s, b, &stop))
         } else {
-            let s = ulnet::net::UdpSocket::bind(&stack, unspecified(to))?;
+            let s = ulnet::net::UdpSocket::bind(stack, unspecified(to))?;
             s.set_read_timeout(Some(RTT_TIMEOUT))?;
-            udp_pingpong(&s, to, b, &stop)
-        }
+            (turns(), udp_pingpong(&s, to, b, &stop))
+        };
+        r.map(|d| ClientDone {
+            loop_turns: Some(turns() - t0),
+            ..d
+        })
     }))
 }
 
@@ -1020,6 +1045,7 @@ fn floor_client(
             hist,
             cpu: thread_cpu_time() - cpu0,
             lost,
+            loop_turns: None,
         })
     }))
 }

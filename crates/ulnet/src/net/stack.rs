@@ -314,6 +314,14 @@ impl Stack {
         }
     }
 
+    /// Turns the loop's own thread has taken so far: every turn
+    /// ([`loop_stats`](Self::loop_stats)' iterations) but those of [`turns`](Self::turns).
+    /// Where application threads drive the loop, this stays still; each turn here is a
+    /// hand-off, or a turn while no application thread was in a call.
+    pub fn loop_thread_turns(&self) -> u64 {
+        self.inner.engine.loop_thread_turns()
+    }
+
     #[cfg(feature = "tokio")]
     pub(super) fn inner(&self) -> &StackInner {
         &self.inner
@@ -407,6 +415,13 @@ pub struct Turns {
     /// By calls that queued something (a write, a send) and found nobody else
     /// turning: one turn each, so the data left from the caller's thread.
     pub after_calls: u64,
+}
+
+impl Turns {
+    /// Every turn taken on application threads.
+    pub fn total(&self) -> u64 {
+        self.blocked_calls + self.tasks + self.after_calls
+    }
 }
 
 /// Whether a finished socket call may have queued something for the wire

@@ -186,8 +186,8 @@ pub(crate) struct Engine {
     /// A turn failed on an application thread (a channel system call): the loop ends
     /// with this error.
     failed: Mutex<Option<io::Error>>,
-    /// How the loop waits (tasks drive it only when it sleeps).
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    /// How the loop waits (tasks drive it only when it sleeps; the loop's thread leaves
+    /// busy-polling callers their gaps between calls).
     mode: WaitMode,
     /// Turns taken by tokio tasks ([`async_turn`](Self::async_turn)): while they
     /// move, and a task watches the channel, the loop's thread parks.
@@ -259,6 +259,17 @@ impl Engine {
     /// progress).
     pub(crate) fn stats(&self) -> super::RuntimeStats {
         relock(&self.turn).stats()
+    }
+
+    /// Turns the loop's own thread has taken so far. Read with the turn held: every
+    /// thread counts its turn before it lets the turn go, so the loop's iterations and
+    /// the application threads' counts agree.
+    pub(crate) fn loop_thread_turns(&self) -> u64 {
+        let t = relock(&self.turn);
+        let (blocked, tasks, calls) = self.turn_counts();
+        // Saturating: a failed turn (which stops the loop) may count a call's turn
+        // without an iteration.
+        t.stats().iterations.saturating_sub(blocked + tasks + calls)
     }
 
     /// Turns taken so far by application threads inside blocked calls, by tokio
@@ -602,6 +613,10 @@ impl Engine {
         // Tokio tasks' turns and calls seen so far: while the count moves, tasks watch
         // the channel through their reactor and this thread stays out of their way.
         let mut async_seen = 0;
+        // Busy-polling application threads turned the loop during the last park: one
+        // that is out of its call now (sending what it received) is coming straight
+        // back, and this thread stays parked rather than take the loop over in the gap.
+        let mut between_calls = false;
         while !self.stopped() {
             let turns =
                 self.async_turns.load(Ordering::Relaxed) + self.task_calls.load(Ordering::Relaxed);
@@ -612,7 +627,14 @@ impl Engine {
                     continue;
                 }
             }
-            if self.drivers.load(Ordering::SeqCst) > 0 {
+            // Taking the loop over from a busy-polling caller between two calls held its
+            // core: this thread spun and yielded, and a yield does not hand the core to
+            // a thread that has had more than its share (EEVDF picks the yielder again
+            // while it is owed time), so the caller, preempted outside its call, waited
+            // until a tick preempted this thread. In `ulnet bench latency`'s busy-poll
+            // ping-pong this thread held its core 2-64 ms at a time, about six times a
+            // second per core (docs/performance.md, "Session 23").
+            if self.drivers.load(Ordering::SeqCst) > 0 || between_calls {
                 shared = true;
                 let seen = self.app_turns.load(Ordering::Relaxed);
                 if park > PARK_BUSY {
@@ -631,11 +653,15 @@ impl Engine {
                 self.deep_parked.store(false, Ordering::SeqCst);
                 // Drivers that turned are busy: look again soon. Drivers asleep in
                 // `poll(2)` need nothing from this thread: back off.
-                park = if self.app_turns.load(Ordering::Relaxed) == seen {
-                    (park * 2).min(PARK_IDLE_MAX)
-                } else {
+                let moved = self.app_turns.load(Ordering::Relaxed) != seen;
+                park = if moved {
                     PARK_BUSY
+                } else {
+                    (park * 2).min(PARK_IDLE_MAX)
                 };
+                // Past a park in which no driver turned, the loop is this thread's
+                // again: frames wait at most two parks for a caller that left.
+                between_calls = moved && self.mode == WaitMode::BusyPoll;
                 continue;
             }
             park = PARK_BUSY;

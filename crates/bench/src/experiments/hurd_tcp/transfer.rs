@@ -586,8 +586,7 @@ impl LoopCount {
             return;
         };
         let all = e.stats.iterations.saturating_sub(self.stats.iterations);
-        let on_app = |t: ulnet::net::Turns| t.blocked_calls + t.tasks + t.after_calls;
-        let app = on_app(e.turns).saturating_sub(on_app(self.turns));
+        let app = e.turns.total().saturating_sub(self.turns.total());
         let per = |n: u64| n as f64 / gb;
         m.insert("loop_turns_per_gb".into(), per(all));
         m.insert(
