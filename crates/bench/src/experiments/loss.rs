@@ -519,7 +519,12 @@ fn measure(
         m.extend(kernel_sender_metrics(&before, &after));
         m
     } else {
-        let u = open_stack_with(tb, Backend::Xdp, sys == ULNET_GSO || sys == ULNET_BBR)?;
+        let u = open_stack_with(
+            tb,
+            Backend::Xdp,
+            sys == ULNET_GSO || sys == ULNET_BBR,
+            false,
+        )?;
         let r = if spec.tx {
             let cc = (sys == ULNET_BBR).then_some(Algorithm::Bbr);
             ulnet_tx(&u, peer, port, spec.bytes, cc)

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::options::{XdpOptions, ZeroCopy};
 use super::program::Steer;
-use super::steer::{self, Attached, SteeringMaps};
+use super::steer::{self, Attached, SteeringMaps, XdpMode};
 use crate::ring::umem::{Frame, Umem};
 use crate::ring::{Consumer, Layout, Producer};
 use crate::sys::bpf::{Program, XdpLink};
@@ -407,6 +407,12 @@ impl XdpChannel {
         fill.submit();
 
         let (zero_copy, multi_buffer) = bind(&sock, ifindex, opts, mtu)?;
+        if opts.rx_super_frames && !multi_buffer {
+            return Err(invalid(
+                "XDP options",
+                "rx_super_frames needs multi-buffer (XDP_USE_SG), which this kernel refused",
+            ));
+        }
         // One kick may then drain the whole tx ring in copy mode.
         let kick_budget = if !zero_copy && sock.set_tx_budget(opts.tx_ring_size)? {
             opts.tx_ring_size
@@ -427,7 +433,12 @@ impl XdpChannel {
         }
         maps.set_socket(opts.queue_id, sock.as_raw_fd())?;
         let prog = steer::load(&maps, !opts.rules.is_empty(), multi_buffer, Steer::Redirect)?;
-        let (link, attached) = steer::attach(&prog, ifindex, opts.mode, multi_buffer)?;
+        let xdp_mode = if opts.rx_super_frames {
+            XdpMode::Generic
+        } else {
+            opts.mode
+        };
+        let (link, attached) = steer::attach(&prog, ifindex, xdp_mode, multi_buffer)?;
 
         let single = (opts.frame_size - XDP_PACKET_HEADROOM) as usize;
         // With multi-buffer, as large as the link's MTU allows (Ethernet header and one
@@ -437,6 +448,12 @@ impl XdpChannel {
         } else {
             single
         };
+        // The peer's super-frames are as large as an IP packet gets, whatever the MTU.
+        let rx_max_len = if opts.rx_super_frames {
+            MAX_JUMBO_LEN
+        } else {
+            max_frame_len
+        };
         let mode = format!(
             "{}, {}{}",
             match attached {
@@ -445,7 +462,11 @@ impl XdpChannel {
             },
             if zero_copy { "zero-copy" } else { "copy" },
             if multi_buffer { ", multi-buffer" } else { "" },
-        ) + &if kick_budget != KERNEL_TX_BATCH {
+        ) + if opts.rx_super_frames {
+            ", the peer's super-frames whole"
+        } else {
+            ""
+        } + &if kick_budget != KERNEL_TX_BATCH {
             format!(", {kick_budget} tx per kick")
         } else {
             String::new()
@@ -466,7 +487,7 @@ impl XdpChannel {
             name: "xdp",
             mtu,
             max_frame_len,
-            rx_checksum_verified: false,
+            rx_checksum_verified: opts.rx_super_frames,
             tx_checksum_offload: false,
             batch_count: opts.batch_count,
             gso_max_len: gso.as_ref().map_or(0, GsoSender::max_frame_len),
@@ -504,7 +525,7 @@ impl XdpChannel {
             tx,
             sock,
             umem,
-            scratch: vec![0; if multi_buffer { max_frame_len } else { 0 }],
+            scratch: vec![0; if multi_buffer { rx_max_len } else { 0 }],
             bad_rx: 0,
             rx_frames: 0,
             rx_bytes: 0,
@@ -593,7 +614,7 @@ fn bind(sock: &XskSocket, ifindex: u32, opts: &XdpOptions, mtu: usize) -> Result
     // Multi-buffer is needed only above one frame; where the kernel refuses it we can
     // still run single-buffer if the MTU fits.
     let fits_single = mtu + 18 <= (opts.frame_size - XDP_PACKET_HEADROOM) as usize;
-    let sg_modes: &[bool] = match (opts.multi_buffer, fits_single) {
+    let sg_modes: &[bool] = match (opts.multi_buffer, fits_single && !opts.rx_super_frames) {
         (true, true) => &[true, false],
         (true, false) => &[true],
         (false, _) => &[false],

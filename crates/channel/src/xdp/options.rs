@@ -59,6 +59,15 @@ pub struct XdpOptions {
     pub gso: bool,
     /// The steering program's SYN policer; `None` steers every SYN for ulnet.
     pub syn_policer: Option<SynPolicer>,
+    /// Take the TCP super-frames (up to 64 KB) this host's own kernel sends over a veth
+    /// with its default offloads, whole, and accept the checksums it leaves unfinished,
+    /// as that kernel's own receive on a veth does (veth marks its frames verified:
+    /// they never left memory). The peer's segmentation then costs nothing on either
+    /// side, as with the kernel's own TSO between two veth ends. Implies generic XDP (a
+    /// native program turns TSO off on the veth's other end) and multi-buffer. Only on
+    /// a veth whose other end is this host's kernel: from a wire, checksums must be
+    /// verified. Off by default.
+    pub rx_super_frames: bool,
 }
 
 impl Default for XdpOptions {
@@ -82,6 +91,7 @@ impl Default for XdpOptions {
             multi_buffer: true,
             gso: true,
             syn_policer: Some(SynPolicer::default()),
+            rx_super_frames: false,
         }
     }
 }

@@ -20,6 +20,7 @@ impl Interface {
         let stats = &mut self.core.stats;
         stats.rx_frames += 1;
         stats.rx_bytes += frame.len() as u64;
+        stats.rx_largest = stats.rx_largest.max(frame.len() as u64);
         let Ok(eth) = EthernetFrame::new_checked(frame) else {
             stats.drop(DropReason::EthTruncated);
             return;

@@ -165,6 +165,9 @@ pub struct Stats {
     pub rx_frames: u64,
     /// Bytes of those frames.
     pub rx_bytes: u64,
+    /// The largest of those frames, in bytes: above the link's MTU when a channel hands
+    /// over a host's segmentation super-frames whole (`XdpOptions::rx_super_frames`).
+    pub rx_largest: u64,
     /// Frames the channel accepted from us.
     pub tx_frames: u64,
     /// Bytes of those frames.
@@ -252,6 +255,7 @@ impl Default for Stats {
         Stats {
             rx_frames: 0,
             rx_bytes: 0,
+            rx_largest: 0,
             tx_frames: 0,
             tx_bytes: 0,
             arp_requests_sent: 0,
@@ -327,6 +331,7 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "rx_frames {}", self.rx_frames)?;
         writeln!(f, "rx_bytes {}", self.rx_bytes)?;
+        writeln!(f, "rx_largest {}", self.rx_largest)?;
         writeln!(f, "tx_frames {}", self.tx_frames)?;
         writeln!(f, "tx_bytes {}", self.tx_bytes)?;
         writeln!(f, "arp_requests_sent {}", self.arp_requests_sent)?;

@@ -262,7 +262,8 @@ impl StackBuilder {
     /// `198.18.1.16/24,2001:2:0:1::10/64`),
     /// `ULNET_GATEWAY`, `ULNET_PCAP`, `ULNET_BUSY_POLL=1`, `ULNET_GSO=0`
     /// ([`gso`](Self::gso) off; `1` on, the default), `ULNET_SYN_POLICER=0`
-    /// ([`syn_policer`](Self::syn_policer) off) and `ULNET_RX_COALESCE_US` ([`rx_coalesce`](Self::rx_coalesce) in
+    /// ([`syn_policer`](Self::syn_policer) off), `ULNET_RX_SUPER_FRAMES=1`
+    /// ([`rx_super_frames`](Self::rx_super_frames) on) and `ULNET_RX_COALESCE_US` ([`rx_coalesce`](Self::rx_coalesce) in
     /// microseconds, 0: off). Unset variables leave the
     /// builder as it is; malformed ones make [`build`](Self::build) fail
     /// ([`BuildError::Env`]).
@@ -306,6 +307,11 @@ impl StackBuilder {
         match var("ULNET_GSO").as_deref() {
             Some("0") => self = self.gso(false),
             Some("1") => self = self.gso(true),
+            _ => {}
+        }
+        match var("ULNET_RX_SUPER_FRAMES").as_deref() {
+            Some("1") => self = self.rx_super_frames(true),
+            Some("0") => self = self.rx_super_frames(false),
             _ => {}
         }
         if var("ULNET_SYN_POLICER").is_some_and(|v| v == "0") {
@@ -474,6 +480,19 @@ impl StackBuilder {
     #[must_use]
     pub fn gso(mut self, on: bool) -> Self {
         self.xdp.get_or_insert_with(XdpOptions::default).gso = on;
+        self
+    }
+
+    /// Take the TCP super-frames (up to 64 KB) that this host's own kernel sends over a
+    /// veth with its default offloads whole, trusting the checksums it leaves unfinished,
+    /// as that kernel's own receive on a veth does ([`XdpOptions::rx_super_frames`];
+    /// AF_XDP backend, in generic mode). Off by default: only for a veth whose other
+    /// end is this host's kernel. Other backends ignore it.
+    #[must_use]
+    pub fn rx_super_frames(mut self, on: bool) -> Self {
+        self.xdp
+            .get_or_insert_with(XdpOptions::default)
+            .rx_super_frames = on;
         self
     }
 

@@ -162,7 +162,13 @@ impl Session {
         let file = scratch.path("up");
         write_pattern(&file, len);
         let src = format!("FILE:{}", file.display());
-        let dst = format!("TCP:{}:9", self.ip);
+        let dst = match self.ip {
+            IpAddr::V4(ip) => format!("TCP4:{ip}:9"),
+            IpAddr::V6(ip) => format!("TCP6:[{ip}]:9"),
+        };
+        // Counted from what the discard service saw before, so a session may run this
+        // more than once.
+        let (before, done) = (self.s.discard.stats(), self.s.discard.tcp_stats().finished);
         let sent = serve_until(
             &mut self.rt,
             &mut self.s,
@@ -170,14 +176,17 @@ impl Session {
             &self.ns,
             "socat",
             &["-u", &src, &dst],
-            |s| s.discard.tcp_stats().finished >= 1,
+            |s| s.discard.tcp_stats().finished > done,
         );
         assert!(sent.status.success(), "socat → discard: {}", text(&sent));
         let st = self.s.discard.stats();
         assert_eq!(
-            (st.tcp_bytes, st.tcp_pattern_ok),
+            (
+                st.tcp_bytes - before.tcp_bytes,
+                st.tcp_pattern_ok - before.tcp_pattern_ok
+            ),
             (len, 1),
-            "discard saw {st:?}"
+            "discard saw {st:?}, {before:?} before"
         );
     }
 

@@ -240,8 +240,14 @@ pub(crate) struct UlnetStack {
 /// capabilities (XDP mode, copy/zero-copy, multi-buffer) can be recorded.
 ///
 /// With `gso`, ulnet sends TCP bursts for the kernel to cut (`XdpOptions::gso`; AF_XDP
-/// only).
-pub(crate) fn open_stack_with(tb: &Testbed, backend: Backend, gso: bool) -> io::Result<UlnetStack> {
+/// only); with `super_frames`, it takes B's TSO super-frames whole
+/// (`XdpOptions::rx_super_frames`; AF_XDP only).
+pub(crate) fn open_stack_with(
+    tb: &Testbed,
+    backend: Backend,
+    gso: bool,
+    super_frames: bool,
+) -> io::Result<UlnetStack> {
     let a = tb.a();
     let b = tb.b();
     let builder = Stack::builder()
@@ -254,6 +260,7 @@ pub(crate) fn open_stack_with(tb: &Testbed, backend: Backend, gso: bool) -> io::
             let o = XdpOptions {
                 addresses: vec![ip],
                 gso,
+                rx_super_frames: super_frames,
                 ..XdpOptions::default()
             };
             let ch = retry_busy(|| {
