@@ -14,7 +14,10 @@
 //!
 //! Cost to the host (docs/LINUX-NOTES.md): a native XDP program on one veth end turns off TSO on
 //! the other end, so the kernel's own TCP over that pair slows down (about 18 → 5.7 Gb/s
-//! measured here); generic mode keeps TSO but hands the socket super-frames.
+//! measured here); generic mode keeps TSO but hands the socket super-frames, which
+//! [`XdpOptions::rx_super_frames`] takes whole: on a veth whose other end is this host's
+//! kernel, the peer's segmentation then costs nothing (`ulnet bench hurd-tcp`'s
+//! `ulnet-xdp-super` row).
 
 pub mod asm;
 mod channel;
