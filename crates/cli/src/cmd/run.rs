@@ -45,6 +45,10 @@ pub struct Args {
     /// xdp: turn off the steering program's SYN policer (ULNET_SYN_POLICER=0).
     #[arg(long)]
     pub no_syn_policer: bool,
+    /// xdp on a veth whose other end is this host's kernel: take its TCP super-frames
+    /// whole and trust their checksums (ULNET_RX_SUPER_FRAMES=1; `ulnet serve --help`).
+    #[arg(long)]
+    pub rx_super_frames: bool,
     /// Record every frame in and out to this pcap file.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
@@ -132,6 +136,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.no_syn_policer {
         cmd.env("ULNET_SYN_POLICER", "0");
+    }
+    if args.rx_super_frames {
+        cmd.env("ULNET_RX_SUPER_FRAMES", "1");
     }
     let e = cmd.exec();
     Err(e).with_context(|| format!("cannot run {program}"))

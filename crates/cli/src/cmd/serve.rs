@@ -60,6 +60,12 @@ pub struct NetArgs {
     /// docs/attack.md).
     #[arg(long)]
     pub no_syn_policer: bool,
+    /// xdp on a veth whose other end is this host's kernel: take that kernel's TCP
+    /// super-frames of up to 64 KB (its TSO with default offloads) whole and trust the
+    /// checksums it leaves unfinished, as its own receive on a veth does (generic XDP).
+    /// Never on a link to another machine.
+    #[arg(long)]
+    pub rx_super_frames: bool,
 }
 
 impl NetArgs {
@@ -100,6 +106,9 @@ impl NetArgs {
         }
         if self.no_syn_policer {
             b = b.syn_policer(None);
+        }
+        if self.rx_super_frames {
+            b = b.rx_super_frames(true);
         }
         Ok(b)
     }
