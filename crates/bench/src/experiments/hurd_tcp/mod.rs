@@ -23,6 +23,11 @@
 //!   ends (A's kernel cuts each burst in software, as `kernel-nooffload` cuts its GSO
 //!   packets); `-tso` turns A's tx/tso/gso on (veth passes the bursts whole, as
 //!   `kernel-default`'s TSO packets), B's transmit checksums staying off.
+//! - `ulnet-xdp-super` (receive cases): `ulnet-xdp` with offloads on at both veth ends, as
+//!   `kernel-default`, and `XdpOptions::rx_super_frames`: B's TCP leaves in 64 KB TSO
+//!   frames, which ulnet's channel (generic XDP, multi-buffer) takes whole, trusting
+//!   their unfinished checksums as the kernel's own receive on a veth does. Goal 2's
+//!   receive verdict is judged on it.
 //! - `ulnet-xdp-engine` (receive at MTU 1500 only): the discard app inside ulnet's loop,
 //!   no socket API (engine only), as the old `tcp_rx` scenario measured it.
 //!
