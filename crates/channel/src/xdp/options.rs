@@ -66,7 +66,9 @@ pub struct XdpOptions {
     /// side, as with the kernel's own TSO between two veth ends. Implies generic XDP (a
     /// native program turns TSO off on the veth's other end) and multi-buffer. Only on
     /// a veth whose other end is this host's kernel: from a wire, checksums must be
-    /// verified. Off by default.
+    /// verified. A UDP super-frame (a sender's `UDP_SEGMENT`) carries many datagrams
+    /// without their boundaries: the stack drops and counts it (`udp_above_mtu`). Off
+    /// by default.
     pub rx_super_frames: bool,
 }
 

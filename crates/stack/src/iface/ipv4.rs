@@ -81,6 +81,14 @@ impl Interface {
         }
         let payload = packet.payload();
         if !header.is_fragment() {
+            // Above the MTU and whole, a datagram can only be a host's segmentation
+            // super-frame taken whole: TCP's is one stretch of its byte stream, but a
+            // UDP one holds many datagrams and no longer says where each ends.
+            if header.protocol == IpProtocol::Udp
+                && usize::from(packet.total_len()) > self.core.config.mtu
+            {
+                return self.core.stats.drop(DropReason::UdpAboveMtu);
+            }
             return self.deliver_ipv4(
                 now,
                 Delivery {

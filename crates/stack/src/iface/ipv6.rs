@@ -298,6 +298,14 @@ impl Interface {
             multicast,
             verify,
         };
+        // As over IPv4 (`process_ipv4`): a whole UDP datagram above the MTU is a host's
+        // segmentation super-frame, its datagram boundaries lost.
+        if chain.fragment.is_none_or(|f| f.is_atomic())
+            && chain.upper == IpProtocol::Udp
+            && HEADER_LEN + body.len() > self.core.config.mtu
+        {
+            return self.core.stats.drop(DropReason::UdpAboveMtu);
+        }
         match chain.fragment {
             None => self.deliver_ipv6(now, chain.upper, chain.next_header_at, d, tx),
             // RFC 8021 §2 / RFC 6946 §4: an atomic fragment is processed as a whole

@@ -116,6 +116,10 @@ drop_reasons! {
     UdpMalformed => "udp_malformed",
     /// The UDP checksum is wrong.
     UdpBadChecksum => "udp_bad_checksum",
+    /// A UDP datagram longer than the link's MTU and not a fragment: a host's UDP
+    /// segmentation super-frame taken whole (`rx_super_frames` on a veth), whose
+    /// datagram boundaries the frame no longer carries.
+    UdpAboveMtu => "udp_above_mtu",
     /// No socket is bound to the destination port.
     UdpNoSocket => "udp_no_socket",
     /// The receiving socket's buffer is full.

@@ -165,6 +165,18 @@ fn ipv4_drops() {
     );
 }
 
+/// A whole UDP datagram longer than the MTU (1500 here) is a host's UDP segmentation
+/// super-frame taken whole: dropped, its datagrams' boundaries being lost. One that fits
+/// is delivered.
+#[test]
+fn a_udp_datagram_above_the_mtu_is_dropped() {
+    let big = ip(PEER_IP, OUR_IP, IpProtocol::Udp, &udp(7, &[7u8; 1500]));
+    expect(&eth(US, EtherType::Ipv4, &big), DropReason::UdpAboveMtu);
+    let fits = ip(PEER_IP, OUR_IP, IpProtocol::Udp, &udp(7, &[7u8; 1472]));
+    let (drops, _) = run(&eth(US, EtherType::Ipv4, &fits));
+    assert!(drops.is_empty(), "{drops:?}");
+}
+
 #[test]
 fn transport_drops() {
     let short = ip(PEER_IP, OUR_IP, IpProtocol::Udp, &[0u8; 7]);
