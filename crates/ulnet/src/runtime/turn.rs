@@ -630,10 +630,10 @@ impl Engine {
             // Taking the loop over from a busy-polling caller between two calls held its
             // core: this thread spun and yielded, and a yield does not hand the core to
             // a thread that has had more than its share (EEVDF picks the yielder again
-            // while it is owed time), so the caller, preempted outside its call, waited
-            // until a tick preempted this thread. In `ulnet bench latency`'s busy-poll
-            // ping-pong this thread held its core 2-64 ms at a time, about six times a
-            // second per core (docs/performance.md, "Session 23").
+            // while it is owed time), so the caller, preempted outside its call, could
+            // wait until a tick preempted this thread. In `ulnet bench latency`'s
+            // busy-poll ping-pong the loops' threads took 78-143 turns per 50,000 round
+            // trips this way, none since (docs/performance.md, "Session 23").
             if self.drivers.load(Ordering::SeqCst) > 0 || between_calls {
                 shared = true;
                 let seen = self.app_turns.load(Ordering::Relaxed);
