@@ -417,13 +417,6 @@ pub struct Turns {
     pub after_calls: u64,
 }
 
-impl Turns {
-    /// Every turn taken on application threads.
-    pub fn total(&self) -> u64 {
-        self.blocked_calls + self.tasks + self.after_calls
-    }
-}
-
 /// Whether a finished socket call may have queued something for the wire
 /// ([`Stack::block`]).
 #[derive(Debug, Clone, Copy)]

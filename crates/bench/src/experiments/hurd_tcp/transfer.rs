@@ -570,14 +570,16 @@ fn ulnet_rx_with(
 #[derive(Clone, Copy)]
 struct LoopCount {
     stats: ulnet::runtime::RuntimeStats,
-    turns: ulnet::net::Turns,
+    /// `Stack::loop_thread_turns`, read under the turn (so it agrees with the loop's
+    /// iterations, which `stats` read apart from it may not).
+    thread_turns: u64,
 }
 
 impl LoopCount {
     fn now(stack: &Stack) -> LoopCount {
         LoopCount {
             stats: stack.loop_stats(),
-            turns: stack.turns(),
+            thread_turns: stack.loop_thread_turns(),
         }
     }
 
@@ -593,12 +595,11 @@ impl LoopCount {
             return;
         };
         let all = e.stats.iterations.saturating_sub(self.stats.iterations);
-        let app = e.turns.total().saturating_sub(self.turns.total());
         let per = |n: u64| n as f64 / gb;
         m.insert("loop_turns_per_gb".into(), per(all));
         m.insert(
             "loop_thread_turns_per_gb".into(),
-            per(all.saturating_sub(app)),
+            per(e.thread_turns.saturating_sub(self.thread_turns)),
         );
         m.insert(
             "loop_sleeps_per_gb".into(),
