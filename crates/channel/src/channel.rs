@@ -13,6 +13,12 @@ pub struct Capabilities {
     pub max_frame_len: usize,
     /// Received frames have had their IP/TCP/UDP checksums verified by the device.
     pub rx_checksum_verified: bool,
+    /// Received TCP and UDP checksums may be unfinished: the sender left the
+    /// pseudo-header sum for an offload that nothing performed (a veth whose other end
+    /// offloads transmit checksums; Linux's `CHECKSUM_PARTIAL`). The stack then accepts a
+    /// checksum field that is exactly that sum, as the kernel's own receive on a veth
+    /// does, and verifies every other one.
+    pub rx_checksum_unfinished: bool,
     /// The device fills in transmit checksums (the stack may leave them zero).
     pub tx_checksum_offload: bool,
     /// How many frames one `rx_batch` call hands out at most.

@@ -24,6 +24,29 @@ pub fn interface_mac(netns: Option<&str>, ifname: &str) -> Result<[u8; 6]> {
     sys::interface_mac(ctl.as_fd(), ifname)
 }
 
+/// The driver behind interface `ifname` in network namespace `netns` (`None`: the
+/// calling thread's), as `ethtool -i` names it (`"veth"`, `"tun"`, `"virtio_net"`).
+///
+/// # Errors
+/// As [`interface_mac`], with `ioctl(SIOCETHTOOL)` (`EOPNOTSUPP` for `lo`, which has no
+/// driver information).
+pub fn interface_driver(netns: Option<&str>, ifname: &str) -> Result<String> {
+    let _ns = netns.map(netns::enter).transpose()?;
+    let ctl = sys::control_socket()?;
+    sys::interface_driver(ctl.as_fd(), ifname)
+}
+
+/// Whether interface `ifname` (in the calling thread's namespace) is one end of a veth
+/// pair: its peer is a kernel in the same memory, which leaves the checksums of what it
+/// sends unfinished when its transmit checksum offload is on (Linux's
+/// `CHECKSUM_PARTIAL`; the receiving kernel trusts them, and a raw reader sees the
+/// field as the sender left it). False when the driver cannot be read.
+pub(crate) fn is_veth(ifname: &str) -> bool {
+    sys::control_socket()
+        .and_then(|ctl| sys::interface_driver(ctl.as_fd(), ifname))
+        .is_ok_and(|d| d == "veth")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,5 +57,13 @@ mod tests {
         assert_eq!(interface_mac(None, "lo").unwrap(), [0; 6]);
         let e = interface_mac(None, "ulnet-no-such0").unwrap_err();
         assert_eq!(e.source.raw_os_error(), Some(libc::ENODEV), "{e}");
+    }
+
+    #[test]
+    fn loopback_has_no_driver_to_name_and_is_not_veth() {
+        let e = interface_driver(None, "lo").unwrap_err();
+        assert_eq!(e.source.raw_os_error(), Some(libc::EOPNOTSUPP), "{e}");
+        assert!(!is_veth("lo"));
+        assert!(!is_veth("ulnet-no-such0"));
     }
 }

@@ -191,6 +191,7 @@ impl Channel for PipeChannel {
             mtu: MTU,
             max_frame_len: MAX_FRAME,
             rx_checksum_verified: true,
+            rx_checksum_unfinished: false,
             tx_checksum_offload: true,
             batch_count: 64,
             gso_max_len: 0,

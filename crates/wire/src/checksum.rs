@@ -116,6 +116,13 @@ pub fn combine(sums: &[u16]) -> u16 {
     fold(sums.iter().map(|&s| u64::from(s)).sum())
 }
 
+/// Whether two one's complement sums are equal, counting 0x0000 and 0xffff as the same
+/// number (the two zeros of RFC 1071 §2's arithmetic).
+#[inline]
+pub fn same(a: u16, b: u16) -> bool {
+    a == b || (a | b == 0xffff && (a == 0 || b == 0))
+}
+
 /// The sum of the TCP/UDP pseudo-header: source and destination address, protocol and
 /// upper-layer `length` in bytes (RFC 9293 §3.1 for IPv4, RFC 8200 §8.1 for IPv6).
 ///
@@ -171,6 +178,12 @@ mod tests {
     use super::*;
     use core::net::{Ipv4Addr, Ipv6Addr};
     use proptest::prelude::*;
+
+    #[test]
+    fn the_two_zeros_are_the_same_sum() {
+        assert!(same(0, 0xffff) && same(0xffff, 0) && same(0, 0) && same(0x1234, 0x1234));
+        assert!(!same(0xff00, 0x00ff) && !same(0, 1) && !same(0xfffe, 0xffff));
+    }
 
     fn naive(bytes: &[u8]) -> u16 {
         let mut sum: u64 = 0;

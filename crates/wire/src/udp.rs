@@ -98,6 +98,16 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         ]);
         sum == 0xffff
     }
+
+    /// Whether the checksum field holds the pseudo-header sum and nothing more, as a
+    /// sender leaves it for a device to finish (Linux's `CHECKSUM_PARTIAL`,
+    /// `udp4_hwcsum`); see [`TcpPacket::checksum_is_unfinished`](crate::TcpPacket::checksum_is_unfinished).
+    pub fn checksum_is_unfinished(&self, src: &IpAddr, dst: &IpAddr) -> bool {
+        checksum::same(
+            self.checksum(),
+            checksum::pseudo_header(src, dst, IpProtocol::Udp, u32::from(self.len())),
+        )
+    }
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> UdpPacket<&'a T> {

@@ -602,7 +602,7 @@ fn declare_systems(ctx: &mut Ctx<'_>, cc: &str, kcc: KernelCc) {
             ),
             (
                 "offloads",
-                "off at both veth ends (raw readers need them off)".into(),
+                "off at both veth ends, as for the kernel's rounds".into(),
             ),
             (
                 "sender figures",

@@ -198,6 +198,7 @@ impl PacketChannel {
             mtu,
             max_frame_len,
             rx_checksum_verified: false,
+            rx_checksum_unfinished: crate::netif::is_veth(ifname),
             tx_checksum_offload: false,
             batch_count: cfg.batch_count,
             gso_max_len: 0,

@@ -13,6 +13,7 @@ fn channel(blocks: usize, slots: usize, batch_count: usize) -> PacketChannel {
         mtu: 1500,
         max_frame_len: 1514,
         rx_checksum_verified: false,
+        rx_checksum_unfinished: false,
         tx_checksum_offload: false,
         batch_count,
         gso_max_len: 0,

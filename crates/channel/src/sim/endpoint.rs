@@ -140,6 +140,7 @@ impl Channel for Endpoint {
             mtu: shared.mtu(),
             max_frame_len: shared.max_frame_len(),
             rx_checksum_verified: false,
+            rx_checksum_unfinished: false,
             tx_checksum_offload: false,
             batch_count: shared.batch_count(),
             gso_max_len: 0,

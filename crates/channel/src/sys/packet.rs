@@ -231,6 +231,57 @@ pub fn interface_mac(fd: BorrowedFd<'_>, name: &str) -> Result<[u8; 6]> {
     Ok(mac)
 }
 
+/// `struct ethtool_drvinfo` (include/uapi/linux/ethtool.h), which `ETHTOOL_GDRVINFO`
+/// fills; the libc crate does not declare it.
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// `ETHTOOL_GDRVINFO` (include/uapi/linux/ethtool.h).
+const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
+
+/// The name of the driver behind interface `name` (`"veth"`, `"tun"`, `"mlx5_core"`),
+/// via `SIOCETHTOOL` with `ETHTOOL_GDRVINFO`, as `ethtool -i` reads it.
+///
+/// # Errors
+/// `ioctl(SIOCETHTOOL)`: `ENODEV` for no such interface, `EOPNOTSUPP` for a device
+/// without ethtool operations (`lo`).
+pub fn interface_driver(fd: BorrowedFd<'_>, name: &str) -> Result<String> {
+    let mut req = ifreq(name)?;
+    // SAFETY: the struct is plain integers and byte arrays; all-zero is a valid value.
+    let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
+    info.cmd = ETHTOOL_GDRVINFO;
+    req.ifr_ifru.ifru_data = (&mut info as *mut EthtoolDrvinfo).cast();
+    // SAFETY: SIOCETHTOOL reads the command from, and writes the answer into, the
+    // `ethtool_drvinfo` that `ifru_data` points to, which lives across the call.
+    syscall!(
+        "ioctl(SIOCETHTOOL)",
+        ioctl(
+            fd.as_raw_fd(),
+            libc::SIOCETHTOOL as _,
+            &mut req as *mut libc::ifreq
+        )
+    )?;
+    let end = info
+        .driver
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(info.driver.len());
+    Ok(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+}
+
 /// The MTU of interface `name` (`SIOCGIFMTU`).
 ///
 /// # Errors

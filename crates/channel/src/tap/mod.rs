@@ -128,6 +128,7 @@ impl TapChannel {
             mtu,
             max_frame_len,
             rx_checksum_verified: false,
+            rx_checksum_unfinished: false,
             tx_checksum_offload: false,
             batch_count: cfg.batch_count,
             gso_max_len: 0,

@@ -487,7 +487,10 @@ impl XdpChannel {
             name: "xdp",
             mtu,
             max_frame_len,
-            rx_checksum_verified: opts.rx_super_frames,
+            rx_checksum_verified: false,
+            // The peer's super-frames always carry unfinished checksums (it left them to
+            // the TSO that taking them whole skips).
+            rx_checksum_unfinished: opts.rx_super_frames || crate::netif::is_veth(ifname),
             tx_checksum_offload: false,
             batch_count: opts.batch_count,
             gso_max_len: gso.as_ref().map_or(0, GsoSender::max_frame_len),

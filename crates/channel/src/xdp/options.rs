@@ -60,13 +60,14 @@ pub struct XdpOptions {
     /// The steering program's SYN policer; `None` steers every SYN for ulnet.
     pub syn_policer: Option<SynPolicer>,
     /// Take the TCP super-frames (up to 64 KB) this host's own kernel sends over a veth
-    /// with its default offloads, whole, and accept the checksums it leaves unfinished,
-    /// as that kernel's own receive on a veth does (veth marks its frames verified:
-    /// they never left memory). The peer's segmentation then costs nothing on either
-    /// side, as with the kernel's own TSO between two veth ends. Implies generic XDP (a
-    /// native program turns TSO off on the veth's other end) and multi-buffer. Only on
-    /// a veth whose other end is this host's kernel: from a wire, checksums must be
-    /// verified. A UDP super-frame (a sender's `UDP_SEGMENT`) carries many datagrams
+    /// with its default offloads, whole, with the checksums it leaves unfinished
+    /// (`Capabilities::rx_checksum_unfinished`: a field that is exactly the
+    /// pseudo-header sum is accepted, as that kernel's own receive on a veth accepts
+    /// it; every other checksum is verified). The peer's segmentation then costs nothing
+    /// on either side, as with the kernel's own TSO between two veth ends. Implies
+    /// generic XDP (a native program turns TSO off on the veth's other end) and
+    /// multi-buffer. Meant for a veth whose other end is this host's kernel: a NIC sends
+    /// no frame above the MTU. A UDP super-frame (a sender's `UDP_SEGMENT`) carries many datagrams
     /// without their boundaries: the stack drops and counts it (`udp_above_mtu`). Off
     /// by default.
     pub rx_super_frames: bool,

@@ -46,7 +46,7 @@ pub struct Args {
     #[arg(long)]
     pub no_syn_policer: bool,
     /// xdp on a veth whose other end is this host's kernel: take its TCP super-frames
-    /// whole and trust their checksums (ULNET_RX_SUPER_FRAMES=1; `ulnet serve --help`).
+    /// whole (ULNET_RX_SUPER_FRAMES=1; `ulnet serve --help`).
     #[arg(long)]
     pub rx_super_frames: bool,
     /// Record every frame in and out to this pcap file.

@@ -61,9 +61,8 @@ pub struct NetArgs {
     #[arg(long)]
     pub no_syn_policer: bool,
     /// xdp on a veth whose other end is this host's kernel: take that kernel's TCP
-    /// super-frames of up to 64 KB (its TSO with default offloads) whole and trust the
-    /// checksums it leaves unfinished, as its own receive on a veth does (generic XDP).
-    /// Never on a link to another machine.
+    /// super-frames of up to 64 KB (its TSO with default offloads) whole, as its own
+    /// receive on a veth does (generic XDP). Not for a link to another machine.
     #[arg(long)]
     pub rx_super_frames: bool,
 }

@@ -108,6 +108,15 @@ pub struct ChecksumCaps {
     /// The channel verified IPv4/TCP/UDP checksums of received frames (so the
     /// interface does not check them again; reassembled datagrams are still checked).
     pub rx_verified: bool,
+    /// The link may deliver TCP segments and UDP datagrams whose checksum the sender left
+    /// for an offload that nothing performed: a veth whose other end has transmit
+    /// checksumming on hands over Linux's `CHECKSUM_PARTIAL` packets as they are (the
+    /// field holds the pseudo-header sum only). The kernel's own receive on a veth
+    /// trusts them; here a checksum field that is exactly that sum is accepted in place
+    /// of a sum over the data, and any other is verified as usual. A corrupted packet
+    /// passes only if its field happens to equal the pseudo-header sum, one chance in
+    /// 65,536, as a corrupted packet passes a full check.
+    pub rx_unfinished: bool,
     /// Transport checksums to write on transmit: `Full` computes them; `Partial` leaves
     /// the pseudo-header sum for the device. IPv4 and ICMP checksums, and those of
     /// fragmented datagrams, are always computed.

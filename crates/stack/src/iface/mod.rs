@@ -168,6 +168,8 @@ pub(crate) struct Core {
     /// was added): the next egress looks.
     pending_recheck: bool,
     rx_checksum: ChecksumMode,
+    /// [`ChecksumCaps::rx_unfinished`].
+    rx_unfinished: bool,
 }
 
 /// An Ethernet interface with IPv4, ARP, ICMP, UDP sockets and (once attached with
@@ -285,6 +287,7 @@ impl Interface {
             } else {
                 ChecksumMode::Full
             },
+            rx_unfinished: config.checksum.rx_unfinished,
             stats: Stats::default(),
             routes,
             v4,

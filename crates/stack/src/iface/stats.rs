@@ -221,6 +221,10 @@ pub struct Stats {
     /// Single TCP segments of a jumbo link handed to the channel whole, with their
     /// checksum left to it (the same offload as `gso_bursts`, nothing to cut).
     pub tcp_csum_offloaded: u64,
+    /// Received TCP segments and UDP datagrams accepted with their checksum unfinished
+    /// (the pseudo-header sum a sender leaves for an offload), on a link that delivers
+    /// such frames ([`ChecksumCaps::rx_unfinished`](super::ChecksumCaps::rx_unfinished)).
+    pub rx_checksum_unfinished: u64,
     /// IPv6 packets delivered to a protocol handler (after reassembly).
     pub ipv6_delivered: u64,
     /// Extension headers walked in received IPv6 packets.
@@ -282,6 +286,7 @@ impl Default for Stats {
             tcp_sent: 0,
             gso_bursts: 0,
             tcp_csum_offloaded: 0,
+            rx_checksum_unfinished: 0,
             ipv6_delivered: 0,
             ipv6_ext_headers: 0,
             ipv6_atomic_fragments: 0,
@@ -358,6 +363,7 @@ impl fmt::Display for Stats {
         writeln!(f, "tcp_sent {}", self.tcp_sent)?;
         writeln!(f, "gso_bursts {}", self.gso_bursts)?;
         writeln!(f, "tcp_csum_offloaded {}", self.tcp_csum_offloaded)?;
+        writeln!(f, "rx_checksum_unfinished {}", self.rx_checksum_unfinished)?;
         writeln!(f, "ipv6_delivered {}", self.ipv6_delivered)?;
         writeln!(f, "ipv6_ext_headers {}", self.ipv6_ext_headers)?;
         writeln!(f, "ipv6_atomic_fragments {}", self.ipv6_atomic_fragments)?;

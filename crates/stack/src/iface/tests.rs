@@ -1017,3 +1017,86 @@ fn an_offloaded_jumbo_segment_finished_by_the_device_is_the_frame_built_here() {
     assert!(sink.offloaded.is_empty());
     assert_eq!(tcp_frames(&sink).len(), 1);
 }
+
+/// A veth whose other end offloads transmit checksums hands over Linux's
+/// `CHECKSUM_PARTIAL` packets as they are: the transport checksum field holds the
+/// pseudo-header sum only. An interface told its link does that (`rx_unfinished`)
+/// accepts such a TCP segment or UDP datagram and counts it; any other interface drops
+/// it as a bad checksum, and a field one bit off is a bad checksum everywhere.
+#[test]
+fn unfinished_checksums_pass_only_where_the_link_delivers_them() {
+    use crate::tcp::{Tcp, TcpConfig};
+    let syn = ulnet_wire::TcpRepr {
+        src_port: 5555,
+        dst_port: 80,
+        seq: ulnet_wire::SeqNumber(1000),
+        ack: ulnet_wire::SeqNumber(0),
+        flags: ulnet_wire::TcpFlags::SYN,
+        window: 65535,
+        urgent: 0,
+        options: ulnet_wire::TcpOptions::none(),
+        payload: &[],
+    };
+    let (src, dst) = (IpAddr::V4(PEER_IP), IpAddr::V4(OUR_IP));
+    let mut tcp = vec![0u8; syn.buffer_len()];
+    syn.emit(
+        &mut ulnet_wire::TcpPacket::new_unchecked(&mut tcp[..]),
+        &src,
+        &dst,
+        ChecksumMode::Partial,
+    );
+    let mut udp = vec![0u8; 8 + 5];
+    UdpRepr {
+        src_port: 5000,
+        dst_port: 7,
+    }
+    .emit(
+        &mut UdpPacket::new_unchecked(&mut udp[..]),
+        &src,
+        &dst,
+        5,
+        |p| p.copy_from_slice(b"hello"),
+        ChecksumMode::Partial,
+    );
+    for unfinished_ok in [false, true] {
+        for (proto, seg, bad) in [
+            (IpProtocol::Tcp, &tcp, DropReason::TcpBadChecksum),
+            (IpProtocol::Udp, &udp, DropReason::UdpBadChecksum),
+        ] {
+            for flip in [false, true] {
+                let mut seg = seg.clone();
+                if flip {
+                    // The checksum field's last bit: TCP's at 16..18, UDP's at 6..8.
+                    let at = if proto == IpProtocol::Tcp { 17 } else { 7 };
+                    seg[at] ^= 1;
+                }
+                let caps = ChecksumCaps {
+                    rx_unfinished: unfinished_ok,
+                    ..ChecksumCaps::default()
+                };
+                let config = InterfaceConfig::new(US)
+                    .address(IpCidr::new(IpAddr::V4(OUR_IP), 24).unwrap())
+                    .checksum(caps);
+                let mut i = Interface::new(config).unwrap();
+                i.add_static_neighbor(src, PEER).unwrap();
+                i.set_tcp(Tcp::new(TcpConfig::default(), [7; 16]));
+                let mut s = UdpSocket::new(UdpConfig::default());
+                s.bind("0.0.0.0:7".parse().unwrap()).unwrap();
+                i.sockets_mut().add_udp(s).unwrap();
+                let frame = eth(US, EtherType::Ipv4, &ip(PEER_IP, OUR_IP, proto, &seg));
+                feed(&mut i, Instant::from_secs(1), &frame);
+                let st = i.stats();
+                let drops: Vec<_> = st.nonzero_drops().collect();
+                let what = format!("{proto:?}, unfinished_ok {unfinished_ok}, flipped {flip}");
+                if unfinished_ok && !flip {
+                    assert!(drops.is_empty(), "{what}: {drops:?}");
+                    assert_eq!(st.rx_checksum_unfinished, 1, "{what}");
+                    assert_eq!(st.tcp_delivered + st.udp_delivered, 1, "{what}");
+                } else {
+                    assert_eq!(drops, [(bad, 1)], "{what}");
+                    assert_eq!(st.rx_checksum_unfinished, 0, "{what}");
+                }
+            }
+        }
+    }
+}

@@ -46,6 +46,7 @@ impl Interface {
     /// caller answers with its family's port unreachable, RFC 1122 §4.1.3.1,
     /// RFC 4443 §3.1).
     fn udp_input(&mut self, src: IpAddr, dst: IpAddr, payload: &[u8], verify: bool) -> bool {
+        let unfinished_ok = self.core.rx_unfinished;
         let stats = &mut self.core.stats;
         let packet = match UdpPacket::new_checked(payload) {
             Ok(p) => p,
@@ -54,9 +55,13 @@ impl Interface {
                 return false;
             }
         };
-        if verify && !packet.verify_checksum(&src, &dst) {
-            stats.drop(DropReason::UdpBadChecksum);
-            return false;
+        if verify {
+            if unfinished_ok && packet.checksum_is_unfinished(&src, &dst) {
+                stats.rx_checksum_unfinished += 1;
+            } else if !packet.verify_checksum(&src, &dst) {
+                stats.drop(DropReason::UdpBadChecksum);
+                return false;
+            }
         }
         let local = SocketAddr::new(dst, packet.dst_port());
         let meta = UdpMetadata {

@@ -484,10 +484,11 @@ impl StackBuilder {
     }
 
     /// Take the TCP super-frames (up to 64 KB) that this host's own kernel sends over a
-    /// veth with its default offloads whole, trusting the checksums it leaves unfinished,
-    /// as that kernel's own receive on a veth does ([`XdpOptions::rx_super_frames`];
-    /// AF_XDP backend, in generic mode). Off by default: only for a veth whose other
-    /// end is this host's kernel. Other backends ignore it.
+    /// veth with its default offloads whole, accepting the checksums it leaves
+    /// unfinished as that kernel's own receive on a veth does
+    /// ([`XdpOptions::rx_super_frames`]; AF_XDP backend, in generic mode). Off by
+    /// default: meant for a veth whose other end is this host's kernel. Other backends
+    /// ignore it. (Unfinished checksums are accepted on any veth, with or without it.)
     #[must_use]
     pub fn rx_super_frames(mut self, on: bool) -> Self {
         self.xdp

@@ -305,6 +305,7 @@ fn build_interface(
         .limits(limits)
         .checksum(ChecksumCaps {
             rx_verified: caps.rx_checksum_verified,
+            rx_unfinished: caps.rx_checksum_unfinished,
             tx: if caps.tx_checksum_offload {
                 ChecksumMode::Offload
             } else {

@@ -178,6 +178,21 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
             checksum::data(b),
         ]) == 0xffff
     }
+
+    /// Whether the checksum field holds the pseudo-header sum and nothing more: the
+    /// value a sender leaves for a device to finish (Linux's `CHECKSUM_PARTIAL`,
+    /// `__tcp_v4_send_check`; our own [`ChecksumMode::Partial`]), which no device
+    /// finished. Only a link that never leaves memory (veth) delivers such segments;
+    /// anywhere else this is an unverified checksum.
+    pub fn checksum_is_unfinished(&self, src: &IpAddr, dst: &IpAddr) -> bool {
+        let Ok(len) = u32::try_from(self.buffer.as_ref().len()) else {
+            return false;
+        };
+        checksum::same(
+            self.checksum(),
+            checksum::pseudo_header(src, dst, IpProtocol::Tcp, len),
+        )
+    }
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> TcpPacket<&'a T> {

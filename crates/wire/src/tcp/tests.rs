@@ -126,6 +126,18 @@ fn partial_checksum_completes_to_full() {
     // (the field holds the pseudo-header sum) and store the complement.
     let completed = !checksum::data(&partial);
     assert_eq!(completed.to_be_bytes(), full[16..18]);
+    // The field Linux's `__tcp_v4_send_check` leaves: 0xc612 + 0x0001 + 0xc612 +
+    // 0x0002 + 6 (TCP) + 40 (length) = 0x18c55, folded 0x8c56 (summed by hand).
+    assert_eq!(partial[16..18], [0x8c, 0x56]);
+    assert!(TcpPacket::new_unchecked(&partial[..]).checksum_is_unfinished(&SRC, &DST));
+    assert!(!TcpPacket::new_unchecked(&full[..]).checksum_is_unfinished(&SRC, &DST));
+    // The sum covers the length: the same field on a longer segment is not unfinished.
+    let mut longer = [0u8; 44];
+    longer[..40].copy_from_slice(&partial);
+    assert!(!TcpPacket::new_unchecked(&longer[..]).checksum_is_unfinished(&SRC, &DST));
+    let mut off = partial;
+    off[17] ^= 1;
+    assert!(!TcpPacket::new_unchecked(&off[..]).checksum_is_unfinished(&SRC, &DST));
 }
 
 #[test]

@@ -25,7 +25,7 @@
 //!   `kernel-default`'s TSO packets), B's transmit checksums staying off.
 //! - `ulnet-xdp-super` (receive cases): `ulnet-xdp` with offloads on at both veth ends, as
 //!   `kernel-default`, and `XdpOptions::rx_super_frames`: B's TCP leaves in 64 KB TSO
-//!   frames, which ulnet's channel (generic XDP, multi-buffer) takes whole, trusting
+//!   frames, which ulnet's channel (generic XDP, multi-buffer) takes whole, accepting
 //!   their unfinished checksums as the kernel's own receive on a veth does. Goal 2's
 //!   receive verdict is judged on it.
 //! - `ulnet-xdp-tokio-whole` (MTU 9000 and 65535): the tokio application in the
@@ -344,7 +344,7 @@ fn ulnet_setup(backend: Backend) -> Vec<(&'static str, String)> {
         ("threads", "ulnet's loop and the application thread on CPU 1; the kernel peer in B on CPU 0".into()),
         (
             "offloads",
-            "off at both veth ends (tx, tso, gso, gro): raw readers need them off".into(),
+            "off at both veth ends (tx, tso, gso, gro): the same segments as kernel-nooffload".into(),
         ),
     ];
     match backend {
@@ -440,7 +440,7 @@ fn declare_systems(ctx: &mut Ctx<'_>, used: &[&'static str], cc: &str) {
                     v.retain(|(k, _)| *k != "offloads");
                     v.push((
                         "offloads",
-                        "tx, tso, gso on at A's veth end (veth passes the 64 KB bursts to B whole, as the kernel-default row's TSO packets); off at B's (ulnet's raw receive needs B's checksums finished)".into(),
+                        "tx, tso, gso on at A's veth end (veth passes the 64 KB bursts to B whole, as the kernel-default row's TSO packets); off at B's, as the other ulnet rows".into(),
                     ));
                 } else {
                     v.retain(|(k, _)| *k != "offloads");
@@ -456,7 +456,7 @@ fn declare_systems(ctx: &mut Ctx<'_>, used: &[&'static str], cc: &str) {
                 v.retain(|(k, _)| *k != "offloads" && *k != "channel");
                 v.push((
                     "channel",
-                    "AF_XDP on A's veth end with ulnet's steering program in generic mode (a native program turns TSO off at B's end), multi-buffer at every MTU, XdpOptions::rx_super_frames: B's TSO frames of up to 64 KB arrive whole (17 UMEM descriptors at most) and their checksums, which B leaves unfinished, are trusted, as the kernel's own receive on veth trusts them".into(),
+                    "AF_XDP on A's veth end with ulnet's steering program in generic mode (a native program turns TSO off at B's end), multi-buffer at every MTU, XdpOptions::rx_super_frames: B's TSO frames of up to 64 KB arrive whole (17 UMEM descriptors at most) and their checksums, which B leaves unfinished (the pseudo-header sum only), are accepted as such, as the kernel's own receive on veth accepts them".into(),
                 ));
                 v.push((
                     "offloads",

@@ -167,7 +167,7 @@ pub(super) fn set_offloads(tb: &Testbed, on: bool) -> io::Result<()> {
 
 /// Turns A's transmit checksum and segmentation offloads on (B's stay as they are):
 /// veth then passes ulnet's 64 KB bursts to B whole, as it does the kernel's own TSO
-/// packets. B's transmit checksums stay off, which ulnet's raw receive needs.
+/// packets. B's transmit checksums stay off, as in the other ulnet rows.
 pub(super) fn set_a_tx_offloads(tb: &Testbed, on: bool) -> io::Result<()> {
     let v = if on { "on" } else { "off" };
     let a = tb.a();
