@@ -39,8 +39,12 @@
 //!
 //! The ring shows frames as the interface received them. When the peer hands out
 //! unfinished work — a veth peer with checksum offload leaves checksums partial
-//! (`TP_STATUS_CSUMNOTREADY`), with TSO/GSO it passes super-frames larger than the MTU —
-//! the stack sees bad checksums and oversized frames. Turn those offloads off on the
+//! (`TP_STATUS_CSUMNOTREADY`), with TSO/GSO it passes super-frames larger than the MTU.
+//! On a veth the channel says so (`Capabilities::rx_checksum_unfinished`): the stack
+//! accepts a checksum field that is exactly the pseudo-header sum, as the kernel's own
+//! receive on a veth does, and takes a TCP super-frame whole (one 64 KiB ring block, the
+//! default, holds the largest TSO frame Linux sends), which saves both ends the
+//! segmentation. Elsewhere, or with blocks too small, turn those offloads off on the
 //! sending side (`ethtool -K <peer> tx off tso off gso off`);
 //! [`PacketChannel::partial_checksum_count`] shows when they are on. Frames too large
 //! for a ring block arrive truncated and are dropped and counted.
@@ -246,8 +250,8 @@ impl PacketChannel {
     }
 
     /// How many handed-out frames carried a partial checksum (`TP_STATUS_CSUMNOTREADY`):
-    /// non-zero means the sender has checksum offload on and the stack will see bad
-    /// checksums (see the module docs).
+    /// non-zero means the sender has checksum offload on; the stack accepts those on a
+    /// veth only (see the module docs).
     pub fn partial_checksum_count(&self) -> u64 {
         self.rx.csum_not_ready
     }
