@@ -16,6 +16,8 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(target_os = "linux")]
+mod bursts;
 pub mod pcap;
 #[cfg(target_os = "linux")]
 pub mod pipe;

@@ -1,5 +1,5 @@
 //! TCP bursts cut by the kernel (`StackBuilder::gso`, on by default): ulnet on AF_XDP
-//! sends new data as frames of up to 64 KB through an AF_PACKET socket with a
+//! (and on AF_PACKET, whose bursts go the same way) sends new data as frames of up to 64 KB through an AF_PACKET socket with a
 //! virtio-net header. Checked
 //! against the Linux kernel in B, byte for byte, both ways the kernel can cut them: by
 //! veth's TSO (A's offloads on: B receives the burst whole, as from a TSO sender) and in
@@ -21,12 +21,12 @@ use ulnet::runtime::Backend;
 use ulnet::stack::iface::IpCidr;
 
 fn bursts_cut_by_the_kernel(label: &str, a_offloads: bool, ipv6: bool) {
-    offloaded_by_the_kernel(label, a_offloads, ipv6, 1500);
+    offloaded_by_the_kernel(label, a_offloads, ipv6, 1500, Backend::Xdp);
 }
 
 /// The checks of the burst tests on a link of `mtu`: above 16 KB (jumbo segments, each
 /// a frame of its own) the offload counted is the single segments', else the bursts'.
-fn offloaded_by_the_kernel(label: &str, a_offloads: bool, ipv6: bool, mtu: u32) {
+fn offloaded_by_the_kernel(label: &str, a_offloads: bool, ipv6: bool, mtu: u32, backend: Backend) {
     let tb = if ipv6 {
         testbed6(label, mtu)
     } else {
@@ -57,7 +57,7 @@ fn offloaded_by_the_kernel(label: &str, a_offloads: bool, ipv6: bool, mtu: u32) 
     let scratch = Scratch::new();
     // Bursts are the default: the builder is not asked for them.
     let cfg = Stack::builder()
-        .backend(Backend::Xdp)
+        .backend(backend)
         .interface(&a.ifname)
         .address_cidr(IpCidr::new(ip, prefix).unwrap())
         .netns(&a.ns);
@@ -112,17 +112,34 @@ fn ipv6_bursts_cut_in_software_arrive_byte_exact() {
 
 #[test]
 fn jumbo_segments_checksummed_by_veth_arrive_byte_exact() {
-    offloaded_by_the_kernel("jcsum", true, false, 65535);
+    offloaded_by_the_kernel("jcsum", true, false, 65535, Backend::Xdp);
 }
 
 #[test]
 fn jumbo_segments_checksummed_in_software_at_the_device_arrive_byte_exact() {
-    offloaded_by_the_kernel("jcsums", false, false, 65535);
+    offloaded_by_the_kernel("jcsums", false, false, 65535, Backend::Xdp);
 }
 
 #[test]
 fn ipv6_jumbo_segments_checksummed_by_veth_arrive_byte_exact() {
-    offloaded_by_the_kernel("jcsum6", true, true, 65535);
+    offloaded_by_the_kernel("jcsum6", true, true, 65535, Backend::Xdp);
+}
+
+/// AF_PACKET sends its bursts through the same kind of socket (`PacketOptions::gso`, on
+/// by default), after what its ring holds.
+#[test]
+fn packet_bursts_cut_by_veth_tso_arrive_byte_exact() {
+    offloaded_by_the_kernel("pgsot", true, false, 1500, Backend::Packet);
+}
+
+#[test]
+fn packet_bursts_cut_in_software_arrive_byte_exact() {
+    offloaded_by_the_kernel("pgsos", false, false, 1500, Backend::Packet);
+}
+
+#[test]
+fn packet_ipv6_bursts_cut_by_veth_tso_arrive_byte_exact() {
+    offloaded_by_the_kernel("pgso6", true, true, 1500, Backend::Packet);
 }
 
 /// `gso(false)`: every segment its own AF_XDP frame, no burst, byte-exact both ways.

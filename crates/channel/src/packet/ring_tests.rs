@@ -19,7 +19,12 @@ fn channel(blocks: usize, slots: usize, batch_count: usize) -> PacketChannel {
         gso_max_len: 0,
         mode: "fake".into(),
     };
-    PacketChannel::assemble(RxRing::fake(BLOCK, blocks), TxRing::fake(2048, slots), caps)
+    PacketChannel::assemble(
+        RxRing::fake(BLOCK, blocks),
+        TxRing::fake(2048, slots),
+        caps,
+        crate::bursts::Bursts::new(None),
+    )
 }
 
 /// Collects what `rx_batch(max)` hands out.

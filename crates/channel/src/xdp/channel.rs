@@ -19,11 +19,11 @@ use std::sync::Arc;
 use super::options::{XdpOptions, ZeroCopy};
 use super::program::Steer;
 use super::steer::{self, Attached, SteeringMaps, XdpMode};
+use crate::bursts::Bursts;
 use crate::ring::umem::{Frame, Umem};
 use crate::ring::{Consumer, Layout, Producer};
 use crate::sys::bpf::{Program, XdpLink};
 use crate::sys::mmap::Mmap;
-use crate::sys::packet::GsoSender;
 use crate::sys::xsk::{self, RingOffset, XdpDesc, XdpStatistics, XskSocket};
 use crate::{Capabilities, Channel, Error, Gso, Result, Stats, Tx, TxError};
 
@@ -33,9 +33,6 @@ const KERNEL_TX_BATCH: u32 = 32;
 /// Ethernet and VLAN headers. A frags-aware program on veth takes an MTU up to one page
 /// plus `MAX_SKB_FRAGS` (17) pages, so the link, not this, is the limit.
 const MAX_JUMBO_LEN: usize = 65535 + 18;
-/// Bursts refused in a row for want of room before the GSO socket is given up on: a
-/// full queue empties within a few flushes, a path that drops every burst never does.
-const GSO_REFUSALS: u32 = 1024;
 /// `XDP_PACKET_HEADROOM`: in copy mode the kernel writes received data this far into
 /// the frame.
 const XDP_PACKET_HEADROOM: u32 = 256;
@@ -88,13 +85,7 @@ pub struct XdpTx {
     /// Jumbo frames written through `scratch` because their frames were not consecutive.
     scattered: u64,
     /// TCP bursts go out here (`XdpOptions::gso`).
-    gso: Option<GsoSender>,
-    /// Bursts sent through it.
-    gso_frames: u64,
-    /// The kernel refused a burst, so bursts were turned off.
-    gso_failed: u64,
-    /// Bursts refused for room since the last one sent.
-    gso_refused_in_row: u32,
+    bursts: Bursts,
 }
 
 impl XdpTx {
@@ -115,19 +106,14 @@ impl XdpTx {
         }
     }
 
-    /// Sends one burst on the `AF_PACKET` socket with `send` (the frame is `len` bytes),
-    /// after whatever the AF_XDP ring holds; counts it, and gives the bursts up when the
-    /// kernel keeps refusing them.
+    /// Sends one burst (the frame is `len` bytes) with `send` on the `AF_PACKET` socket,
+    /// after whatever the AF_XDP ring holds, and counts it.
     fn burst(
         &mut self,
         len: usize,
-        send: impl FnOnce(&mut GsoSender) -> Result<()>,
+        send: impl FnOnce(&mut Bursts) -> std::result::Result<(), TxError>,
     ) -> std::result::Result<(), TxError> {
-        let Some(sender) = self.gso.as_ref() else {
-            self.dropped += 1;
-            return Err(TxError::TooLarge);
-        };
-        if len > sender.max_frame_len() {
+        if !self.bursts.fits(len) {
             self.dropped += 1;
             return Err(TxError::TooLarge);
         }
@@ -137,37 +123,14 @@ impl XdpTx {
             self.dropped += 1;
             return Err(TxError::Full);
         }
-        let Some(sender) = self.gso.as_mut() else {
-            return Err(TxError::TooLarge);
-        };
-        match send(sender) {
-            Ok(()) => {
-                self.frames += 1;
-                self.gso_frames += 1;
-                self.bytes += len as u64;
-                self.gso_refused_in_row = 0;
-                Ok(())
-            }
-            Err(e)
-                if matches!(e.source.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS))
-                    && self.gso_refused_in_row < GSO_REFUSALS =>
-            {
-                // The socket's send buffer or the device queue is full: try again
-                // after the next flush.
-                self.dropped += 1;
-                self.gso_refused_in_row += 1;
-                Err(TxError::Full)
-            }
-            Err(_) => {
-                // The kernel refuses the bursts (a device that went away, a header it
-                // rejects, a path that drops every burst): stop offering them, so the
-                // stack cuts them itself from now on instead of retrying forever.
-                self.dropped += 1;
-                self.gso = None;
-                self.gso_failed += 1;
-                Err(TxError::TooLarge)
-            }
+        let r = send(&mut self.bursts);
+        if r.is_ok() {
+            self.frames += 1;
+            self.bytes += len as u64;
+        } else {
+            self.dropped += 1;
         }
+        r
     }
 
     fn kick(&mut self) -> Result<()> {
@@ -247,7 +210,7 @@ impl Tx for XdpTx {
         gso: Gso,
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> std::result::Result<(), TxError> {
-        self.burst(len, |sender| sender.send(len, gso, fill))
+        self.burst(len, |b| b.send_filled(len, gso, fill))
     }
 
     fn send_gso_parts(
@@ -256,8 +219,8 @@ impl Tx for XdpTx {
         payload: &[u8],
         gso: Gso,
     ) -> std::result::Result<(), TxError> {
-        self.burst(head.len() + payload.len(), |sender| {
-            sender.send_parts(head, payload, gso)
+        self.burst(head.len() + payload.len(), |b| {
+            b.send_parts(head, payload, gso)
         })
     }
 
@@ -471,13 +434,8 @@ impl XdpChannel {
         } else {
             String::new()
         };
-        // The burst socket: the largest IP packet (64 KiB) plus the Ethernet header.
-        let gso = if opts.gso {
-            Some(GsoSender::open(ifindex as i32, 65535 + 14)?)
-        } else {
-            None
-        };
-        let mode = if gso.is_some() {
+        let bursts = Bursts::open(opts.gso, ifindex as i32)?;
+        let mode = if opts.gso {
             mode + ", gso bursts via AF_PACKET"
         } else {
             mode
@@ -493,7 +451,7 @@ impl XdpChannel {
             rx_checksum_unfinished: opts.rx_super_frames || crate::netif::is_veth(ifname),
             tx_checksum_offload: false,
             batch_count: opts.batch_count,
-            gso_max_len: gso.as_ref().map_or(0, GsoSender::max_frame_len),
+            gso_max_len: bursts.max_frame_len(),
             mode,
         };
         let sock = Arc::new(sock);
@@ -514,10 +472,7 @@ impl XdpChannel {
             kicks: 0,
             bad_completions: 0,
             scattered: 0,
-            gso,
-            gso_frames: 0,
-            gso_failed: 0,
-            gso_refused_in_row: 0,
+            bursts,
         };
         Ok(XdpChannel {
             _link: link,
@@ -564,7 +519,7 @@ impl XdpChannel {
 
     /// TCP bursts sent through the GSO socket (`XdpOptions::gso`).
     pub fn tx_gso_bursts(&self) -> u64 {
-        self.tx.gso_frames
+        self.tx.bursts.sent
     }
 
     /// Whether the socket runs zero-copy.

@@ -468,15 +468,15 @@ impl StackBuilder {
         self
     }
 
-    /// TCP bursts cut by the kernel (AF_XDP backend): new data leaves as one frame of up
-    /// to 64 KB through an AF_PACKET socket with a virtio-net header, and the kernel's
-    /// GSO (or the device's TSO) cuts it into segments, one system call per burst instead
-    /// of a frame per segment; receive and every other frame stay on AF_XDP
-    /// ([`XdpOptions::gso`]). On by default; a connection that retransmitted sends
+    /// TCP bursts cut by the kernel (AF_XDP and AF_PACKET backends): new data leaves as
+    /// one frame of up to 64 KB through an AF_PACKET socket with a virtio-net header,
+    /// and the kernel's GSO (or the device's TSO) cuts it into segments, one system call
+    /// per burst instead of a frame per segment; receive and every other frame stay on
+    /// the channel's rings ([`XdpOptions::gso`], `PacketOptions::gso`). On by default; a connection that retransmitted sends
     /// segment by segment for a second (a Linux receiver held its ACKs after cut bursts
     /// under loss). On a link above 16 KB (MTU 65535) a single segment of 16 KB or more
-    /// takes the same socket whole, with only its checksum left to the kernel. Other
-    /// backends ignore it.
+    /// takes the same socket whole, with only its checksum left to the kernel. TAP
+    /// ignores it.
     #[must_use]
     pub fn gso(mut self, on: bool) -> Self {
         self.xdp.get_or_insert_with(XdpOptions::default).gso = on;

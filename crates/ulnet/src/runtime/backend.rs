@@ -244,7 +244,12 @@ fn open_channel(
                 Some(m) => m,
                 None => interface_mac(ns, ifname)?,
             };
-            let ch = PacketChannel::open(ifname, ns, &PacketOptions::default())?;
+            // Bursts as for AF_XDP (`StackBuilder::gso`, `ULNET_GSO`).
+            let o = PacketOptions {
+                gso: xdp.gso,
+                ..PacketOptions::default()
+            };
+            let ch = PacketChannel::open(ifname, ns, &o)?;
             (AnyChannel(Box::new(ch)), mac)
         }
         Backend::Tap => {

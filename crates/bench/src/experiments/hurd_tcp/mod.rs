@@ -28,9 +28,10 @@
 //!   frames, which ulnet's channel (generic XDP, multi-buffer) takes whole, accepting
 //!   their unfinished checksums as the kernel's own receive on a veth does. Goal 2's
 //!   receive verdict is judged on it.
-//! - `ulnet-packet-super` (receive cases): `ulnet-packet` with offloads on at both veth
-//!   ends, as `kernel-default`: the AF_PACKET ring shows B's TSO frames whole and the
-//!   stack accepts their unfinished checksums on a veth, with no option.
+//! - `ulnet-packet-whole`: ulnet over AF_PACKET as it runs by default, with offloads on at
+//!   both veth ends, as `kernel-default`: receiving, the ring shows B's TSO frames whole
+//!   and the stack accepts their unfinished checksums on a veth, with no option; sending,
+//!   its bursts (`PacketOptions::gso`) pass veth's TSO whole.
 //! - `ulnet-xdp-tokio-whole` (MTU 9000 and 65535): the tokio application in the
 //!   configuration goal 2 judges the blocking rows in: receiving as `ulnet-xdp-super`,
 //!   sending as `ulnet-xdp-tso`. `ulnet-xdp-tokio` keeps the offloads off, so against
@@ -115,7 +116,7 @@ const ULNET_TOKIO_WHOLE: &str = "ulnet-xdp-tokio-whole";
 const ULNET_GSO: &str = "ulnet-xdp-gso";
 const ULNET_TSO: &str = "ulnet-xdp-tso";
 const ULNET_SUPER: &str = "ulnet-xdp-super";
-const ULNET_PACKET_SUPER: &str = "ulnet-packet-super";
+const ULNET_PACKET_WHOLE: &str = "ulnet-packet-whole";
 const IPERF3: &str = "iperf3-kernel";
 
 /// Every system, in alternation order (kernel, ulnet, kernel, ulnet, ...).
@@ -191,8 +192,8 @@ const SYSTEMS: [Sys; 13] = [
         backend: Some(Backend::Xdp),
     },
     Sys {
-        id: ULNET_PACKET_SUPER,
-        label: "ulnet, AF_PACKET, B's TSO frames taken whole",
+        id: ULNET_PACKET_WHOLE,
+        label: "ulnet, AF_PACKET, 64 KB frames whole both ways (offloads on)",
         kind: SystemKind::Ulnet,
         engine_only: false,
         backend: Some(Backend::Packet),
@@ -275,7 +276,7 @@ fn cases(plan: &Plan) -> Vec<CaseSpec> {
             ULNET_TAP,
             ULNET_TOKIO,
             ULNET_SUPER,
-            ULNET_PACKET_SUPER,
+            ULNET_PACKET_WHOLE,
             ULNET_ENGINE,
             IPERF3,
         ]
@@ -290,6 +291,7 @@ fn cases(plan: &Plan) -> Vec<CaseSpec> {
             ULNET_GSO,
             ULNET_TSO,
             ULNET_PACKET,
+            ULNET_PACKET_WHOLE,
             ULNET_TAP,
             ULNET_TOKIO,
         ]
@@ -300,7 +302,7 @@ fn cases(plan: &Plan) -> Vec<CaseSpec> {
         KERNEL_DEFAULT,
         ULNET_TOKIO,
         ULNET_SUPER,
-        ULNET_PACKET_SUPER,
+        ULNET_PACKET_WHOLE,
         ULNET_TOKIO_WHOLE,
     ];
     // Bursts only change what ulnet sends.
@@ -312,6 +314,7 @@ fn cases(plan: &Plan) -> Vec<CaseSpec> {
         ULNET_TSO,
         ULNET_TOKIO,
         ULNET_TOKIO_WHOLE,
+        ULNET_PACKET_WHOLE,
     ];
     let mut v = vec![
         case("rx-1500", 1500, false, bytes, keep(rx_1500)),
@@ -481,12 +484,16 @@ fn declare_systems(ctx: &mut Ctx<'_>, used: &[&'static str], cc: &str) {
                 ));
                 v
             }
-            ULNET_PACKET_SUPER => {
+            ULNET_PACKET_WHOLE => {
                 let mut v = ulnet_setup(Backend::Packet);
                 v.retain(|(k, _)| *k != "offloads");
                 v.push((
                     "offloads",
-                    "on at both veth ends (ethtool -K tx on tso on gso on gro on), as the kernel-default row: B's TCP sends 64 KB TSO frames, which the ring shows whole (one 64 KiB block holds the largest at MTU 1500; blocks grow with the MTU) with B's checksums unfinished, accepted as such on a veth (Capabilities::rx_checksum_unfinished); no option needed".into(),
+                    "on at both veth ends (ethtool -K tx on tso on gso on gro on), as the kernel-default row. Receiving: B's TCP sends 64 KB TSO frames, which the ring shows whole (one 64 KiB block holds the largest at MTU 1500; blocks grow with the MTU) with B's checksums unfinished, accepted as such on a veth (Capabilities::rx_checksum_unfinished); no option needed. Sending: the bursts pass veth's TSO whole".into(),
+                ));
+                v.push((
+                    "bursts",
+                    "PacketOptions::gso, ulnet's default: new data leaves as frames of up to 64 KB through a second AF_PACKET socket with a virtio-net header, after what the ring holds; every other frame through the ring".into(),
                 ));
                 v
             }
@@ -495,6 +502,14 @@ fn declare_systems(ctx: &mut Ctx<'_>, used: &[&'static str], cc: &str) {
                 v.push((
                     "bursts",
                     "off (XdpOptions::gso false, not ulnet's default): every segment its own AF_XDP frame, the transmit path without the kernel's help".into(),
+                ));
+                v
+            }
+            ULNET_PACKET => {
+                let mut v = ulnet_setup(Backend::Packet);
+                v.push((
+                    "bursts",
+                    "off (PacketOptions::gso false, not ulnet's default): every segment through the ring".into(),
                 ));
                 v
             }
@@ -546,9 +561,11 @@ fn run_mtu(ctx: &mut Ctx<'_>, mtu: u32, specs: &[CaseSpec], port: &mut u16) -> i
             // B's super-frames reach ulnet only while B's offloads are on, as for the
             // kernel's own default row.
             let tokio_whole = id == ULNET_TOKIO_WHOLE;
-            let super_frames =
-                id == ULNET_SUPER || id == ULNET_PACKET_SUPER || (tokio_whole && !spec.tx);
-            set_offloads(&tb, kernel_default || super_frames)?;
+            let super_frames = id == ULNET_SUPER || (tokio_whole && !spec.tx);
+            set_offloads(
+                &tb,
+                kernel_default || super_frames || id == ULNET_PACKET_WHOLE,
+            )?;
             if id == ULNET_TSO || (tokio_whole && spec.tx) {
                 set_a_tx_offloads(&tb, true)?;
             }
@@ -574,7 +591,7 @@ fn run_mtu(ctx: &mut Ctx<'_>, mtu: u32, specs: &[CaseSpec], port: &mut u16) -> i
                 return Ok(m);
             }
             let tokio = id == ULNET_TOKIO || tokio_whole;
-            let gso = id == ULNET_GSO || id == ULNET_TSO || tokio;
+            let gso = id == ULNET_GSO || id == ULNET_TSO || id == ULNET_PACKET_WHOLE || tokio;
             let backend = s.backend.expect("ulnet rows have a backend");
             let u = open_stack_with(&tb, backend, gso, super_frames)?;
             learnt
@@ -932,7 +949,7 @@ fn goals(s: &Summary) -> Vec<String> {
             // The same frames through AF_PACKET, shown beside the verdict, which stays
             // on the AF_XDP row the issue names.
             let packet = s
-                .paired(case, ULNET_PACKET_SUPER, KERNEL_DEFAULT, "goodput_gbps")
+                .paired(case, ULNET_PACKET_WHOLE, KERNEL_DEFAULT, "goodput_gbps")
                 .map_or(String::new(), |t| format!(" (AF_PACKET {})", x(t, 1.0)));
             two.push(format!(
                 "{case} {}{how}: {}{tokio}{packet}",
@@ -1051,7 +1068,7 @@ mod tests {
             ),
             (
                 "rx-65535",
-                ULNET_PACKET_SUPER,
+                ULNET_PACKET_WHOLE,
                 &[18.0, 18.0, 18.0],
                 &[0.6, 0.6, 0.6],
             ),

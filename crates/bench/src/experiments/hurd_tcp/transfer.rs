@@ -239,8 +239,8 @@ pub(crate) struct UlnetStack {
 /// API's builder. The channel is opened here rather than by `build()` so its
 /// capabilities (XDP mode, copy/zero-copy, multi-buffer) can be recorded.
 ///
-/// With `gso`, ulnet sends TCP bursts for the kernel to cut (`XdpOptions::gso`; AF_XDP
-/// only); with `super_frames`, it takes B's TSO super-frames whole
+/// With `gso`, ulnet sends TCP bursts for the kernel to cut (`XdpOptions::gso`,
+/// `PacketOptions::gso`); with `super_frames`, it takes B's TSO super-frames whole
 /// (`XdpOptions::rx_super_frames`; AF_XDP only).
 pub(crate) fn open_stack_with(
     tb: &Testbed,
@@ -271,8 +271,11 @@ pub(crate) fn open_stack_with(
         }
         Backend::Packet => {
             let ip = a.spare_of(a.ipv6, 1);
-            let ch = PacketChannel::open(&a.ifname, Some(&a.ns), &PacketOptions::default())
-                .map_err(io::Error::from)?;
+            let o = PacketOptions {
+                gso,
+                ..PacketOptions::default()
+            };
+            let ch = PacketChannel::open(&a.ifname, Some(&a.ns), &o).map_err(io::Error::from)?;
             let (builder, caps) = on_veth(builder, a, ip, ch)?;
             (builder, caps, ip, false)
         }
