@@ -38,7 +38,7 @@ pub struct Args {
     /// Spin on the rings instead of sleeping in poll(2) (one core at 100%).
     #[arg(long)]
     pub busy_poll: bool,
-    /// xdp: send TCP segment by segment, without the bursts of up to 64 KB for the
+    /// xdp, packet: send TCP segment by segment, without the bursts of up to 64 KB for the
     /// kernel's GSO (or the device's TSO) to cut that go by default (ULNET_GSO=0).
     #[arg(long)]
     pub no_gso: bool,

@@ -50,7 +50,7 @@ pub struct NetArgs {
     /// Record every frame in and out to this pcap file.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
-    /// xdp: send TCP segment by segment, without the bursts of up to 64 KB that go by
+    /// xdp, packet: send TCP segment by segment, without the bursts of up to 64 KB that go by
     /// default through an AF_PACKET socket for the kernel's GSO (or the device's TSO)
     /// to cut, one system call per burst.
     #[arg(long)]
