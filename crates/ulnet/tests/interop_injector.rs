@@ -430,7 +430,13 @@ fn blind_ack_and_off_window_rsts_do_not_stall_a_download() {
         "{stats:?}"
     );
     assert_eq!(stats.resets_received, 0, "{stats:?}");
-    assert_eq!(stats.dropped_paws, 0, "{stats:?}");
+    // The blind ACKs' huge TSval did not become TS.Recent: PAWS would then drop every
+    // later segment of the client's and the download would stall. A few of the
+    // client's ACKs are PAWS-dropped anyway: the client's kernel sends them from both
+    // cores (its softirq and its reader's window updates), so they reach ulnet a
+    // millisecond tick out of order now and then (seen in a capture: TSval 727 after
+    // 728), and Linux drops those too (`tcp_disordered_ack` spares only duplicate ACKs).
+    assert!(stats.dropped_paws * 10 < stats.segs_in, "{stats:?}");
     // The connection survived the attack, kept moving, and the body is byte-exact (every
     // byte was compared with the pattern as it arrived).
     assert_eq!(d.total, LEN, "{d:?}");

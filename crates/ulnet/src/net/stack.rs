@@ -322,6 +322,14 @@ impl Stack {
         self.inner.engine.loop_thread_turns()
     }
 
+    /// Times the loop's own thread took the loop over from application threads that
+    /// had been driving it: after a park (20 ms in busy-poll) in which none turned, or
+    /// when the last one left its call. Each is one hand-off, however many of
+    /// [`loop_thread_turns`](Self::loop_thread_turns) it lasted.
+    pub fn loop_thread_takeovers(&self) -> u64 {
+        self.inner.engine.loop_thread_takeovers()
+    }
+
     #[cfg(feature = "tokio")]
     pub(super) fn inner(&self) -> &StackInner {
         &self.inner

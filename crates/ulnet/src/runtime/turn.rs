@@ -183,6 +183,9 @@ pub(crate) struct Engine {
     call_turns: AtomicU64,
     /// The loop's thread is in a long park: a leaving driver must unpark it.
     deep_parked: AtomicBool,
+    /// Times the loop's thread went from parking (application threads driving) to
+    /// turning the loop itself ([`loop_thread_takeovers`](Self::loop_thread_takeovers)).
+    takeovers: AtomicU64,
     /// A turn failed on an application thread (a channel system call): the loop ends
     /// with this error.
     failed: Mutex<Option<io::Error>>,
@@ -244,6 +247,7 @@ impl Engine {
             app_turns: AtomicU64::new(0),
             call_turns: AtomicU64::new(0),
             deep_parked: AtomicBool::new(false),
+            takeovers: AtomicU64::new(0),
             failed: Mutex::new(None),
             mode,
             async_turns: AtomicU64::new(0),
@@ -270,6 +274,13 @@ impl Engine {
         // Saturating: a failed turn (which stops the loop) may count a call's turn
         // without an iteration.
         t.stats().iterations.saturating_sub(blocked + tasks + calls)
+    }
+
+    /// Times the loop's own thread took the loop over from application threads that
+    /// had been driving it (after a park in which none turned, or when the last one
+    /// left): each is a hand-off, however many turns it lasted.
+    pub(crate) fn loop_thread_takeovers(&self) -> u64 {
+        self.takeovers.load(Ordering::Relaxed)
     }
 
     /// Turns taken so far by application threads inside blocked calls, by tokio
@@ -617,6 +628,8 @@ impl Engine {
         // that is out of its call now (sending what it received) is coming straight
         // back, and this thread stays parked rather than take the loop over in the gap.
         let mut between_calls = false;
+        // Parked since the last turn of this thread's: the next turn is a takeover.
+        let mut parked = false;
         while !self.stopped() {
             let turns =
                 self.async_turns.load(Ordering::Relaxed) + self.task_calls.load(Ordering::Relaxed);
@@ -662,7 +675,11 @@ impl Engine {
                 // Past a park in which no driver turned, the loop is this thread's
                 // again: frames wait at most two parks for a caller that left.
                 between_calls = moved && self.mode == WaitMode::BusyPoll;
+                parked = true;
                 continue;
+            }
+            if std::mem::take(&mut parked) {
+                self.takeovers.fetch_add(1, Ordering::Relaxed);
             }
             park = PARK_BUSY;
             let kicks = self.shared.kicks();
