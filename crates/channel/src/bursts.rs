@@ -7,6 +7,41 @@
 use crate::sys::packet::GsoSender;
 use crate::{Gso, Result, TxError};
 
+/// A transmit half with a ring of its own and [`Bursts`] beside it: what the shared
+/// `send_gso` needs of it.
+pub(crate) trait BurstTx {
+    /// The burst socket.
+    fn bursts(&mut self) -> &mut Bursts;
+    /// Hands what the ring holds to the device; false when frames stay queued (the
+    /// burst must not overtake them).
+    fn drain_ring(&mut self) -> bool;
+    /// Counts a frame of `len` bytes handed over (`sent`) or dropped.
+    fn count(&mut self, len: usize, sent: bool);
+
+    /// Sends one burst of `len` bytes with `send`, after what the ring holds, and
+    /// counts it: `Tx::send_gso` of the channels with bursts.
+    fn burst(
+        &mut self,
+        len: usize,
+        send: impl FnOnce(&mut Bursts) -> std::result::Result<(), TxError>,
+    ) -> std::result::Result<(), TxError>
+    where
+        Self: Sized,
+    {
+        if !self.bursts().fits(len) {
+            self.count(len, false);
+            return Err(TxError::TooLarge);
+        }
+        if !self.drain_ring() {
+            self.count(len, false);
+            return Err(TxError::Full);
+        }
+        let r = send(self.bursts());
+        self.count(len, r.is_ok());
+        r
+    }
+}
+
 /// Bursts refused in a row for want of room before the socket is given up on: a full
 /// queue empties within a few flushes, a path that drops every burst never does.
 const REFUSALS: u32 = 1024;

@@ -63,7 +63,7 @@
 use std::cell::Cell;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use crate::bursts::Bursts;
+use crate::bursts::{BurstTx, Bursts};
 use crate::sys::netns;
 use crate::sys::packet::{
     self as sys, RxGeometry, RxRing, TxGeometry, TxRing, RX_FRAME_OVERHEAD, TX_DATA_OFFSET,
@@ -274,37 +274,30 @@ impl PacketChannel {
     }
 }
 
-impl PacketTx {
-    /// Sends one burst (the frame is `len` bytes) with `send` on the burst socket, after
-    /// whatever the ring holds, and counts it.
-    fn burst(
-        &mut self,
-        len: usize,
-        send: impl FnOnce(&mut Bursts) -> std::result::Result<(), TxError>,
-    ) -> std::result::Result<(), TxError> {
-        if !self.bursts.fits(len) {
-            self.dropped += 1;
-            return Err(TxError::TooLarge);
-        }
+impl BurstTx for PacketTx {
+    fn bursts(&mut self) -> &mut Bursts {
+        &mut self.bursts
+    }
+
+    fn drain_ring(&mut self) -> bool {
         // The ring's frames go first (its `send` hands every ready slot to the device
         // before it returns), so a burst never overtakes the segments or ACKs queued
-        // before it.
-        if self.pending > 0 {
-            let flushed = self.flush();
-            // Congestion leaves the slots queued (`flush` returns Ok): the burst waits.
-            if flushed.is_err() || self.pending > 0 {
-                self.dropped += 1;
-                return Err(TxError::Full);
-            }
+        // before it. Congestion leaves the slots queued (`flush` returns Ok): the burst
+        // waits.
+        if self.pending == 0 {
+            return true;
         }
-        let r = send(&mut self.bursts);
-        if r.is_ok() {
+        let flushed = self.flush();
+        flushed.is_ok() && self.pending == 0
+    }
+
+    fn count(&mut self, len: usize, sent: bool) {
+        if sent {
             self.frames += 1;
             self.bytes += len as u64;
         } else {
             self.dropped += 1;
         }
-        r
     }
 }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use super::options::{XdpOptions, ZeroCopy};
 use super::program::Steer;
 use super::steer::{self, Attached, SteeringMaps, XdpMode};
-use crate::bursts::Bursts;
+use crate::bursts::{BurstTx, Bursts};
 use crate::ring::umem::{Frame, Umem};
 use crate::ring::{Consumer, Layout, Producer};
 use crate::sys::bpf::{Program, XdpLink};
@@ -106,36 +106,30 @@ impl XdpTx {
         }
     }
 
-    /// Sends one burst (the frame is `len` bytes) with `send` on the `AF_PACKET` socket,
-    /// after whatever the AF_XDP ring holds, and counts it.
-    fn burst(
-        &mut self,
-        len: usize,
-        send: impl FnOnce(&mut Bursts) -> std::result::Result<(), TxError>,
-    ) -> std::result::Result<(), TxError> {
-        if !self.bursts.fits(len) {
-            self.dropped += 1;
-            return Err(TxError::TooLarge);
-        }
+    fn kick(&mut self) -> Result<()> {
+        self.kicks += 1;
+        self.sock.kick_tx()
+    }
+}
+
+impl BurstTx for XdpTx {
+    fn bursts(&mut self) -> &mut Bursts {
+        &mut self.bursts
+    }
+
+    fn drain_ring(&mut self) -> bool {
         // What was queued on the AF_XDP ring goes first, so a burst never overtakes the
         // segments (or ACKs) queued before it.
-        if (self.ring.pending() > 0 || self.ring.in_flight() > 0) && self.flush().is_err() {
-            self.dropped += 1;
-            return Err(TxError::Full);
-        }
-        let r = send(&mut self.bursts);
-        if r.is_ok() {
+        !((self.ring.pending() > 0 || self.ring.in_flight() > 0) && self.flush().is_err())
+    }
+
+    fn count(&mut self, len: usize, sent: bool) {
+        if sent {
             self.frames += 1;
             self.bytes += len as u64;
         } else {
             self.dropped += 1;
         }
-        r
-    }
-
-    fn kick(&mut self) -> Result<()> {
-        self.kicks += 1;
-        self.sock.kick_tx()
     }
 }
 
