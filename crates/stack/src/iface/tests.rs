@@ -404,6 +404,21 @@ fn peer_tcp_frame(seg: &ulnet_wire::TcpRepr<'_>) -> Vec<u8> {
     )
 }
 
+/// A bare SYN from the peer's port 5555 to our port 80.
+fn peer_syn() -> ulnet_wire::TcpRepr<'static> {
+    ulnet_wire::TcpRepr {
+        src_port: 5555,
+        dst_port: 80,
+        seq: ulnet_wire::SeqNumber(1000),
+        ack: ulnet_wire::SeqNumber(0),
+        flags: ulnet_wire::TcpFlags::SYN,
+        window: 65535,
+        urgent: 0,
+        options: ulnet_wire::TcpOptions::none(),
+        payload: &[],
+    }
+}
+
 fn feed(i: &mut Interface, now: Instant, frame: &[u8]) {
     let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
         let mut b = [0u8; 2048];
@@ -766,17 +781,7 @@ fn socket_tos_and_ttl_reach_the_ip_header() {
     tcp.set_listener_option(l, SocketOption::Tos(0x48)).unwrap();
     tcp.set_listener_option(l, SocketOption::HopLimit(Some(5)))
         .unwrap();
-    let syn = ulnet_wire::TcpRepr {
-        src_port: 5555,
-        dst_port: 80,
-        seq: ulnet_wire::SeqNumber(1000),
-        ack: ulnet_wire::SeqNumber(0),
-        flags: ulnet_wire::TcpFlags::SYN,
-        window: 65535,
-        urgent: 0,
-        options: ulnet_wire::TcpOptions::none(),
-        payload: &[],
-    };
+    let syn = peer_syn();
     let frame = peer_tcp_frame(&syn);
     let mut out = Vec::new();
     let mut sink = |len: usize, fill: &mut dyn FnMut(&mut [u8])| {
@@ -1026,17 +1031,7 @@ fn an_offloaded_jumbo_segment_finished_by_the_device_is_the_frame_built_here() {
 #[test]
 fn unfinished_checksums_pass_only_where_the_link_delivers_them() {
     use crate::tcp::{Tcp, TcpConfig};
-    let syn = ulnet_wire::TcpRepr {
-        src_port: 5555,
-        dst_port: 80,
-        seq: ulnet_wire::SeqNumber(1000),
-        ack: ulnet_wire::SeqNumber(0),
-        flags: ulnet_wire::TcpFlags::SYN,
-        window: 65535,
-        urgent: 0,
-        options: ulnet_wire::TcpOptions::none(),
-        payload: &[],
-    };
+    let syn = peer_syn();
     let (src, dst) = (IpAddr::V4(PEER_IP), IpAddr::V4(OUR_IP));
     let mut tcp = vec![0u8; syn.buffer_len()];
     syn.emit(
