@@ -289,6 +289,11 @@ fn views(ctx: &mut Ctx<'_>, cases: &[&str]) {
                 Metric::less("sut_cores", "server CPU (cores)", 2),
                 Metric::less("machine_busy_cores", "machine CPU (cores)", 2),
                 Metric::plain("loop_thread_turns", "turns of ulnet's loop threads", 0),
+                Metric::plain(
+                    "loop_thread_takeovers",
+                    "takeovers by ulnet's loop threads",
+                    0,
+                ),
             ],
             baselines: vec![K_BLOCK.into(), K_SPIN.into()],
             ratio_metric: None,
@@ -439,9 +444,10 @@ struct ClientDone {
     hist: Histogram<u64>,
     cpu: Duration,
     lost: u64,
-    /// Turns the ulnet stacks' own loop threads took while the client measured (both
-    /// ends together; ulnet at both ends only).
-    loop_turns: Option<u64>,
+    /// Turns the ulnet stacks' own loop threads took while the client measured, and
+    /// how many times they took the loop over from the application threads (both ends
+    /// together; ulnet at both ends only).
+    loop_turns: Option<(u64, u64)>,
 }
 
 /// Runs `client` (which starts its thread and returns it) inside a CPU window, stops the
@@ -486,10 +492,12 @@ fn measure(
     m.insert("rtt_mean_us".into(), h.mean() / 1e3);
     m.insert("rtts".into(), h.len() as f64);
     m.insert("lost".into(), c.lost as f64);
-    if let Some(t) = c.loop_turns {
+    if let Some((t, k)) = c.loop_turns {
         // The application threads drive the loop in their calls: each of these turns
-        // is a hand-off, or a turn in a caller's gap between calls on its core.
+        // is a hand-off, or a turn in a caller's gap between calls on its core; a
+        // takeover is one such spell, however many turns it lasted.
         m.insert("loop_thread_turns".into(), t as f64);
+        m.insert("loop_thread_takeovers".into(), k as f64);
     }
     Ok(m)
 }
@@ -860,7 +868,11 @@ fn ulnet_client(
     let stacks = [stack.clone(), server.clone()];
     Ok(std::thread::spawn(move || {
         pin(LOAD_CPU)?;
-        let turns = || stacks.iter().map(Stack::loop_thread_turns).sum::<u64>();
+        let turns = || {
+            stacks.iter().fold((0, 0), |(t, k), s| {
+                (t + s.loop_thread_turns(), k + s.loop_thread_takeovers())
+            })
+        };
         let stack = &stacks[0];
         // The loop threads' turns are counted from the first echo on: until the TCP
         // server's accept loop (non-blocking, napping 1 ms) takes the connection, its
@@ -881,9 +893,12 @@ fn ulnet_client(
             s.set_read_timeout(Some(RTT_TIMEOUT))?;
             (turns(), udp_pingpong(&s, to, b, &stop))
         };
-        r.map(|d| ClientDone {
-            loop_turns: Some(turns() - t0),
-            ..d
+        r.map(|d| {
+            let (t, k) = turns();
+            ClientDone {
+                loop_turns: Some((t - t0.0, k - t0.1)),
+                ..d
+            }
         })
     }))
 }
