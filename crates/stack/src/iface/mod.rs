@@ -426,6 +426,24 @@ impl Interface {
     }
 }
 
+/// The checksum check of a received TCP segment or UDP datagram: a field that is
+/// exactly the pseudo-header sum passes where the link delivers such checksums
+/// unfinished (`unfinished_ok`, [`ChecksumCaps::rx_unfinished`]; counted), looked at
+/// first since it costs the pseudo-header's sum, not the data's; every other field must
+/// verify in full.
+fn transport_checksum_ok(
+    stats: &mut Stats,
+    unfinished_ok: bool,
+    unfinished: impl FnOnce() -> bool,
+    full: impl FnOnce() -> bool,
+) -> bool {
+    if unfinished_ok && unfinished() {
+        stats.rx_checksum_unfinished += 1;
+        return true;
+    }
+    full()
+}
+
 impl Core {
     /// Whether `a` is one of our IPv4 addresses.
     fn is_ours(&self, a: Ipv4Addr) -> bool {

@@ -192,14 +192,16 @@ impl Interface {
             stats.drop(DropReason::TcpMalformed);
             return false;
         };
-        if verify {
-            // Looked at first: it costs the pseudo-header's sum, not the segment's.
-            if unfinished_ok && packet.checksum_is_unfinished(&src, &dst) {
-                stats.rx_checksum_unfinished += 1;
-            } else if !packet.verify_checksum(&src, &dst) {
-                stats.drop(DropReason::TcpBadChecksum);
-                return false;
-            }
+        if verify
+            && !super::transport_checksum_ok(
+                stats,
+                unfinished_ok,
+                || packet.checksum_is_unfinished(&src, &dst),
+                || packet.verify_checksum(&src, &dst),
+            )
+        {
+            stats.drop(DropReason::TcpBadChecksum);
+            return false;
         }
         let Ok(seg) = TcpRepr::parse(&packet, &src, &dst, ChecksumMode::Offload) else {
             stats.drop(DropReason::TcpMalformed);

@@ -55,13 +55,16 @@ impl Interface {
                 return false;
             }
         };
-        if verify {
-            if unfinished_ok && packet.checksum_is_unfinished(&src, &dst) {
-                stats.rx_checksum_unfinished += 1;
-            } else if !packet.verify_checksum(&src, &dst) {
-                stats.drop(DropReason::UdpBadChecksum);
-                return false;
-            }
+        if verify
+            && !super::transport_checksum_ok(
+                stats,
+                unfinished_ok,
+                || packet.checksum_is_unfinished(&src, &dst),
+                || packet.verify_checksum(&src, &dst),
+            )
+        {
+            stats.drop(DropReason::UdpBadChecksum);
+            return false;
         }
         let local = SocketAddr::new(dst, packet.dst_port());
         let meta = UdpMetadata {
