@@ -53,8 +53,6 @@ pub(crate) struct Bursts {
     sender: Option<GsoSender>,
     /// Bursts sent.
     pub(crate) sent: u64,
-    /// The kernel refused a burst outright, so bursts were turned off.
-    pub(crate) failed: u64,
     /// Bursts refused for room since the last one sent.
     refused_in_row: u32,
 }
@@ -65,7 +63,6 @@ impl Bursts {
         Bursts {
             sender,
             sent: 0,
-            failed: 0,
             refused_in_row: 0,
         }
     }
@@ -122,7 +119,6 @@ impl Bursts {
                 // rejects, a path that drops every burst): stop offering them, so the
                 // stack cuts them itself from now on instead of retrying forever.
                 self.sender = None;
-                self.failed += 1;
                 Err(TxError::TooLarge)
             }
         }
