@@ -1,9 +1,10 @@
-//! The `packet` channel: AF_PACKET with a TPACKET_V3 receive ring and a transmit ring
-//! (`PACKET_QDISC_BYPASS`), on any Ethernet interface, with no XDP program needed.
+//! The `packet` channel: AF_PACKET with a TPACKET_V3 receive ring, a TPACKET_V2 ring
+//! for pure TCP ACKs, and a transmit ring (`PACKET_QDISC_BYPASS`), on any Ethernet
+//! interface, with no XDP program needed.
 //!
 //! In: frames the interface receives, walked block by block from the shared ring (no
 //! system call and no copy per frame; a block goes back to the kernel once all its
-//! frames were handed out). Out: frames written in place into transmit-ring slots,
+//! frames were handed out), pure ACKs first from their own ring (see Latency). Out: frames written in place into transmit-ring slots,
 //! handed to the kernel with one `send(fd, NULL, 0, MSG_DONTWAIT)` per [`Tx::flush`].
 //!
 //! # The kernel still sees every packet
@@ -52,26 +53,44 @@
 //! # Latency
 //!
 //! TPACKET_V3 hands a block to user space only when it is full or when its retire timer
-//! (`rx_block_timeout_ms`, at least 1 ms) fires. Under load blocks fill quickly; at low
-//! rates every frame waits up to the timeout. Use the `xdp` channel where latency
-//! matters.
+//! (`rx_block_timeout_ms`, at least 1 ms) fires. Under
+//! load blocks fill quickly; at low rates every frame waits up to the timeout. A
+//! sender's ACK stream is such a low rate (a few hundred bytes a millisecond at
+//! 20 Gb/s): every block of a bulk send was retired by its timer, about 50 ACKs each,
+//! so each ACK waited up to a millisecond. Hence a second receive socket, the ACK
+//! ring (`rx_ack_slots`, on by default): a classic BPF filter on both sockets sorts
+//! pure TCP ACKs (no payload, no SYN, FIN or RST) into a TPACKET_V2 ring that hands
+//! each frame over as it is written, and everything else into the blocks. A pure ACK
+//! carries no data, so reading it before data that arrived earlier loses nothing (see
+//! `ack_filter`); segments with data, and SYN, FIN and RST, stay in order in the
+//! blocks. Data, and any other protocol, still waits for its block: use the `xdp`
+//! channel where a request's latency matters.
 //!
-//! Invariants: no heap allocation after [`PacketChannel::open`]; the ring never grows —
-//! when it is full the kernel drops and counts (`PACKET_STATISTICS`, reported as
+//! Invariants: no heap allocation after [`PacketChannel::open`]; the rings never grow —
+//! when one is full the kernel drops and counts (`PACKET_STATISTICS`, reported as
 //! `rx_dropped`).
 
 use std::cell::Cell;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::event::epoll;
 
 use crate::bursts::{BurstTx, Bursts};
 use crate::sys::netns;
 use crate::sys::packet::{
-    self as sys, RxGeometry, RxRing, TxGeometry, TxRing, RX_FRAME_OVERHEAD, TX_DATA_OFFSET,
+    self as sys, FrameRing, RxGeometry, RxRing, TxGeometry, TxRing, RX_FRAME_OVERHEAD,
+    TX_DATA_OFFSET,
 };
 use crate::{Capabilities, Channel, Error, Gso, Result, Stats, Tx, TxError};
 
+mod ack_filter;
 #[cfg(test)]
 mod ring_tests;
+
+/// Bytes per slot of the ACK ring: the largest pure ACK (IPv6, 60 bytes of TCP header,
+/// 114 bytes with Ethernet; 134 for IPv4 with 40 bytes of options) plus the 66 bytes
+/// the kernel puts before it.
+const ACK_SLOT_SIZE: usize = 256;
 
 /// Ethernet header plus one VLAN tag: what a frame carries beyond the MTU.
 const L2_OVERHEAD: usize = 14 + 4;
@@ -89,6 +108,10 @@ pub struct PacketOptions {
     /// Milliseconds before a partly filled block is handed over (≥ 1): the latency
     /// floor at low packet rates.
     pub rx_block_timeout_ms: u32,
+    /// Slots of the ACK ring: pure TCP ACKs (no payload, no SYN, FIN or RST) are sorted
+    /// into a TPACKET_V2 ring of their own, handed over one by one instead of waiting
+    /// with the blocks (see the module docs). 0 leaves them in the blocks.
+    pub rx_ack_slots: usize,
     /// Number of transmit slots (each holds one frame of up to MTU + 18 bytes).
     pub tx_frame_count: usize,
     /// Most frames one `rx_batch` hands out.
@@ -103,13 +126,14 @@ pub struct PacketOptions {
 }
 
 impl Default for PacketOptions {
-    /// 64 × 64 KiB receive blocks with a 1 ms timeout, 1024 transmit slots, batches of
-    /// 64, qdisc bypass on, bursts on.
+    /// 64 × 64 KiB receive blocks with a 1 ms timeout, 1024 ACK slots, 1024 transmit
+    /// slots, batches of 64, qdisc bypass on, bursts on.
     fn default() -> Self {
         PacketOptions {
             rx_block_size: 64 * 1024,
             rx_block_count: 64,
             rx_block_timeout_ms: 1,
+            rx_ack_slots: 1024,
             tx_frame_count: 1024,
             batch_count: 64,
             qdisc_bypass: true,
@@ -125,11 +149,23 @@ struct Cursor {
     offset: usize,
 }
 
+/// The ACK ring and the slot it is read at.
+#[derive(Debug)]
+struct AckRing {
+    ring: FrameRing,
+    next: usize,
+    /// Frames handed out from it.
+    frames: u64,
+}
+
 #[derive(Debug)]
 struct PacketRx {
     ring: RxRing,
     block: usize,
     cursor: Option<Cursor>,
+    acks: Option<AckRing>,
+    /// With an ACK ring, an epoll descriptor readable when either ring is.
+    waiter: Option<OwnedFd>,
     frames: u64,
     bytes: u64,
     /// Frames dropped here (truncated, or a block whose layout made no sense).
@@ -203,7 +239,29 @@ impl PacketChannel {
             frame_size: (TX_DATA_OFFSET + largest).next_power_of_two().max(128),
             frame_count: cfg.tx_frame_count,
         };
-        let rx = RxRing::open(ifindex, rx_geo)?;
+        let (rx, acks, waiter) = if cfg.rx_ack_slots > 0 {
+            let rx = RxRing::open(ifindex, rx_geo, Some(&ack_filter::program(false)))?;
+            let acks = FrameRing::open(
+                ifindex,
+                ACK_SLOT_SIZE,
+                cfg.rx_ack_slots,
+                &ack_filter::program(true),
+            )?;
+            let waiter = epoll::create(epoll::CreateFlags::CLOEXEC)
+                .map_err(|e| Error::new("epoll_create1", e.into()))?;
+            for fd in [rx.fd(), acks.fd()] {
+                epoll::add(
+                    &waiter,
+                    fd,
+                    epoll::EventData::new_u64(0),
+                    epoll::EventFlags::IN,
+                )
+                .map_err(|e| Error::new("epoll_ctl", e.into()))?;
+            }
+            (rx, Some(acks), Some(waiter))
+        } else {
+            (RxRing::open(ifindex, rx_geo, None)?, None, None)
+        };
         let tx = TxRing::open(ifindex, tx_geo, cfg.qdisc_bypass)?;
         let max_frame_len = (mtu + 14).min(tx.max_frame_len());
         let bursts = Bursts::open(cfg.gso, ifindex)?;
@@ -217,10 +275,14 @@ impl PacketChannel {
             batch_count: cfg.batch_count,
             gso_max_len: bursts.max_frame_len(),
             mode: format!(
-                "tpacket_v3 rx ({} x {} KiB blocks, {} ms timeout), tx ring ({} slots){}{}",
+                "tpacket_v3 rx ({} x {} KiB blocks, {} ms timeout){}, tx ring ({} slots){}{}",
                 rx.block_count(),
                 rx.block_size() / 1024,
                 rx_geo.block_timeout_ms,
+                match &acks {
+                    Some(a) => format!(", tpacket_v2 ack ring ({} slots)", a.slot_count()),
+                    None => String::new(),
+                },
                 tx.frame_count(),
                 if cfg.qdisc_bypass {
                     ", qdisc bypass"
@@ -230,7 +292,14 @@ impl PacketChannel {
                 if cfg.gso { ", gso bursts" } else { "" },
             ),
         };
-        Ok(PacketChannel::assemble(rx, tx, caps, bursts))
+        let mut ch = PacketChannel::assemble(rx, tx, caps, bursts);
+        ch.rx.acks = acks.map(|ring| AckRing {
+            ring,
+            next: 0,
+            frames: 0,
+        });
+        ch.rx.waiter = waiter;
+        Ok(ch)
     }
 
     fn assemble(rx: RxRing, tx: TxRing, caps: Capabilities, bursts: Bursts) -> PacketChannel {
@@ -239,6 +308,8 @@ impl PacketChannel {
                 ring: rx,
                 block: 0,
                 cursor: None,
+                acks: None,
+                waiter: None,
                 frames: 0,
                 bytes: 0,
                 dropped: 0,
@@ -266,6 +337,12 @@ impl PacketChannel {
     /// veth only (see the module docs).
     pub fn partial_checksum_count(&self) -> u64 {
         self.rx.csum_not_ready
+    }
+
+    /// How many of the frames handed out came from the ACK ring
+    /// (`PacketOptions::rx_ack_slots`); 0 without one.
+    pub fn ack_ring_frames(&self) -> u64 {
+        self.rx.acks.as_ref().map_or(0, |a| a.frames)
     }
 
     /// The transmit half, concretely typed.
@@ -385,6 +462,34 @@ impl Channel for PacketChannel {
         let max = max_count.min(self.caps.batch_count);
         let (rx, tx) = (&mut self.rx, &mut self.tx);
         let mut n = 0;
+        // Pure ACKs first: they carry no data for the frames in the blocks to come
+        // after (see `ack_filter`), and they free the send window sooner.
+        if let Some(acks) = &mut rx.acks {
+            while n < max {
+                let index = acks.next;
+                let Some(frame) = acks.ring.frame(index) else {
+                    break;
+                };
+                if frame.data.len() < frame.wire_len {
+                    rx.dropped += 1;
+                } else {
+                    n += 1;
+                    acks.frames += 1;
+                    rx.frames += 1;
+                    rx.bytes += frame.data.len() as u64;
+                    if frame.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+                        rx.csum_not_ready += 1;
+                    }
+                    f(frame.data, tx);
+                }
+                acks.ring.release(index);
+                acks.next = if index + 1 == acks.ring.slot_count() {
+                    0
+                } else {
+                    index + 1
+                };
+            }
+        }
         while n < max {
             let index = rx.block;
             let Some(block) = rx.ring.block(index) else {
@@ -447,6 +552,9 @@ impl Channel for PacketChannel {
         if let Ok(d) = self.rx.ring.take_drops() {
             self.kernel_drops.set(self.kernel_drops.get() + d);
         }
+        if let Some(Ok(d)) = self.rx.acks.as_ref().map(|a| a.ring.take_drops()) {
+            self.kernel_drops.set(self.kernel_drops.get() + d);
+        }
         Stats {
             rx_frames: self.rx.frames,
             rx_bytes: self.rx.bytes,
@@ -461,6 +569,9 @@ impl Channel for PacketChannel {
     }
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.rx.ring.fd())
+        match &self.rx.waiter {
+            Some(ep) => Some(ep.as_fd()),
+            None => Some(self.rx.ring.fd()),
+        }
     }
 }

@@ -2,17 +2,20 @@
 //! packet_mmap.rst` in the kernel tree), and the interface ioctls the `packet` and `tap`
 //! backends share.
 //!
-//! Two sockets make one channel: [`RxRing`] (a TPACKET_V3 receive ring of blocks, bound
-//! to the interface with `ETH_P_ALL`, `PACKET_IGNORE_OUTGOING`) and [`TxRing`] (a
-//! TPACKET_V3 transmit ring of fixed-size frames, `PACKET_QDISC_BYPASS`, bound with
-//! protocol 0 so the kernel never queues received packets on it). Each owns its
-//! descriptor and its mapping.
+//! Sockets that make one channel: [`RxRing`] (a TPACKET_V3 receive ring of blocks, bound
+//! to the interface with `ETH_P_ALL`, `PACKET_IGNORE_OUTGOING`), optionally
+//! [`FrameRing`] (a TPACKET_V2 receive ring of small slots, each handed over as it is
+//! written; a classic BPF filter on both receive sockets decides which ring a frame
+//! lands in), and [`TxRing`] (a TPACKET_V3 transmit ring of fixed-size frames,
+//! `PACKET_QDISC_BYPASS`, bound with protocol 0 so the kernel never queues received
+//! packets on it). Each owns its descriptor and its mapping.
 //!
 //! Ownership protocol (the reason the safe API below is sound):
 //! - rx: a block belongs to user space once its `block_status` has `TP_STATUS_USER`
 //!   (read with acquire); the kernel then never writes it until user space stores
 //!   `TP_STATUS_KERNEL` (release). [`RxBlock`] borrows the ring shared, and
 //!   [`RxRing::release`] needs `&mut`, so no frame slice outlives its block's ownership.
+//!   A [`FrameRing`] slot follows the same rule through its own `tp_status`.
 //! - tx: a frame belongs to user space while its `tp_status` is `TP_STATUS_AVAILABLE`
 //!   (or `TP_STATUS_WRONG_FORMAT`); user space writes it and publishes it with a release
 //!   store of `TP_STATUS_SEND_REQUEST`, after which it does not touch it again until the
@@ -108,15 +111,42 @@ fn packet_socket() -> Result<OwnedFd> {
 
 /// An AF_PACKET socket set to TPACKET_V3, ready for a ring.
 fn tpacket_v3_socket() -> Result<OwnedFd> {
+    tpacket_socket(libc::tpacket_versions::TPACKET_V3)
+}
+
+/// An AF_PACKET socket set to ring version `v`.
+fn tpacket_socket(v: libc::tpacket_versions) -> Result<OwnedFd> {
     let fd = packet_socket()?;
-    let v3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+    let v: libc::c_int = v as libc::c_int;
     setsockopt(
         fd.as_fd(),
         "setsockopt(PACKET_VERSION)",
         libc::PACKET_VERSION,
-        &v3,
+        &v,
     )?;
     Ok(fd)
+}
+
+/// Attaches classic BPF `filter` to socket `fd` (`SO_ATTACH_FILTER`, socket(7)); before
+/// `bind`, so no frame reaches the socket unfiltered.
+fn attach_filter(fd: BorrowedFd<'_>, filter: &[libc::sock_filter]) -> Result<()> {
+    let prog = libc::sock_fprog {
+        len: u16::try_from(filter.len()).map_err(|_| Error::invalid("socket filter"))?,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: `prog` points to `filter`, live for the call; the kernel copies the
+    // program and keeps no pointer.
+    syscall!(
+        "setsockopt(SO_ATTACH_FILTER)",
+        setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&prog as *const libc::sock_fprog).cast(),
+            size_of::<libc::sock_fprog>() as libc::socklen_t
+        )
+    )?;
+    Ok(())
 }
 
 fn setsockopt<T>(fd: BorrowedFd<'_>, op: &'static str, name: libc::c_int, value: &T) -> Result<()> {
@@ -356,13 +386,18 @@ pub struct RxRing {
 
 impl RxRing {
     /// Opens a receive ring on interface `ifindex` of the calling thread's namespace,
-    /// receiving every protocol (`ETH_P_ALL`) but not the interface's outgoing packets.
+    /// receiving every protocol (`ETH_P_ALL`) but not the interface's outgoing packets,
+    /// and of those only the frames `filter` (classic BPF) keeps, when given.
     ///
     /// # Errors
     /// `ring geometry` (`EINVAL`) for a block size that is not a page multiple or a zero
     /// count; otherwise the failing call (`socket` `EPERM` without CAP_NET_RAW,
     /// `setsockopt(PACKET_RX_RING)` `ENOMEM`, `bind` `ENODEV`), with a hint.
-    pub fn open(ifindex: i32, geo: RxGeometry) -> Result<RxRing> {
+    pub fn open(
+        ifindex: i32,
+        geo: RxGeometry,
+        filter: Option<&[libc::sock_filter]>,
+    ) -> Result<RxRing> {
         let page = page_size();
         if geo.block_size == 0 || !geo.block_size.is_multiple_of(page) || geo.block_count == 0 {
             return Err(Error::invalid("ring geometry")
@@ -403,6 +438,9 @@ impl RxRing {
         )
         .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
         let map = Mmap::shared(fd.as_fd(), total, 0)?;
+        if let Some(filter) = filter {
+            attach_filter(fd.as_fd(), filter)?;
+        }
         bind(fd.as_fd(), ifindex, ETH_P_ALL_BE)?;
         // IPv6 neighbour discovery reaches ulnet at multicast MACs the kernel has not
         // joined (33:33:ff:XX:XX:XX for its solicited-node groups, RFC 2464 §7, RFC 4861
@@ -569,6 +607,165 @@ impl<'a> RxBlock<'a> {
             next_offset: offset.wrapping_add(next),
         })
     }
+}
+
+/// A TPACKET_V2 receive ring of fixed-size slots on an AF_PACKET socket bound to one
+/// interface: the kernel hands each frame over as soon as it is written, where a V3
+/// block waits until it is full or its timer fires. Slots are small, so it is for small
+/// frames (the channel's pure ACKs); a larger frame arrives truncated.
+#[derive(Debug)]
+pub struct FrameRing {
+    map: Mmap,
+    fd: OwnedFd,
+    slot_size: usize,
+    slot_count: usize,
+}
+
+const V2_STATUS: usize = offset_of!(libc::tpacket2_hdr, tp_status);
+const V2_LEN: usize = offset_of!(libc::tpacket2_hdr, tp_len);
+const V2_SNAPLEN: usize = offset_of!(libc::tpacket2_hdr, tp_snaplen);
+const V2_MAC: usize = offset_of!(libc::tpacket2_hdr, tp_mac);
+const _: () = assert!(size_of::<libc::tpacket2_hdr>() == 32);
+const _: () = assert!(size_of::<libc::tpacket_req>() == 16);
+const _: () = assert!(size_of::<libc::tpacket_stats>() == 8);
+
+impl FrameRing {
+    /// Opens a ring of `slot_count` slots of `slot_size` bytes (a power of two from 256
+    /// to the page size) on interface `ifindex` of the calling thread's namespace,
+    /// receiving every protocol but not outgoing packets, and of those only what
+    /// `filter` (classic BPF, attached before the socket is bound) keeps.
+    ///
+    /// # Errors
+    /// `ring geometry` (`EINVAL`) for a bad slot size or a zero count; otherwise the
+    /// failing call, with a hint.
+    pub fn open(
+        ifindex: i32,
+        slot_size: usize,
+        slot_count: usize,
+        filter: &[libc::sock_filter],
+    ) -> Result<FrameRing> {
+        let page = page_size();
+        if !slot_size.is_power_of_two() || !(256..=page).contains(&slot_size) || slot_count == 0 {
+            return Err(Error::invalid("ring geometry").with_hint(
+                "frame-ring slots are a power of two from 256 bytes to a page, at least one",
+            ));
+        }
+        let total = round_up_to(slot_size * slot_count, page);
+        let fd = tpacket_socket(libc::tpacket_versions::TPACKET_V2)?;
+        let one: libc::c_int = 1;
+        setsockopt(
+            fd.as_fd(),
+            "setsockopt(PACKET_IGNORE_OUTGOING)",
+            libc::PACKET_IGNORE_OUTGOING,
+            &one,
+        )?;
+        let req = libc::tpacket_req {
+            tp_block_size: page as u32,
+            tp_block_nr: (total / page) as u32,
+            tp_frame_size: slot_size as u32,
+            tp_frame_nr: (total / slot_size) as u32,
+        };
+        setsockopt(
+            fd.as_fd(),
+            "setsockopt(PACKET_RX_RING)",
+            libc::PACKET_RX_RING,
+            &req,
+        )
+        .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
+        let map = Mmap::shared(fd.as_fd(), total, 0)?;
+        attach_filter(fd.as_fd(), filter)?;
+        bind(fd.as_fd(), ifindex, ETH_P_ALL_BE)?;
+        Ok(FrameRing {
+            map,
+            fd,
+            slot_size,
+            slot_count: total / slot_size,
+        })
+    }
+
+    /// The socket, for `poll(2)` (readable once a frame has been handed over).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Number of slots.
+    pub fn slot_count(&self) -> usize {
+        self.slot_count
+    }
+
+    /// The frame in slot `index` if the kernel has handed it to user space, else
+    /// `None`. A frame whose header points outside its slot comes back with no data
+    /// (`data` empty, `wire_len` non-zero), for the caller to drop and count.
+    ///
+    /// # Panics
+    /// If `index >= slot_count()`.
+    pub fn frame(&self, index: usize) -> Option<RxFrame<'_>> {
+        assert!(index < self.slot_count, "frame slot {index} out of range");
+        let base = index * self.slot_size;
+        let m = &self.map;
+        let status = m.atomic_u32(base + V2_STATUS).load(Ordering::Acquire);
+        if status & libc::TP_STATUS_USER == 0 {
+            return None;
+        }
+        let wire_len = m.read::<u32>(base + V2_LEN) as usize;
+        let snaplen = m.read::<u32>(base + V2_SNAPLEN) as usize;
+        let mac = usize::from(m.read::<u16>(base + V2_MAC));
+        let data = if mac >= size_of::<libc::tpacket2_hdr>()
+            && mac.saturating_add(snaplen) <= self.slot_size
+        {
+            // SAFETY: the slot's status had TP_STATUS_USER (acquire above), so the
+            // kernel does not write it until `release`, which needs `&mut self` and so
+            // cannot run while this borrow lives; the range is inside the slot.
+            unsafe { m.slice(base + mac, snaplen) }
+        } else {
+            &[]
+        };
+        Some(RxFrame {
+            data,
+            wire_len: wire_len.max(1),
+            status,
+            next_offset: 0,
+        })
+    }
+
+    /// Returns slot `index` to the kernel.
+    ///
+    /// # Panics
+    /// If `index >= slot_count()`.
+    pub fn release(&mut self, index: usize) {
+        assert!(index < self.slot_count, "frame slot {index} out of range");
+        self.map
+            .atomic_u32(index * self.slot_size + V2_STATUS)
+            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+    }
+
+    /// Frames the kernel dropped for lack of a free slot since the last call.
+    ///
+    /// # Errors
+    /// `getsockopt(PACKET_STATISTICS)`.
+    pub fn take_drops(&self) -> Result<u64> {
+        let mut st = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are live and writable; `len` holds the size of `st`.
+        syscall!(
+            "getsockopt(PACKET_STATISTICS)",
+            getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len
+            )
+        )?;
+        Ok(u64::from(st.tp_drops))
+    }
+}
+
+fn round_up_to(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
 }
 
 /// Shape of a TPACKET_V3 transmit ring.
@@ -1080,9 +1277,14 @@ mod tests {
                 block_count: 4,
                 block_timeout_ms: 1,
             },
+            None,
         )
         .unwrap_err();
         assert_eq!(e.op, "ring geometry");
+        for (size, count) in [(128, 4), (300, 4), (256, 0), (1 << 20, 1)] {
+            let e = FrameRing::open(1, size, count, &[]).unwrap_err();
+            assert_eq!(e.op, "ring geometry", "{size} x {count}");
+        }
         let e = TxRing::open(
             1,
             TxGeometry {

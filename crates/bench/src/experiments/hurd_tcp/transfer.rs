@@ -5,7 +5,7 @@
 
 use super::*;
 use ulnet::channel::Channel;
-use ulnet::net::StackBuilder;
+use ulnet::net::{StackBuilder, TcpInfo};
 
 /// The step a [`RateWindows`] slides its window by.
 pub(super) const PEAK_STEP: Duration = Duration::from_millis(1);
@@ -644,13 +644,13 @@ pub(crate) fn ulnet_rx(u: &UlnetStack, b: &Side, port: u16, bytes: u64) -> io::R
 
 /// ulnet in A sends `bytes` to the peer in B; `app` is the application on this thread:
 /// it connects, writes the pattern, half-closes and reads until the peer closes, and
-/// returns the bytes written.
+/// returns the bytes written and the connection's figures after the last write.
 fn ulnet_tx_with(
     u: &UlnetStack,
     b: &Side,
     port: u16,
     bytes: u64,
-    app: impl FnOnce(&Stack, SocketAddr) -> io::Result<u64>,
+    app: impl FnOnce(&Stack, SocketAddr) -> io::Result<(u64, Option<TcpInfo>)>,
 ) -> io::Result<Metrics> {
     let at = SocketAddr::new(b.ip_of(b.ipv6), port);
     let count = LoopCount::now(&u.stack);
@@ -662,12 +662,26 @@ fn ulnet_tx_with(
         let _ = u.stack.stop();
     }
     let got = join(sink, "peer receiver");
-    sent?;
+    let (_, info) = sent?;
     let (got, rates) = got?;
     let cpu = w.finish(got.done.cpu)?;
     let mut m = finish(bytes, got.done.count, got.pattern_ok, rates.rates(), cpu)?;
     count.add_to(&u.stack, &mut m);
+    if let Some(info) = info {
+        sender_figures(&info, &mut m);
+    }
     Ok(m)
+}
+
+/// What the sending connection knew once everything was written: its smoothed round
+/// trip (how long ACKs took to come back: a sender whose ACKs wait is held to a window
+/// per round trip), congestion window and retransmissions.
+fn sender_figures(info: &TcpInfo, m: &mut Metrics) {
+    if let Some(srtt) = info.srtt {
+        m.insert("sender_srtt_us".into(), srtt.as_secs_f64() * 1e6);
+    }
+    m.insert("sender_cwnd_kb".into(), f64::from(info.cwnd) / 1024.0);
+    m.insert("sender_retransmits".into(), info.retransmits as f64);
 }
 
 /// ulnet in A sends through its socket API to the peer in B.
@@ -741,10 +755,11 @@ pub(super) fn ulnet_tx_tokio(
                 idle_bounded(AsyncWriteExt::write_all(&mut s, pattern::slice(off, n))).await?;
                 off += n as u64;
             }
+            let info = s.info().ok();
             idle_bounded(AsyncWriteExt::shutdown(&mut s)).await?;
             let mut buf = [0u8; 64];
             while idle_bounded(AsyncReadExt::read(&mut s, &mut buf)).await? > 0 {}
-            Ok(off)
+            Ok((off, info))
         })
     })
 }
@@ -804,8 +819,9 @@ pub(super) fn engine_rx(tb: &Testbed, port: u16, bytes: u64) -> io::Result<(Metr
 
 /// Writes `bytes` of the test pattern to `s` in [`IO_CHUNK`] writes, half-closes, and
 /// waits for the peer to close (it does once it has read everything, so every byte is
-/// acknowledged and the connection's counters are final). Returns the bytes written.
-pub(crate) fn send_pattern(s: &mut TcpStream, bytes: u64) -> io::Result<u64> {
+/// acknowledged and the connection's counters are final). Returns the bytes written and
+/// the connection's figures after the last write.
+pub(crate) fn send_pattern(s: &mut TcpStream, bytes: u64) -> io::Result<(u64, Option<TcpInfo>)> {
     s.set_write_timeout(Some(IDLE_LIMIT))?;
     s.set_read_timeout(Some(IDLE_LIMIT))?;
     let mut off = 0u64;
@@ -814,10 +830,11 @@ pub(crate) fn send_pattern(s: &mut TcpStream, bytes: u64) -> io::Result<u64> {
         s.write_all(pattern::slice(off, n))?;
         off += n as u64;
     }
+    let info = s.info().ok();
     s.shutdown(Shutdown::Write)?;
     let mut buf = [0u8; 64];
     while s.read(&mut buf)? > 0 {}
-    Ok(off)
+    Ok((off, info))
 }
 
 #[cfg(test)]
