@@ -13,7 +13,9 @@
 //! in `epoll_wait` between slices, as the seed's socket test did), ulnet over AF_XDP with
 //! the loop sleeping when idle (`WaitMode::Sleep`, blocking `ulnet::net::TcpStream`
 //! reads and writes, the thread sleeping between slices), and ulnet busy-polling (one
-//! core spinning by design; reported apart). TCP_NODELAY is set on the SUT's socket in
+//! core spinning by design; reported apart); with `--backend packet`, ulnet over
+//! AF_PACKET sleeping as well (`ulnet-packet-sleep`: its receive blocks are handed over
+//! when full or after 1 ms, so at this rate the loop wakes about once a millisecond). TCP_NODELAY is set on the SUT's socket in
 //! every system for the 128-byte cases (so each write may leave as its own segment, as
 //! in the seed), and left off for 4 KiB.
 //!
@@ -125,7 +127,26 @@ const CASES: [CaseDef; 4] = [
 const KERNEL: &str = "kernel-epoll";
 const ULNET_SLEEP: &str = "ulnet-sleep";
 const ULNET_BUSY: &str = "ulnet-busy";
-const SYSTEMS: [&str; 3] = [KERNEL, ULNET_SLEEP, ULNET_BUSY];
+const ULNET_PACKET_SLEEP: &str = "ulnet-packet-sleep";
+
+/// The systems of a run, in alternation order: the kernel, ulnet over AF_XDP sleeping
+/// and busy-polling (the default backend), ulnet over AF_PACKET sleeping when `--backend
+/// packet` names it.
+fn systems(plan: &Plan) -> Vec<&'static str> {
+    let backends = if plan.backends.is_empty() {
+        vec![Backend::Xdp]
+    } else {
+        plan.backends_or(&[Backend::Xdp, Backend::Packet])
+    };
+    let mut v = vec![KERNEL];
+    if backends.contains(&Backend::Xdp) {
+        v.extend([ULNET_SLEEP, ULNET_BUSY]);
+    }
+    if backends.contains(&Backend::Packet) {
+        v.push(ULNET_PACKET_SLEEP);
+    }
+    v
+}
 
 /// Cases, window and per-measurement overhead for a profile.
 fn sizes(p: Profile) -> (usize, Duration) {
@@ -154,7 +175,7 @@ impl Experiment for NetchannelCpu {
     }
     fn estimate(&self, plan: &Plan) -> Duration {
         let (cases, window) = sizes(plan.profile);
-        let n = cases as u32 * SYSTEMS.len() as u32 * plan.rounds;
+        let n = cases as u32 * systems(plan).len() as u32 * plan.rounds;
         (window + OVERHEAD) * n + Duration::from_secs(1)
     }
     fn tools(&self) -> &'static [&'static str] {
@@ -247,6 +268,21 @@ impl Experiment for NetchannelCpu {
             per_case.join("; ")
         ));
         out.push(goal(&small));
+        // AF_PACKET (`--backend packet`), beside the verdict, which stays on AF_XDP.
+        let packet: Vec<String> = CASES
+            .iter()
+            .filter(|c| c.size == 128)
+            .filter_map(|c| {
+                let r = s.paired(c.id, KERNEL, ULNET_PACKET_SLEEP, "sut_core_cores")?;
+                Some(format!("{} {:.2}x", c.id, 1.0 / r))
+            })
+            .collect();
+        if !packet.is_empty() {
+            out.push(format!(
+                "ulnet over AF_PACKET, sleeping, SUT core against the kernel's: {}.",
+                packet.join("; ")
+            ));
+        }
         out
     }
 }
@@ -315,6 +351,22 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration) {
         false,
         &u,
     );
+    let mut p = common("sleep, as ulnet-sleep");
+    p.push((
+        "api",
+        "ulnet::net::TcpStream, blocking write/read (public socket API)".into(),
+    ));
+    p.push((
+        "channel",
+        "packet: TPACKET_V3 blocks handed over when full or after 1 ms, pure ACKs through their own ring; tpacket_rcv runs in the receive path RPS steers to the SUT core".into(),
+    ));
+    ctx.system(
+        ULNET_PACKET_SLEEP,
+        "ulnet, AF_PACKET, sleeping",
+        SystemKind::Ulnet,
+        false,
+        &p,
+    );
     let mut b = common("busy-poll (runtime thread spins on the SUT core)");
     b.push((
         "api",
@@ -335,12 +387,12 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration) {
     ctx.param("read_buffer", "64 KiB (every system)");
 }
 
-fn views(ctx: &mut Ctx<'_>, cases: &[&str]) {
+fn views(ctx: &mut Ctx<'_>, cases: &[&str], systems: &[&str]) {
     let cases: Vec<String> = cases.iter().map(|c| (*c).to_owned()).collect();
     ctx.view(View::Table(TableView {
         title: "CPU at 100 Mb/s (system under test and whole machine)".into(),
         cases: cases.clone(),
-        systems: SYSTEMS.iter().map(|s| (*s).to_owned()).collect(),
+        systems: systems.iter().map(|s| (*s).to_owned()).collect(),
         metrics: vec![
             Metric::less("sut_core_cores", "SUT core busy (cores)", 3),
             Metric::less("sut_cores", "SUT process CPU (cores)", 3),
@@ -387,7 +439,12 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed, ncases: usize, window: Duration) -> i
     let ulnet_ip = a.spare_ip(0);
     b.set_neighbor(ulnet_ip, a.mac).map_err(io_err)?;
     let cases = &CASES[..ncases];
-    views(ctx, &cases.iter().map(|c| c.id).collect::<Vec<_>>());
+    let systems = systems(ctx.plan);
+    views(
+        ctx,
+        &cases.iter().map(|c| c.id).collect::<Vec<_>>(),
+        &systems,
+    );
     ctx.note("Pacing: every 1 ms the writer sends what is due for 100 Mb/s of payload since the start; a round whose achieved rate misses 100 Mb/s by more than 3% is still recorded and flagged in the notes.");
     ctx.note("ulnet-busy spins its runtime thread on the SUT core by design (its core busy all the time): it is in the table for completeness; the verdict compares ulnet-sleep with the kernel.");
     ctx.note("Machine-wide figures count everything on the machine, both ends and any other work running at the same time, which inflates them alike for every system and can swamp the difference; 'SUT core busy' is the SUT core alone, 'SUT process CPU' this process's threads alone.");
@@ -411,7 +468,7 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed, ncases: usize, window: Duration) -> i
                 ("direction_send", if c.send { 1.0 } else { 0.0 }),
             ],
         );
-        ctx.alternate(c.id, &SYSTEMS, |sys, round| {
+        ctx.alternate(c.id, &systems, |sys, round| {
             port += 1;
             let peer_at = SocketAddr::new(b.ip, port);
             let m = match sys {
@@ -422,7 +479,12 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed, ncases: usize, window: Duration) -> i
                     } else {
                         WaitMode::Sleep
                     };
-                    ulnet_round(a, b, ulnet_ip, wait, c, peer_at, window, &mut mode)
+                    let backend = if sys == ULNET_PACKET_SLEEP {
+                        Backend::Packet
+                    } else {
+                        Backend::Xdp
+                    };
+                    ulnet_round(a, b, ulnet_ip, wait, backend, c, peer_at, window, &mut mode)
                 }
             }?;
             if let Some(r) = m.get("achieved_mbps") {
@@ -486,7 +548,7 @@ pub(super) fn open_stack(
     wait: WaitMode,
     peers: &[(IpAddr, [u8; 6])],
 ) -> io::Result<(Stack, String)> {
-    open_stack_mode(side, ip, wait, peers, XdpMode::Auto)
+    open_stack_mode(side, ip, wait, peers, XdpMode::Auto, Backend::Xdp)
 }
 
 /// [`open_stack`] with the XDP program attached in `mode`.
@@ -496,12 +558,13 @@ fn open_stack_mode(
     wait: WaitMode,
     peers: &[(IpAddr, [u8; 6])],
     mode: XdpMode,
+    backend: Backend,
 ) -> io::Result<(Stack, String)> {
     let cidr = IpCidr::new(ip, side.prefix_for(ip)).ok_or_else(|| io_err("bad prefix"))?;
     let builder = || {
         peers.iter().fold(
             Stack::builder()
-                .backend(Backend::Xdp)
+                .backend(backend)
                 .interface(&side.ifname)
                 .netns(&side.ns)
                 .address_cidr(cidr)
@@ -786,14 +849,17 @@ fn ulnet_round(
     b: &Side,
     ip: IpAddr,
     wait: WaitMode,
+    backend: Backend,
     c: &CaseDef,
     peer_at: SocketAddr,
     window: Duration,
     mode: &mut Option<String>,
 ) -> io::Result<Metrics> {
     // Built on the harness's thread (SUT core): the runtime thread inherits it.
-    let (stack, m) = open_stack_mode(a, ip, wait, &[(b.ip, b.mac.0)], XdpMode::Generic)?;
-    *mode = Some(m);
+    let (stack, m) = open_stack_mode(a, ip, wait, &[(b.ip, b.mac.0)], XdpMode::Generic, backend)?;
+    if backend == Backend::Xdp {
+        *mode = Some(m);
+    }
     let p = peer(&b.ns, peer_at, c, window)?;
     let r = ulnet_sut(&stack, c, peer_at, window);
     let peer = join(p, "peer");
@@ -861,6 +927,29 @@ fn ulnet_sut(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backends_pick_the_ulnet_systems() {
+        let plan = |backends| Plan {
+            profile: Profile::Default,
+            rounds: 1,
+            backends,
+            out: "/tmp".into(),
+            ipv6: false,
+            cases: vec![],
+            systems: vec![],
+        };
+        assert_eq!(systems(&plan(vec![])), [KERNEL, ULNET_SLEEP, ULNET_BUSY]);
+        assert_eq!(
+            systems(&plan(vec![Backend::Xdp, Backend::Packet])),
+            [KERNEL, ULNET_SLEEP, ULNET_BUSY, ULNET_PACKET_SLEEP]
+        );
+        assert_eq!(
+            systems(&plan(vec![Backend::Packet])),
+            [KERNEL, ULNET_PACKET_SLEEP]
+        );
+        assert_eq!(systems(&plan(vec![Backend::Tap])), [KERNEL]);
+    }
 
     #[test]
     fn pacing_math() {
