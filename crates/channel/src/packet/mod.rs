@@ -453,6 +453,43 @@ impl Tx for PacketTx {
     }
 }
 
+/// Hands out frames of the ACK ring, if there is one, while `*n < until`.
+fn take_acks(
+    rx: &mut PacketRx,
+    tx: &mut PacketTx,
+    n: &mut usize,
+    until: usize,
+    f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+) {
+    let Some(acks) = &mut rx.acks else {
+        return;
+    };
+    while *n < until {
+        let index = acks.next;
+        let Some(frame) = acks.ring.frame(index) else {
+            break;
+        };
+        if frame.data.len() < frame.wire_len {
+            rx.dropped += 1;
+        } else {
+            *n += 1;
+            acks.frames += 1;
+            rx.frames += 1;
+            rx.bytes += frame.data.len() as u64;
+            if frame.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+                rx.csum_not_ready += 1;
+            }
+            f(frame.data, tx);
+        }
+        acks.ring.release(index);
+        acks.next = if index + 1 == acks.ring.slot_count() {
+            0
+        } else {
+            index + 1
+        };
+    }
+}
+
 impl Channel for PacketChannel {
     fn rx_batch(
         &mut self,
@@ -463,33 +500,11 @@ impl Channel for PacketChannel {
         let (rx, tx) = (&mut self.rx, &mut self.tx);
         let mut n = 0;
         // Pure ACKs first: they carry no data for the frames in the blocks to come
-        // after (see `ack_filter`), and they free the send window sooner.
-        if let Some(acks) = &mut rx.acks {
-            while n < max {
-                let index = acks.next;
-                let Some(frame) = acks.ring.frame(index) else {
-                    break;
-                };
-                if frame.data.len() < frame.wire_len {
-                    rx.dropped += 1;
-                } else {
-                    n += 1;
-                    acks.frames += 1;
-                    rx.frames += 1;
-                    rx.bytes += frame.data.len() as u64;
-                    if frame.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
-                        rx.csum_not_ready += 1;
-                    }
-                    f(frame.data, tx);
-                }
-                acks.ring.release(index);
-                acks.next = if index + 1 == acks.ring.slot_count() {
-                    0
-                } else {
-                    index + 1
-                };
-            }
-        }
+        // after (see `ack_filter`), and they free the send window sooner. At most half
+        // the batch, then the blocks: ACKs are 64-byte frames any host can send, and a
+        // flood of them must not keep the blocks, which hold every other frame, from
+        // being read.
+        take_acks(rx, tx, &mut n, max.div_ceil(2), f);
         while n < max {
             let index = rx.block;
             let Some(block) = rx.ring.block(index) else {
@@ -533,6 +548,7 @@ impl Channel for PacketChannel {
                 rx.cursor = Some(cur);
             }
         }
+        take_acks(rx, tx, &mut n, max, f);
         if n == 0 {
             rx.empty_polls += 1;
         }
