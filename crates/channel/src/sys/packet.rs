@@ -149,6 +149,39 @@ fn attach_filter(fd: BorrowedFd<'_>, filter: &[libc::sock_filter]) -> Result<()>
     Ok(())
 }
 
+/// A receive socket of ring version `v` with ring `req` (`total` bytes) mapped, bound to
+/// interface `ifindex` for every protocol but not the interface's outgoing packets, and
+/// keeping only what `filter` keeps, when given.
+fn rx_ring_socket<R>(
+    v: libc::tpacket_versions,
+    req: &R,
+    total: usize,
+    filter: Option<&[libc::sock_filter]>,
+    ifindex: i32,
+) -> Result<(OwnedFd, Mmap)> {
+    let fd = tpacket_socket(v)?;
+    let one: libc::c_int = 1;
+    setsockopt(
+        fd.as_fd(),
+        "setsockopt(PACKET_IGNORE_OUTGOING)",
+        libc::PACKET_IGNORE_OUTGOING,
+        &one,
+    )?;
+    setsockopt(
+        fd.as_fd(),
+        "setsockopt(PACKET_RX_RING)",
+        libc::PACKET_RX_RING,
+        req,
+    )
+    .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
+    let map = Mmap::shared(fd.as_fd(), total, 0)?;
+    if let Some(filter) = filter {
+        attach_filter(fd.as_fd(), filter)?;
+    }
+    bind(fd.as_fd(), ifindex, ETH_P_ALL_BE)?;
+    Ok((fd, map))
+}
+
 fn setsockopt<T>(fd: BorrowedFd<'_>, op: &'static str, name: libc::c_int, value: &T) -> Result<()> {
     // SAFETY: `value` points to a live `T` of exactly the length passed; the kernel
     // copies it and keeps no pointer.
@@ -410,14 +443,6 @@ impl RxRing {
             .ok_or_else(|| {
                 Error::invalid("ring geometry").with_hint("the rx ring must stay below 4 GiB")
             })?;
-        let fd = tpacket_v3_socket()?;
-        let one: libc::c_int = 1;
-        setsockopt(
-            fd.as_fd(),
-            "setsockopt(PACKET_IGNORE_OUTGOING)",
-            libc::PACKET_IGNORE_OUTGOING,
-            &one,
-        )?;
         // tp_frame_size/nr only have to be consistent for V3 (frames are packed
         // variably into blocks); the kernel checks frames_per_block * block_nr.
         let frame_size = 2048u32.min(geo.block_size as u32);
@@ -430,18 +455,13 @@ impl RxRing {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        setsockopt(
-            fd.as_fd(),
-            "setsockopt(PACKET_RX_RING)",
-            libc::PACKET_RX_RING,
+        let (fd, map) = rx_ring_socket(
+            libc::tpacket_versions::TPACKET_V3,
             &req,
-        )
-        .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
-        let map = Mmap::shared(fd.as_fd(), total, 0)?;
-        if let Some(filter) = filter {
-            attach_filter(fd.as_fd(), filter)?;
-        }
-        bind(fd.as_fd(), ifindex, ETH_P_ALL_BE)?;
+            total,
+            filter,
+            ifindex,
+        )?;
         // IPv6 neighbour discovery reaches ulnet at multicast MACs the kernel has not
         // joined (33:33:ff:XX:XX:XX for its solicited-node groups, RFC 2464 §7, RFC 4861
         // §7.2.2). A NIC's multicast filter would drop those before the ring sees them;
@@ -521,24 +541,7 @@ impl RxRing {
     /// # Errors
     /// `getsockopt(PACKET_STATISTICS)`.
     pub fn take_drops(&self) -> Result<u64> {
-        let mut st = libc::tpacket_stats_v3 {
-            tp_packets: 0,
-            tp_drops: 0,
-            tp_freeze_q_cnt: 0,
-        };
-        let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: `st` and `len` are live and writable; `len` holds the size of `st`.
-        syscall!(
-            "getsockopt(PACKET_STATISTICS)",
-            getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                (&mut st as *mut libc::tpacket_stats_v3).cast(),
-                &mut len
-            )
-        )?;
-        Ok(u64::from(st.tp_drops))
+        take_drops(self.fd.as_fd())
     }
 }
 
@@ -627,7 +630,6 @@ const V2_SNAPLEN: usize = offset_of!(libc::tpacket2_hdr, tp_snaplen);
 const V2_MAC: usize = offset_of!(libc::tpacket2_hdr, tp_mac);
 const _: () = assert!(size_of::<libc::tpacket2_hdr>() == 32);
 const _: () = assert!(size_of::<libc::tpacket_req>() == 16);
-const _: () = assert!(size_of::<libc::tpacket_stats>() == 8);
 
 impl FrameRing {
     /// Opens a ring of `slot_count` slots of `slot_size` bytes (a power of two from 256
@@ -651,30 +653,19 @@ impl FrameRing {
             ));
         }
         let total = round_up_to(slot_size * slot_count, page);
-        let fd = tpacket_socket(libc::tpacket_versions::TPACKET_V2)?;
-        let one: libc::c_int = 1;
-        setsockopt(
-            fd.as_fd(),
-            "setsockopt(PACKET_IGNORE_OUTGOING)",
-            libc::PACKET_IGNORE_OUTGOING,
-            &one,
-        )?;
         let req = libc::tpacket_req {
             tp_block_size: page as u32,
             tp_block_nr: (total / page) as u32,
             tp_frame_size: slot_size as u32,
             tp_frame_nr: (total / slot_size) as u32,
         };
-        setsockopt(
-            fd.as_fd(),
-            "setsockopt(PACKET_RX_RING)",
-            libc::PACKET_RX_RING,
+        let (fd, map) = rx_ring_socket(
+            libc::tpacket_versions::TPACKET_V2,
             &req,
-        )
-        .map_err(|e| hint_for(e, PACKET_PRIV_HINT))?;
-        let map = Mmap::shared(fd.as_fd(), total, 0)?;
-        attach_filter(fd.as_fd(), filter)?;
-        bind(fd.as_fd(), ifindex, ETH_P_ALL_BE)?;
+            total,
+            Some(filter),
+            ifindex,
+        )?;
         Ok(FrameRing {
             map,
             fd,
@@ -744,24 +735,32 @@ impl FrameRing {
     /// # Errors
     /// `getsockopt(PACKET_STATISTICS)`.
     pub fn take_drops(&self) -> Result<u64> {
-        let mut st = libc::tpacket_stats {
-            tp_packets: 0,
-            tp_drops: 0,
-        };
-        let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
-        // SAFETY: `st` and `len` are live and writable; `len` holds the size of `st`.
-        syscall!(
-            "getsockopt(PACKET_STATISTICS)",
-            getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                (&mut st as *mut libc::tpacket_stats).cast(),
-                &mut len
-            )
-        )?;
-        Ok(u64::from(st.tp_drops))
+        take_drops(self.fd.as_fd())
     }
+}
+
+/// Frames the kernel dropped on packet socket `fd` for lack of ring space since the last
+/// call (`PACKET_STATISTICS` resets its counters when read). The V3 answer's first two
+/// fields are the V1/V2 one; the kernel writes as much as the socket's version has.
+fn take_drops(fd: BorrowedFd<'_>) -> Result<u64> {
+    let mut st = libc::tpacket_stats_v3 {
+        tp_packets: 0,
+        tp_drops: 0,
+        tp_freeze_q_cnt: 0,
+    };
+    let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+    // SAFETY: `st` and `len` are live and writable; `len` holds the size of `st`.
+    syscall!(
+        "getsockopt(PACKET_STATISTICS)",
+        getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats_v3).cast(),
+            &mut len
+        )
+    )?;
+    Ok(u64::from(st.tp_drops))
 }
 
 fn round_up_to(n: usize, to: usize) -> usize {
