@@ -175,6 +175,21 @@ fn smoke_netchannel_cpu() {
     smoke("netchannel-cpu");
 }
 
+/// With both backends named, the AF_PACKET system is declared and measured too.
+#[test]
+fn smoke_netchannel_cpu_both_backends() {
+    let out = run_smoke(
+        "netchannel-cpu",
+        &["--backend", "xdp", "--backend", "packet"],
+    );
+    let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
+    assert!(
+        text.contains("\"ulnet-packet-sleep\""),
+        "no AF_PACKET system in the results"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[test]
 fn smoke_latency() {
     smoke("latency");

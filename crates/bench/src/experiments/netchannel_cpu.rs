@@ -313,7 +313,8 @@ fn goal(small: &[(&CaseDef, f64, f64)]) -> String {
 /// Why ulnet's XDP program runs in generic mode here (see the module doc).
 const XDP_MODE_WHY: &str = "generic (skb): it runs in the receive path RPS steers to the SUT core; veth's native XDP would run on the sending core";
 
-fn declare(ctx: &mut Ctx<'_>, window: Duration) {
+/// Declares the run's `systems` and its parameters.
+fn declare(ctx: &mut Ctx<'_>, window: Duration, systems: &[&str]) {
     let common = |wait: &str| {
         vec![
             ("rate", "100 Mb/s of payload, paced every 1 ms".to_owned()),
@@ -344,13 +345,15 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration) {
     ));
     u.push(("channel", "xdp".into()));
     u.push(("xdp mode", XDP_MODE_WHY.into()));
-    ctx.system(
-        ULNET_SLEEP,
-        "ulnet, AF_XDP, sleeping",
-        SystemKind::Ulnet,
-        false,
-        &u,
-    );
+    if systems.contains(&ULNET_SLEEP) {
+        ctx.system(
+            ULNET_SLEEP,
+            "ulnet, AF_XDP, sleeping",
+            SystemKind::Ulnet,
+            false,
+            &u,
+        );
+    }
     let mut p = common("sleep, as ulnet-sleep");
     p.push((
         "api",
@@ -360,13 +363,15 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration) {
         "channel",
         "packet: TPACKET_V3 blocks handed over when full or after 1 ms, pure ACKs through their own ring; tpacket_rcv runs in the receive path RPS steers to the SUT core".into(),
     ));
-    ctx.system(
-        ULNET_PACKET_SLEEP,
-        "ulnet, AF_PACKET, sleeping",
-        SystemKind::Ulnet,
-        false,
-        &p,
-    );
+    if systems.contains(&ULNET_PACKET_SLEEP) {
+        ctx.system(
+            ULNET_PACKET_SLEEP,
+            "ulnet, AF_PACKET, sleeping",
+            SystemKind::Ulnet,
+            false,
+            &p,
+        );
+    }
     let mut b = common("busy-poll (runtime thread spins on the SUT core)");
     b.push((
         "api",
@@ -374,13 +379,15 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration) {
     ));
     b.push(("channel", "xdp".into()));
     b.push(("xdp mode", XDP_MODE_WHY.into()));
-    ctx.system(
-        ULNET_BUSY,
-        "ulnet, AF_XDP, busy-poll (apart)",
-        SystemKind::Ulnet,
-        false,
-        &b,
-    );
+    if systems.contains(&ULNET_BUSY) {
+        ctx.system(
+            ULNET_BUSY,
+            "ulnet, AF_XDP, busy-poll (apart)",
+            SystemKind::Ulnet,
+            false,
+            &b,
+        );
+    }
     ctx.param("rate_mbps", 100);
     ctx.param("window_s", window.as_secs_f64());
     ctx.param("pacing_slice_ms", 1);
@@ -435,11 +442,11 @@ fn views(ctx: &mut Ctx<'_>, cases: &[&str], systems: &[&str]) {
 
 fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed, ncases: usize, window: Duration) -> io::Result<()> {
     let (a, b) = (tb.a(), tb.b());
-    declare(ctx, window);
+    let systems = systems(ctx.plan);
+    declare(ctx, window, &systems);
     let ulnet_ip = a.spare_ip(0);
     b.set_neighbor(ulnet_ip, a.mac).map_err(io_err)?;
     let cases = &CASES[..ncases];
-    let systems = systems(ctx.plan);
     views(
         ctx,
         &cases.iter().map(|c| c.id).collect::<Vec<_>>(),
