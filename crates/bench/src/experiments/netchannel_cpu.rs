@@ -15,9 +15,9 @@
 //! reads and writes, the thread sleeping between slices), and ulnet busy-polling (one
 //! core spinning by design; reported apart); with `--backend packet`, ulnet over
 //! AF_PACKET sleeping as well (`ulnet-packet-sleep`: its receive blocks are handed over
-//! when full or after 1 ms, so at this rate the loop wakes about once a millisecond). TCP_NODELAY is set on the SUT's socket in
-//! every system for the 128-byte cases (so each write may leave as its own segment, as
-//! in the seed), and left off for 4 KiB.
+//! when full or after 1 ms, so at this rate the loop wakes about once a millisecond).
+//! TCP_NODELAY is set on the SUT's socket in every system for the 128-byte cases (so
+//! each write may leave as its own segment, as in the seed), and left off for 4 KiB.
 //!
 //! Two hosts on one machine: on veth the kernel runs a frame's receive processing on
 //! the *sending* core, inside the sender's system call, so without help each end's

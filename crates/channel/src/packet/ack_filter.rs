@@ -6,11 +6,11 @@
 //! fires (at least 1 ms). A sender's ACK stream is a few hundred bytes a millisecond, so
 //! every ACK waited for the timer and the connection's round trip grew from tens of
 //! microseconds to up to a millisecond (measured: every block of a 20 Gb/s send over a
-//! veth was retired by its timer, about 50 ACKs each). A pure ACK carries no data, so handing it over before data that arrived
-//! earlier loses nothing: RFC 7323 §4.3 updates TS.Recent only from a segment at
-//! Last.ACK.sent, and an ACK for older data is just an old ACK. SYN, FIN and RST
-//! segments, and any segment with payload, stay in order with the data in the block
-//! ring.
+//! veth was retired by its timer, about 50 ACKs each). A pure ACK carries no data, so
+//! handing it over before data that arrived earlier loses nothing: RFC 7323 §4.3
+//! updates TS.Recent only from a segment at Last.ACK.sent, and an ACK for older data is
+//! just an old ACK. SYN, FIN and RST segments, and any segment with payload, stay in
+//! order with the data in the block ring.
 //!
 //! Both sockets run the same program with opposite verdicts, so each frame lands in
 //! exactly one ring. Every load is guarded by a length check, because a load past the

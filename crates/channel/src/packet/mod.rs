@@ -4,8 +4,9 @@
 //!
 //! In: frames the interface receives, walked block by block from the shared ring (no
 //! system call and no copy per frame; a block goes back to the kernel once all its
-//! frames were handed out), pure ACKs first from their own ring (see Latency). Out: frames written in place into transmit-ring slots,
-//! handed to the kernel with one `send(fd, NULL, 0, MSG_DONTWAIT)` per [`Tx::flush`].
+//! frames were handed out), pure ACKs first from their own ring (see Latency). Out:
+//! frames written in place into transmit-ring slots, handed to the kernel with one
+//! `send(fd, NULL, 0, MSG_DONTWAIT)` per [`Tx::flush`].
 //!
 //! # The kernel still sees every packet
 //!
@@ -53,18 +54,17 @@
 //! # Latency
 //!
 //! TPACKET_V3 hands a block to user space only when it is full or when its retire timer
-//! (`rx_block_timeout_ms`, at least 1 ms) fires. Under
-//! load blocks fill quickly; at low rates every frame waits up to the timeout. A
-//! sender's ACK stream is such a low rate (a few hundred bytes a millisecond at
-//! 20 Gb/s): every block of a bulk send was retired by its timer, about 50 ACKs each,
-//! so each ACK waited up to a millisecond. Hence a second receive socket, the ACK
-//! ring (`rx_ack_slots`, on by default): a classic BPF filter on both sockets sorts
-//! pure TCP ACKs (no payload, no SYN, FIN or RST) into a TPACKET_V2 ring that hands
-//! each frame over as it is written, and everything else into the blocks. A pure ACK
-//! carries no data, so reading it before data that arrived earlier loses nothing (see
-//! `ack_filter`); segments with data, and SYN, FIN and RST, stay in order in the
-//! blocks. Data, and any other protocol, still waits for its block: use the `xdp`
-//! channel where a request's latency matters.
+//! (`rx_block_timeout_ms`, at least 1 ms) fires. Under load blocks fill quickly; at low
+//! rates every frame waits up to the timeout. A sender's ACK stream is such a low rate
+//! (a few hundred bytes a millisecond at 20 Gb/s): every block of a bulk send was
+//! retired by its timer, about 50 ACKs each, so each ACK waited up to a millisecond.
+//! Hence a second receive socket, the ACK ring (`rx_ack_slots`, on by default): a
+//! classic BPF filter on both sockets sorts pure TCP ACKs (no payload, no SYN, FIN or
+//! RST) into a TPACKET_V2 ring that hands each frame over as it is written, and
+//! everything else into the blocks. A pure ACK carries no data, so reading it before
+//! data that arrived earlier loses nothing (see `ack_filter`); segments with data, and
+//! SYN, FIN and RST, stay in order in the blocks. Data, and any other protocol, still
+//! waits for its block: use the `xdp` channel where a request's latency matters.
 //!
 //! Invariants: no heap allocation after [`PacketChannel::open`]; the rings never grow —
 //! when one is full the kernel drops and counts (`PACKET_STATISTICS`, reported as
