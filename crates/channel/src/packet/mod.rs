@@ -173,6 +173,8 @@ struct PacketRx {
     /// Frames handed out with `TP_STATUS_CSUMNOTREADY`.
     csum_not_ready: u64,
     empty_polls: u64,
+    /// Flips every batch: who gets an odd batch's middle frame (see `rx_batch`).
+    odd_turn: bool,
 }
 
 /// The transmit half of a [`PacketChannel`].
@@ -315,6 +317,7 @@ impl PacketChannel {
                 dropped: 0,
                 csum_not_ready: 0,
                 empty_polls: 0,
+                odd_turn: false,
             },
             tx: PacketTx {
                 ring: tx,
@@ -501,10 +504,12 @@ impl Channel for PacketChannel {
         let mut n = 0;
         // Pure ACKs first: they carry no data for the frames in the blocks to come
         // after (see `ack_filter`), and they free the send window sooner. At most half
-        // the batch, then the blocks: ACKs are 64-byte frames any host can send, and a
-        // flood of them must not keep the blocks, which hold every other frame, from
-        // being read.
-        take_acks(rx, tx, &mut n, max.div_ceil(2), f);
+        // the batch, then the blocks, then ACKs again if room is left: ACKs are 64-byte
+        // frames any host can send, and a flood of them must not keep the blocks, which
+        // hold every other frame, from being read (nor a flood of data the ACKs). An odd
+        // batch's middle frame goes to each side in turn, so a batch of one alternates.
+        rx.odd_turn = !rx.odd_turn;
+        take_acks(rx, tx, &mut n, (max + usize::from(rx.odd_turn)) / 2, f);
         while n < max {
             let index = rx.block;
             let Some(block) = rx.ring.block(index) else {
