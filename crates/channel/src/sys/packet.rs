@@ -652,7 +652,13 @@ impl FrameRing {
                 "frame-ring slots are a power of two from 256 bytes to a page, at least one",
             ));
         }
-        let total = round_up_to(slot_size * slot_count, page);
+        let total = slot_size
+            .checked_mul(slot_count)
+            .map(|t| round_up_to(t, page))
+            .filter(|&t| u32::try_from(t).is_ok())
+            .ok_or_else(|| {
+                Error::invalid("ring geometry").with_hint("the rx ring must stay below 4 GiB")
+            })?;
         let req = libc::tpacket_req {
             tp_block_size: page as u32,
             tp_block_nr: (total / page) as u32,
@@ -1280,7 +1286,14 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.op, "ring geometry");
-        for (size, count) in [(128, 4), (300, 4), (256, 0), (1 << 20, 1)] {
+        for (size, count) in [
+            (128, 4),
+            (300, 4),
+            (256, 0),
+            (1 << 20, 1),
+            (256, usize::MAX),
+            (256, 1 << 24),
+        ] {
             let e = FrameRing::open(1, size, count, &[]).unwrap_err();
             assert_eq!(e.op, "ring geometry", "{size} x {count}");
         }
