@@ -241,6 +241,7 @@ impl Experiment for NetchannelCpu {
             out.push(
                 "No 128-byte case has both kernel and ulnet (sleep) figures: no verdict.".into(),
             );
+            out.extend(packet_line(s));
             return out;
         }
         let word = |r: f64| {
@@ -268,23 +269,28 @@ impl Experiment for NetchannelCpu {
             per_case.join("; ")
         ));
         out.push(goal(&small));
-        // AF_PACKET (`--backend packet`), beside the verdict, which stays on AF_XDP.
-        let packet: Vec<String> = CASES
-            .iter()
-            .filter(|c| c.size == 128)
-            .filter_map(|c| {
-                let r = s.paired(c.id, KERNEL, ULNET_PACKET_SLEEP, "sut_core_cores")?;
-                Some(format!("{} {:.2}x", c.id, 1.0 / r))
-            })
-            .collect();
-        if !packet.is_empty() {
-            out.push(format!(
-                "ulnet over AF_PACKET, sleeping, SUT core against the kernel's: {}.",
-                packet.join("; ")
-            ));
-        }
+        out.extend(packet_line(s));
         out
     }
+}
+
+/// ulnet over AF_PACKET (`--backend packet`), shown beside the verdict, which stays on
+/// AF_XDP.
+fn packet_line(s: &Summary) -> Option<String> {
+    let packet: Vec<String> = CASES
+        .iter()
+        .filter(|c| c.size == 128)
+        .filter_map(|c| {
+            let r = s.paired(c.id, KERNEL, ULNET_PACKET_SLEEP, "sut_core_cores")?;
+            Some(format!("{} {:.2}x", c.id, 1.0 / r))
+        })
+        .collect();
+    (!packet.is_empty()).then(|| {
+        format!(
+            "ulnet over AF_PACKET, sleeping, SUT core against the kernel's: {}.",
+            packet.join("; ")
+        )
+    })
 }
 
 /// The project's goal for small writes (issue 11, goal 3) from the 128-byte cases'
