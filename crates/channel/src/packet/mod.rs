@@ -78,7 +78,7 @@ use rustix::event::epoll;
 use crate::bursts::{BurstTx, Bursts};
 use crate::sys::netns;
 use crate::sys::packet::{
-    self as sys, FrameRing, RxGeometry, RxRing, TxGeometry, TxRing, RX_FRAME_OVERHEAD,
+    self as sys, FrameRing, RxFrame, RxGeometry, RxRing, TxGeometry, TxRing, RX_FRAME_OVERHEAD,
     TX_DATA_OFFSET,
 };
 use crate::{Capabilities, Channel, Error, Gso, Result, Stats, Tx, TxError};
@@ -149,13 +149,49 @@ struct Cursor {
     offset: usize,
 }
 
-/// The ACK ring and the slot it is read at.
+/// The ACK ring, the slot it is read at, and what the channel waits on with it.
 #[derive(Debug)]
 struct AckRing {
     ring: FrameRing,
     next: usize,
     /// Frames handed out from it.
     frames: u64,
+    /// An epoll descriptor readable when either receive ring is.
+    waiter: OwnedFd,
+}
+
+/// The receive counters both rings feed.
+#[derive(Debug, Default)]
+struct RxCounts {
+    frames: u64,
+    bytes: u64,
+    /// Frames dropped here (truncated, or a block whose layout made no sense).
+    dropped: u64,
+    /// Frames handed out with `TP_STATUS_CSUMNOTREADY`.
+    csum_not_ready: u64,
+}
+
+impl RxCounts {
+    /// Hands `frame` to `f`, or drops it when it arrived truncated; counts either way.
+    /// Whether it was handed out.
+    fn hand_out(
+        &mut self,
+        frame: &RxFrame<'_>,
+        tx: &mut PacketTx,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> bool {
+        if frame.data.len() < frame.wire_len {
+            self.dropped += 1;
+            return false;
+        }
+        self.frames += 1;
+        self.bytes += frame.data.len() as u64;
+        if frame.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+            self.csum_not_ready += 1;
+        }
+        f(frame.data, tx);
+        true
+    }
 }
 
 #[derive(Debug)]
@@ -164,14 +200,7 @@ struct PacketRx {
     block: usize,
     cursor: Option<Cursor>,
     acks: Option<AckRing>,
-    /// With an ACK ring, an epoll descriptor readable when either ring is.
-    waiter: Option<OwnedFd>,
-    frames: u64,
-    bytes: u64,
-    /// Frames dropped here (truncated, or a block whose layout made no sense).
-    dropped: u64,
-    /// Frames handed out with `TP_STATUS_CSUMNOTREADY`.
-    csum_not_ready: u64,
+    counts: RxCounts,
     empty_polls: u64,
     /// Flips every batch: who gets an odd batch's middle frame (see `rx_batch`).
     odd_turn: bool,
@@ -241,7 +270,7 @@ impl PacketChannel {
             frame_size: (TX_DATA_OFFSET + largest).next_power_of_two().max(128),
             frame_count: cfg.tx_frame_count,
         };
-        let (rx, acks, waiter) = if cfg.rx_ack_slots > 0 {
+        let (rx, acks) = if cfg.rx_ack_slots > 0 {
             let rx = RxRing::open(ifindex, rx_geo, Some(&ack_filter::program(false)))?;
             let acks = FrameRing::open(
                 ifindex,
@@ -260,9 +289,9 @@ impl PacketChannel {
                 )
                 .map_err(|e| Error::new("epoll_ctl", e.into()))?;
             }
-            (rx, Some(acks), Some(waiter))
+            (rx, Some((acks, waiter)))
         } else {
-            (RxRing::open(ifindex, rx_geo, None)?, None, None)
+            (RxRing::open(ifindex, rx_geo, None)?, None)
         };
         let tx = TxRing::open(ifindex, tx_geo, cfg.qdisc_bypass)?;
         let max_frame_len = (mtu + 14).min(tx.max_frame_len());
@@ -282,7 +311,7 @@ impl PacketChannel {
                 rx.block_size() / 1024,
                 rx_geo.block_timeout_ms,
                 match &acks {
-                    Some(a) => format!(", tpacket_v2 ack ring ({} slots)", a.slot_count()),
+                    Some((a, _)) => format!(", tpacket_v2 ack ring ({} slots)", a.slot_count()),
                     None => String::new(),
                 },
                 tx.frame_count(),
@@ -295,12 +324,12 @@ impl PacketChannel {
             ),
         };
         let mut ch = PacketChannel::assemble(rx, tx, caps, bursts);
-        ch.rx.acks = acks.map(|ring| AckRing {
+        ch.rx.acks = acks.map(|(ring, waiter)| AckRing {
             ring,
             next: 0,
             frames: 0,
+            waiter,
         });
-        ch.rx.waiter = waiter;
         Ok(ch)
     }
 
@@ -311,11 +340,7 @@ impl PacketChannel {
                 block: 0,
                 cursor: None,
                 acks: None,
-                waiter: None,
-                frames: 0,
-                bytes: 0,
-                dropped: 0,
-                csum_not_ready: 0,
+                counts: RxCounts::default(),
                 empty_polls: 0,
                 odd_turn: false,
             },
@@ -339,7 +364,7 @@ impl PacketChannel {
     /// non-zero means the sender has checksum offload on; the stack accepts those on a
     /// veth only (see the module docs).
     pub fn partial_checksum_count(&self) -> u64 {
-        self.rx.csum_not_ready
+        self.rx.counts.csum_not_ready
     }
 
     /// How many of the frames handed out came from the ACK ring
@@ -472,17 +497,9 @@ fn take_acks(
         let Some(frame) = acks.ring.frame(index) else {
             break;
         };
-        if frame.data.len() < frame.wire_len {
-            rx.dropped += 1;
-        } else {
+        if rx.counts.hand_out(&frame, tx, f) {
             *n += 1;
             acks.frames += 1;
-            rx.frames += 1;
-            rx.bytes += frame.data.len() as u64;
-            if frame.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
-                rx.csum_not_ready += 1;
-            }
-            f(frame.data, tx);
         }
         acks.ring.release(index);
         acks.next = if index + 1 == acks.ring.slot_count() {
@@ -523,23 +540,15 @@ impl Channel for PacketChannel {
                 let Some(frame) = block.frame(cur.offset) else {
                     // The kernel's layout is inconsistent: nothing after this point can
                     // be trusted, so drop the rest of the block.
-                    rx.dropped += u64::from(cur.remaining);
+                    rx.counts.dropped += u64::from(cur.remaining);
                     cur.remaining = 0;
                     break;
                 };
                 cur.remaining -= 1;
                 cur.offset = frame.next_offset;
-                if frame.data.len() < frame.wire_len {
-                    rx.dropped += 1;
-                    continue;
+                if rx.counts.hand_out(&frame, tx, f) {
+                    n += 1;
                 }
-                n += 1;
-                rx.frames += 1;
-                rx.bytes += frame.data.len() as u64;
-                if frame.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
-                    rx.csum_not_ready += 1;
-                }
-                f(frame.data, tx);
             }
             if cur.remaining == 0 {
                 rx.cursor = None;
@@ -577,9 +586,9 @@ impl Channel for PacketChannel {
             self.kernel_drops.set(self.kernel_drops.get() + d);
         }
         Stats {
-            rx_frames: self.rx.frames,
-            rx_bytes: self.rx.bytes,
-            rx_dropped: self.rx.dropped + self.kernel_drops.get(),
+            rx_frames: self.rx.counts.frames,
+            rx_bytes: self.rx.counts.bytes,
+            rx_dropped: self.rx.counts.dropped + self.kernel_drops.get(),
             rx_policed: 0,
             tx_frames: self.tx.frames,
             tx_bytes: self.tx.bytes,
@@ -590,8 +599,8 @@ impl Channel for PacketChannel {
     }
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        match &self.rx.waiter {
-            Some(ep) => Some(ep.as_fd()),
+        match &self.rx.acks {
+            Some(a) => Some(a.waiter.as_fd()),
             None => Some(self.rx.ring.fd()),
         }
     }
