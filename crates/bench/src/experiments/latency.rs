@@ -39,7 +39,10 @@ use super::netchannel_cpu::{accept_timeout, join, open_stack};
 use super::Experiment;
 use crate::cpu::thread_cpu_time;
 use crate::exec;
-use crate::harness::{io_err, pin, pin_sut, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU};
+use crate::harness::stalls;
+use crate::harness::{
+    io_err, online_cpus, pin, pin_sut, Ctx, Metrics, Plan, Profile, Window, LOAD_CPU, SUT_CPU,
+};
 use crate::results::{ExperimentResult, Metric, PlotKind, PlotView, SystemKind, TableView, View};
 use crate::summary::Summary;
 use crate::testbed::{Side, Testbed};
@@ -65,6 +68,15 @@ const KU_BUSY: &str = "kernel-to-ulnet-busy";
 const SOCKPERF: &str = "sockperf-kernel";
 /// Two bare AF_XDP channels bouncing a frame: no stack, the channel's own floor.
 const X_FLOOR: &str = "xdp-floor";
+/// No network: both CPUs spin on the clock, and the machine's own stalls are counted
+/// ([`stalls`]), in the same rounds as the ping-pongs.
+const STALLS: &str = "host-stalls";
+/// The longest a stall probe spins.
+const STALL_WINDOW: Duration = Duration::from_millis(500);
+/// The systems of the RTT tables and plots (the stall probe has its own table).
+const RTT_SYSTEMS: [&str; 8] = [
+    K_BLOCK, K_SPIN, U_SLEEP, U_BUSY, KU_SLEEP, KU_BUSY, X_FLOOR, SOCKPERF,
+];
 
 /// Sizes of a profile: cases, time bound, RTT bound, sockperf seconds (0: skipped).
 fn sizes(p: Profile) -> (usize, Duration, u64, u32) {
@@ -80,7 +92,9 @@ fn sizes(p: Profile) -> (usize, Duration, u64, u32) {
 const OVERHEAD: Duration = Duration::from_millis(250);
 
 fn systems(sockperf: bool) -> Vec<&'static str> {
-    let mut v = vec![K_BLOCK, U_SLEEP, K_SPIN, U_BUSY, KU_SLEEP, KU_BUSY, X_FLOOR];
+    let mut v = vec![
+        K_BLOCK, U_SLEEP, K_SPIN, U_BUSY, KU_SLEEP, KU_BUSY, X_FLOOR, STALLS,
+    ];
     if sockperf {
         v.push(SOCKPERF);
     }
@@ -100,6 +114,7 @@ impl Experiment for Latency {
     fn estimate(&self, plan: &Plan) -> Duration {
         let (cases, t, _, sp) = sizes(plan.profile);
         let per_round = (t + OVERHEAD) * 7
+            + t.min(STALL_WINDOW)
             + if sp > 0 {
                 Duration::from_secs(u64::from(sp)) + Duration::from_millis(600)
             } else {
@@ -184,6 +199,34 @@ impl Experiment for Latency {
                 ));
             }
         }
+        for case in ["udp", "tcp"] {
+            let stall = |key: &str| s.median(case, STALLS, key);
+            let (Some(reach), Some(rate)) = (stall("p99_reach_us"), stall("stalls_per_cpu_s"))
+            else {
+                continue;
+            };
+            let (len, pct) = (
+                stall("stall_p50_us").unwrap_or(0.0),
+                stall("stall_time_pct").unwrap_or(0.0),
+            );
+            let at_p50: Vec<String> = [
+                (K_SPIN, "kernel spinning"),
+                (U_BUSY, "ulnet busy-poll"),
+                (X_FLOOR, "the bare channel"),
+            ]
+            .iter()
+            .filter_map(|&(sys, label)| {
+                let p = s.median(case, sys, "rtt_p50_us")?;
+                let side = if p >= reach { "past it" } else { "short of it" };
+                Some(format!("{label} {p:.1} µs, {side}"))
+            })
+            .collect();
+            out.push(format!(
+                "{}: this machine stalled each CPU {rate:.0} times a second (median {len:.0} µs, {pct:.1}% of its time; no network), so a round trip of {reach:.1} µs or longer meets a stall in at least 1% of cases and its p99 holds one whatever the stack: a p99 ratio across that line compares the machine's stalls. At p50: {}.",
+                case.to_uppercase(),
+                at_p50.join("; ")
+            ));
+        }
         out
     }
 }
@@ -260,6 +303,17 @@ fn declare(ctx: &mut Ctx<'_>, sockperf: bool) {
             "ulnet::channel::xdp::XdpChannel on both veth ends: one 64-byte-payload UDP frame bounced (the echo swaps addresses and ports in place), the same frames for the tcp case",
         ),
     );
+    ctx.system(
+        STALLS,
+        "the machine's stalls (no network)",
+        SystemKind::Channel,
+        false,
+        &[
+            ("what", "one thread pinned to each CPU spins on the monotonic clock; a gap of 4 µs or more between two reads is a stall (the guest kernel's tick, the host's interrupts and exits)".to_owned()),
+            ("window", format!("{} ms or the round's time bound, whichever is shorter", STALL_WINDOW.as_millis())),
+            ("p99 reach", "0.01 / (stalls per CPU-second): a round trip's critical path runs on each of the two CPUs about half the time, so a round trip of T meets a stall with a probability of about rate × T; from this length on its p99 holds one".to_owned()),
+        ],
+    );
     if sockperf {
         ctx.system(
             SOCKPERF,
@@ -279,7 +333,7 @@ fn views(ctx: &mut Ctx<'_>, cases: &[&str]) {
         ctx.view(View::Table(TableView {
             title: format!("{} ping-pong RTT, 64 B", c.to_uppercase()),
             cases: vec![(*c).to_owned()],
-            systems: Vec::new(),
+            systems: RTT_SYSTEMS.iter().map(|s| (*s).to_owned()).collect(),
             metrics: vec![
                 Metric::less("rtt_p50_us", "p50 (µs)", 1),
                 Metric::less("rtt_p99_us", "p99 (µs)", 1),
@@ -299,6 +353,22 @@ fn views(ctx: &mut Ctx<'_>, cases: &[&str]) {
             ratio_metric: None,
         }));
     }
+    ctx.view(View::Table(TableView {
+        title: "The machine's own stalls (both CPUs spinning on the clock, no network), in the same rounds".into(),
+        cases: cases.iter().map(|c| (*c).to_owned()).collect(),
+        systems: vec![STALLS.into()],
+        metrics: vec![
+            Metric::less("stalls_per_cpu_s", "stalls per CPU-second", 0),
+            Metric::less("stall_p50_us", "stall p50 (µs)", 1),
+            Metric::less("stall_p90_us", "stall p90 (µs)", 1),
+            Metric::less("stall_max_us", "longest (µs)", 1),
+            Metric::less("stall_spacing_ms", "spacing p50 (ms)", 2),
+            Metric::less("stall_time_pct", "time lost (%)", 2),
+            Metric::more("p99_reach_us", "RTT meeting one in 1% (µs)", 1),
+        ],
+        baselines: Vec::new(),
+        ratio_metric: None,
+    }));
     let cases: Vec<String> = cases.iter().map(|c| (*c).to_owned()).collect();
     for (id, key, label) in [
         ("p50", "rtt_p50_us", "RTT p50 (µs)"),
@@ -309,7 +379,7 @@ fn views(ctx: &mut Ctx<'_>, cases: &[&str]) {
             title: format!("{label}, 64-byte ping-pong"),
             kind: PlotKind::Bars,
             cases: cases.clone(),
-            systems: Vec::new(),
+            systems: RTT_SYSTEMS.iter().map(|s| (*s).to_owned()).collect(),
             x_param: None,
             x_label: "protocol".into(),
             y: Metric::less(key, label, 1),
@@ -423,6 +493,15 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
                     measure(server, None, |stop| {
                         floor_client(b, ub, at, a.mac.0, bounds, stop)
                     })
+                }
+                STALLS => {
+                    let cpus: Vec<usize> = [LOAD_CPU, SUT_CPU]
+                        .into_iter()
+                        .filter(|&c| c < online_cpus())
+                        .collect();
+                    let found = stalls::probe(&cpus, bounds.time.min(STALL_WINDOW));
+                    // The probe's threads pinned themselves; this one stays on the SUT core.
+                    Ok(stalls::Figures::of(&found?).metrics())
                 }
                 _ => sockperf_round(a, b, port, tcp, sp_secs),
             }

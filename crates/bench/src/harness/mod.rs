@@ -8,6 +8,7 @@
 //! [`pin_load`]. On veth the kernel's receive work runs on the *sending* core.
 
 pub mod progress;
+pub mod stalls;
 pub mod sysinfo;
 
 use std::collections::BTreeMap;
