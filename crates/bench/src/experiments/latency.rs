@@ -198,6 +198,24 @@ impl Experiment for Latency {
                     case.to_uppercase()
                 ));
             }
+            // The sleeping goal's own floor: the bare channel busy-polls, so this is
+            // below anything a sleeping stack on it can reach.
+            let (Some(b50), Some(b99)) = (
+                s.paired(case, X_FLOOR, K_BLOCK, "rtt_p50_us"),
+                s.paired(case, X_FLOOR, K_BLOCK, "rtt_p99_us"),
+            ) else {
+                continue;
+            };
+            let room = if b50 <= 0.3 && b99 <= 0.3 {
+                let slack = (0.3 / b50.max(b99) - 1.0) * 100.0;
+                format!("a stack on it may add {slack:.0}% to the bare channel's round trip and still meet the sleeping goal's 0.3x")
+            } else {
+                "no stack on this channel can meet the sleeping goal's 0.3x here".to_owned()
+            };
+            out.push(format!(
+                "{}: against the kernel blocking, the bare channel (busy-polling, no stack) is p50 {b50:.2}x, p99 {b99:.2}x: {room}.",
+                case.to_uppercase()
+            ));
         }
         for case in ["udp", "tcp"] {
             let stall = |key: &str| s.median(case, STALLS, key);
@@ -1253,6 +1271,89 @@ fn sockperf_round(a: &Side, b: &Side, port: u16, tcp: bool, secs: u32) -> io::Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiments::Experiment as _;
+    use crate::results::Measurement;
+
+    /// A one-round UDP result: `(system, metrics)`.
+    fn one_round(rows: &[(&str, &[(&str, f64)])]) -> ExperimentResult {
+        let mut r = ExperimentResult::new("latency", "-", "t");
+        for (seq, (sys, ms)) in rows.iter().enumerate() {
+            r.measurements.push(Measurement {
+                case: "udp".into(),
+                system: (*sys).into(),
+                round: 0,
+                seq: seq as u32,
+                metrics: ms.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+            });
+        }
+        r
+    }
+
+    #[test]
+    fn the_verdict_places_each_row_against_the_machines_stalls_and_the_floor() {
+        let r = one_round(&[
+            (K_BLOCK, &[("rtt_p50_us", 22.0), ("rtt_p99_us", 34.0)]),
+            (K_SPIN, &[("rtt_p50_us", 10.5), ("rtt_p99_us", 19.3)]),
+            (U_BUSY, &[("rtt_p50_us", 7.8), ("rtt_p99_us", 14.0)]),
+            (U_SLEEP, &[("rtt_p50_us", 9.0), ("rtt_p99_us", 17.8)]),
+            (X_FLOOR, &[("rtt_p50_us", 6.2), ("rtt_p99_us", 10.1)]),
+            (
+                STALLS,
+                &[
+                    ("stalls_per_cpu_s", 1271.0),
+                    ("stall_p50_us", 7.9),
+                    ("stall_time_pct", 1.33),
+                    ("p99_reach_us", 7.87),
+                ],
+            ),
+        ]);
+        let v = Latency.verdict(&r, &Summary::of(&r));
+        let line = |start: &str| {
+            v.iter()
+                .find(|l| l.starts_with(start))
+                .unwrap_or_else(|| panic!("no line {start:?} in {v:#?}"))
+                .clone()
+        };
+        let stalls = line("UDP: this machine stalled");
+        assert!(stalls.contains("1271 times a second"), "{stalls}");
+        assert!(stalls.contains("7.9 µs or longer"), "{stalls}");
+        assert!(
+            stalls.contains("kernel spinning 10.5 µs, past it"),
+            "{stalls}"
+        );
+        assert!(
+            stalls.contains("ulnet busy-poll 7.8 µs, short of it"),
+            "{stalls}"
+        );
+        assert!(
+            stalls.contains("the bare channel 6.2 µs, short of it"),
+            "{stalls}"
+        );
+        // 6.2 / 22 = 0.28x at p50, 10.1 / 34 = 0.30x at p99: inside the goal, barely.
+        let floor = line("UDP: against the kernel blocking");
+        assert!(floor.contains("p50 0.28x, p99 0.30x"), "{floor}");
+        assert!(floor.contains("may add 1% "), "{floor}");
+        assert!(line("UDP: ulnet busy-poll vs kernel spinning").contains("is met"));
+    }
+
+    #[test]
+    fn a_floor_above_the_sleeping_goal_is_said_to_be() {
+        let r = one_round(&[
+            (K_BLOCK, &[("rtt_p50_us", 20.0), ("rtt_p99_us", 30.0)]),
+            (K_SPIN, &[("rtt_p50_us", 10.0), ("rtt_p99_us", 20.0)]),
+            (U_BUSY, &[("rtt_p50_us", 9.0), ("rtt_p99_us", 18.0)]),
+            (X_FLOOR, &[("rtt_p50_us", 7.0), ("rtt_p99_us", 12.0)]),
+        ]);
+        let v = Latency.verdict(&r, &Summary::of(&r));
+        assert!(
+            v.iter()
+                .any(|l| l.starts_with("UDP: against the kernel blocking")
+                    && l.contains("no stack on this channel can meet")),
+            "{v:#?}"
+        );
+        // No stall row, no stall line.
+        assert!(!v.iter().any(|l| l.contains("stalled")), "{v:#?}");
+    }
 
     /// The UDP checksum of `f` (Ethernet + IPv4/IPv6 + UDP) verifies.
     fn udp_ok(f: &[u8], v6: bool) -> bool {
