@@ -1271,7 +1271,6 @@ fn sockperf_round(a: &Side, b: &Side, port: u16, tcp: bool, secs: u32) -> io::Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::Experiment as _;
     use crate::results::Measurement;
 
     /// A one-round UDP result: `(system, metrics)`.
