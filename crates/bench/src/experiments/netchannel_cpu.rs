@@ -18,6 +18,10 @@
 //! when full or after 1 ms, so at this rate the loop wakes about once a millisecond).
 //! TCP_NODELAY is set on the SUT's socket in every system for the 128-byte cases (so
 //! each write may leave as its own segment, as in the seed), and left off for 4 KiB.
+//! Beside them in the 128-byte receive case, the channel's floor (`xdp-floor`): B's kernel sends
+//! each paced write as a UDP datagram to a bare AF_XDP channel that only counts frames
+//! and sleeps 1 ms whenever its ring is empty, so its SUT core figure per frame is what
+//! the channel itself costs, below any stack on it ([`floor_round`]).
 //!
 //! Two hosts on one machine: on veth the kernel runs a frame's receive processing on
 //! the *sending* core, inside the sender's system call, so without help each end's
@@ -55,7 +59,7 @@
 //! figure separates what each system costs per frame from how many frames it was given.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -128,6 +132,9 @@ const KERNEL: &str = "kernel-epoll";
 const ULNET_SLEEP: &str = "ulnet-sleep";
 const ULNET_BUSY: &str = "ulnet-busy";
 const ULNET_PACKET_SLEEP: &str = "ulnet-packet-sleep";
+/// The channel's floor for the receive cases: a bare AF_XDP channel, no stack, taking
+/// in the same paced writes as UDP datagrams ([`floor_round`]).
+const CHANNEL_FLOOR: &str = "xdp-floor";
 
 /// The systems of a run, in alternation order: the kernel, ulnet over AF_XDP sleeping
 /// and busy-polling (the default backend), ulnet over AF_PACKET sleeping when `--backend
@@ -140,7 +147,7 @@ fn systems(plan: &Plan) -> Vec<&'static str> {
     };
     let mut v = vec![KERNEL];
     if backends.contains(&Backend::Xdp) {
-        v.extend([ULNET_SLEEP, ULNET_BUSY]);
+        v.extend([ULNET_SLEEP, ULNET_BUSY, CHANNEL_FLOOR]);
     }
     if backends.contains(&Backend::Packet) {
         v.push(ULNET_PACKET_SLEEP);
@@ -269,9 +276,40 @@ impl Experiment for NetchannelCpu {
             per_case.join("; ")
         ));
         out.push(goal(&small));
+        out.extend(floor_lines(s));
         out.extend(packet_line(s));
         out
     }
+}
+
+/// Where the channel's floor leaves goal 3 in the receive case it runs in: per frame, since the
+/// floor takes one frame a write and the peer cuts the kernel's and ulnet's streams into
+/// fewer segments.
+fn floor_lines(s: &Summary) -> Vec<String> {
+    let per = |c: &CaseDef, sys| s.median(c.id, sys, "sut_core_ns_per_pkt").map(|n| n / 1e3);
+    CASES
+        .iter()
+        .filter(|c| floor_fits(c))
+        .filter_map(|c| {
+            let (k, f) = (per(c, KERNEL)?, per(c, CHANNEL_FLOOR)?);
+            let left = k / 3.0 - f;
+            let room = if left > 0.0 {
+                format!(
+                    "a third of the kernel's CPU at its segment count leaves {left:.1} µs a frame for a stack's own work, its wake-ups and its ACKs"
+                )
+            } else {
+                "a third of the kernel's CPU at its segment count is below what the channel alone costs".to_owned()
+            };
+            let ulnet = per(c, ULNET_SLEEP)
+                .map(|u| format!("; ulnet sleeping takes {:.1} µs a segment above the floor", u - f))
+                .unwrap_or_default();
+            Some(format!(
+                "{}: the bare AF_XDP channel (no stack, one wake-up a millisecond) costs the SUT core {f:.1} µs a frame, {:.2}x the kernel's {k:.1} µs a segment: {room}{ulnet}.",
+                c.id,
+                f / k
+            ))
+        })
+        .collect()
 }
 
 /// ulnet over AF_PACKET (`--backend packet`), shown beside the verdict, which stays on
@@ -394,6 +432,28 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration, systems: &[&str]) {
             &b,
         );
     }
+    if systems.contains(&CHANNEL_FLOOR) {
+        ctx.system(
+            CHANNEL_FLOOR,
+            "AF_XDP, no stack (the channel's floor; 128-byte receive only)",
+            SystemKind::Channel,
+            false,
+            &[
+                ("rate", "100 Mb/s of payload, paced every 1 ms, as the TCP peer's writes".to_owned()),
+                ("peer", "a kernel UDP socket in B sends each write as its own datagram (one frame a write, the count ulnet's channel carries when the peer sends each write as a segment)".to_owned()),
+                ("mtu", "1500".to_owned()),
+                ("offloads", "off (testbed default; both ends)".to_owned()),
+                (
+                    "receive processing",
+                    "each end's on its own core: RPS, A's to the SUT core, B's to the load core"
+                        .to_owned(),
+                ),
+                ("wait", "sleeps 1 ms whenever its ring is empty: one wake-up per paced burst, the fewest a receiver that keeps up needs".to_owned()),
+                ("api", "ulnet::channel::xdp::XdpChannel::rx_batch; frames counted, nothing else".to_owned()),
+                ("xdp mode", XDP_MODE_WHY.to_owned()),
+            ],
+        );
+    }
     ctx.param("rate_mbps", 100);
     ctx.param("window_s", window.as_secs_f64());
     ctx.param("pacing_slice_ms", 1);
@@ -481,11 +541,17 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed, ncases: usize, window: Duration) -> i
                 ("direction_send", if c.send { 1.0 } else { 0.0 }),
             ],
         );
-        ctx.alternate(c.id, &systems, |sys, round| {
+        let case_systems: Vec<&str> = systems
+            .iter()
+            .copied()
+            .filter(|s| *s != CHANNEL_FLOOR || floor_fits(c))
+            .collect();
+        ctx.alternate(c.id, &case_systems, |sys, round| {
             port += 1;
             let peer_at = SocketAddr::new(b.ip, port);
             let m = match sys {
                 KERNEL => kernel_round(a, b, c, peer_at, window),
+                CHANNEL_FLOOR => floor_round(a, b, ulnet_ip, c, port, window),
                 _ => {
                     let wait = if sys == ULNET_BUSY {
                         WaitMode::BusyPoll
@@ -854,6 +920,122 @@ fn kernel_round(
 }
 
 // ---------------------------------------------------------------------------------------
+// The channel's floor
+
+/// Whether case `c` has a channel floor: a receive case whose writes each fit one frame
+/// as a UDP datagram (a 4 KiB datagram would leave as IP fragments, where the TCP peer
+/// cuts MSS-sized segments: not the same frames).
+fn floor_fits(c: &CaseDef) -> bool {
+    !c.send && c.size <= 1500 - 20 - 8
+}
+
+/// A kernel UDP sender in namespace B on the load core: `size`-byte datagrams from
+/// `from` to `to`, paced as [`peer`]'s writes, for `window`.
+fn udp_peer(
+    ns: &str,
+    from: SocketAddr,
+    to: SocketAddr,
+    size: usize,
+    window: Duration,
+) -> io::Result<JoinHandle<io::Result<PeerDone>>> {
+    super::load::in_ns(
+        ns,
+        Some(LOAD_CPU),
+        move || {
+            let s = UdpSocket::bind(from)?;
+            s.connect(to)?;
+            Ok(s)
+        },
+        move |s| {
+            let cpu0 = thread_cpu_time();
+            let chunk = vec![0x5au8; size];
+            let (mut bytes, mut sent) = (0u64, 0u64);
+            let start = Instant::now();
+            loop {
+                let el = start.elapsed();
+                if el >= window {
+                    break;
+                }
+                let due = due_bytes(el, RATE_BPS, size);
+                while bytes < due {
+                    s.send(&chunk)?;
+                    bytes += size as u64;
+                    sent += 1;
+                }
+                let next = next_slice(start.elapsed(), SLICE);
+                if let Some(d) = next.checked_sub(start.elapsed()) {
+                    std::thread::sleep(d);
+                }
+            }
+            Ok(PeerDone {
+                bytes,
+                cpu: thread_cpu_time() - cpu0,
+                segs_in: 0,
+                segs_out: sent,
+            })
+        },
+    )
+}
+
+/// The channel's floor for a receive case: what taking the case's frames in costs the
+/// SUT core with no stack at all. B's kernel sends each paced write as one UDP datagram
+/// to ulnet's address (a TCP peer needs ACKs, which a bare channel does not send); a
+/// bare AF_XDP channel on A's veth end (generic XDP, as ulnet's here, so RPS steers the
+/// kernel's share of the work to the SUT core) takes them in and sleeps 1 ms whenever its
+/// ring is empty. Its SUT core figure bounds what any stack on this channel can reach at
+/// this frame rate and with one wake-up per paced burst.
+fn floor_round(
+    a: &Side,
+    b: &Side,
+    ip: IpAddr,
+    c: &CaseDef,
+    port: u16,
+    window: Duration,
+) -> io::Result<Metrics> {
+    let o = XdpOptions {
+        addresses: vec![ip],
+        mode: XdpMode::Generic,
+        gso: false,
+        ..XdpOptions::default()
+    };
+    // On the harness's thread: the SUT core.
+    let mut ch = super::hurd_udp::open_xdp(&a.ifname, &a.ns, &o)?;
+    let w = Window::start()?;
+    let p = udp_peer(
+        &b.ns,
+        SocketAddr::new(b.ip, port),
+        SocketAddr::new(ip, port),
+        c.size,
+        window,
+    )?;
+    let (mut frames, mut drained) = (0u64, 0u32);
+    let end = Instant::now() + window + Duration::from_secs(10);
+    // After the peer is done, two empty looks a slice apart end the round.
+    while drained < 2 {
+        let n = ch.rx_batch(256, &mut |_, _| frames += 1).map_err(io_err)?;
+        if n > 0 {
+            continue;
+        }
+        if p.is_finished() {
+            drained += 1;
+        }
+        if Instant::now() > end {
+            return Err(io_err("the UDP peer did not finish"));
+        }
+        std::thread::sleep(SLICE);
+    }
+    let cpu = w.finish(Duration::ZERO)?;
+    let peer = join(p, "UDP peer")?;
+    if frames < peer.segs_out {
+        return Err(io_err(format!(
+            "the floor channel took {frames} of {} datagrams",
+            peer.segs_out
+        )));
+    }
+    Ok(metrics(cpu, &peer, frames * c.size as u64, frames, false))
+}
+
+// ---------------------------------------------------------------------------------------
 // The ulnet SUT
 
 #[allow(clippy::too_many_arguments)]
@@ -942,6 +1124,55 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_floor_line_leaves_a_stack_what_a_third_of_the_kernel_allows() {
+        use crate::results::Measurement;
+        let mut r = ExperimentResult::new("netchannel-cpu", "004", "t");
+        for (seq, (sys, ns)) in [
+            (KERNEL, 7500.0),
+            (CHANNEL_FLOOR, 2200.0),
+            (ULNET_SLEEP, 4600.0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            r.measurements.push(Measurement {
+                case: "recv-128".into(),
+                system: sys.into(),
+                round: 0,
+                seq: seq as u32,
+                metrics: [("sut_core_ns_per_pkt".to_owned(), ns)]
+                    .into_iter()
+                    .collect(),
+            });
+        }
+        let lines = floor_lines(&Summary::of(&r));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        // 7.5 / 3 - 2.2 = 0.3 µs a frame left; ulnet 4.6 - 2.2 = 2.4 above the floor.
+        assert!(lines[0].starts_with("recv-128: "), "{}", lines[0]);
+        assert!(
+            lines[0].contains("2.2 µs a frame, 0.29x the kernel's 7.5 µs"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[0].contains("leaves 0.3 µs a frame"), "{}", lines[0]);
+        assert!(
+            lines[0].contains("2.4 µs a segment above the floor"),
+            "{}",
+            lines[0]
+        );
+        // A floor above a third of the kernel says so.
+        r.measurements[1]
+            .metrics
+            .insert("sut_core_ns_per_pkt".into(), 3000.0);
+        let lines = floor_lines(&Summary::of(&r));
+        assert!(
+            lines[0].contains("below what the channel alone costs"),
+            "{}",
+            lines[0]
+        );
+    }
+
+    #[test]
     fn backends_pick_the_ulnet_systems() {
         let plan = |backends| Plan {
             profile: Profile::Default,
@@ -952,10 +1183,19 @@ mod tests {
             cases: vec![],
             systems: vec![],
         };
-        assert_eq!(systems(&plan(vec![])), [KERNEL, ULNET_SLEEP, ULNET_BUSY]);
+        assert_eq!(
+            systems(&plan(vec![])),
+            [KERNEL, ULNET_SLEEP, ULNET_BUSY, CHANNEL_FLOOR]
+        );
         assert_eq!(
             systems(&plan(vec![Backend::Xdp, Backend::Packet])),
-            [KERNEL, ULNET_SLEEP, ULNET_BUSY, ULNET_PACKET_SLEEP]
+            [
+                KERNEL,
+                ULNET_SLEEP,
+                ULNET_BUSY,
+                CHANNEL_FLOOR,
+                ULNET_PACKET_SLEEP
+            ]
         );
         assert_eq!(
             systems(&plan(vec![Backend::Packet])),
