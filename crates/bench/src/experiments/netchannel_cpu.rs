@@ -759,23 +759,7 @@ fn peer(
                 }
             } else {
                 s.set_nodelay(true)?;
-                let chunk = vec![0x5au8; size];
-                let start = Instant::now();
-                loop {
-                    let el = start.elapsed();
-                    if el >= window {
-                        break;
-                    }
-                    let due = due_bytes(el, RATE_BPS, size);
-                    while bytes < due {
-                        s.write_all(&chunk)?;
-                        bytes += size as u64;
-                    }
-                    let next = next_slice(start.elapsed(), SLICE);
-                    if let Some(d) = next.checked_sub(start.elapsed()) {
-                        std::thread::sleep(d);
-                    }
-                }
+                bytes = paced_writes(size, window, |chunk| s.write_all(chunk))?.0;
                 s.shutdown(Shutdown::Write)?;
             }
             let cpu = thread_cpu_time() - cpu0;
@@ -792,6 +776,35 @@ fn peer(
             })
         },
     )
+}
+
+/// Writes `size`-byte chunks through `write` for `window`, every [`SLICE`] what is due
+/// for [`RATE_BPS`] since the start, sleeping between slices: (bytes, writes).
+fn paced_writes(
+    size: usize,
+    window: Duration,
+    mut write: impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<(u64, u64)> {
+    let chunk = vec![0x5au8; size];
+    let (mut bytes, mut writes) = (0u64, 0u64);
+    let start = Instant::now();
+    loop {
+        let el = start.elapsed();
+        if el >= window {
+            break;
+        }
+        let due = due_bytes(el, RATE_BPS, size);
+        while bytes < due {
+            write(&chunk)?;
+            bytes += size as u64;
+            writes += 1;
+        }
+        let next = next_slice(start.elapsed(), SLICE);
+        if let Some(d) = next.checked_sub(start.elapsed()) {
+            std::thread::sleep(d);
+        }
+    }
+    Ok((bytes, writes))
 }
 
 /// The round's metrics from the window, the peer and the SUT's counts.
@@ -948,25 +961,7 @@ fn udp_peer(
         },
         move |s| {
             let cpu0 = thread_cpu_time();
-            let chunk = vec![0x5au8; size];
-            let (mut bytes, mut sent) = (0u64, 0u64);
-            let start = Instant::now();
-            loop {
-                let el = start.elapsed();
-                if el >= window {
-                    break;
-                }
-                let due = due_bytes(el, RATE_BPS, size);
-                while bytes < due {
-                    s.send(&chunk)?;
-                    bytes += size as u64;
-                    sent += 1;
-                }
-                let next = next_slice(start.elapsed(), SLICE);
-                if let Some(d) = next.checked_sub(start.elapsed()) {
-                    std::thread::sleep(d);
-                }
-            }
+            let (bytes, sent) = paced_writes(size, window, |chunk| s.send(chunk).map(drop))?;
             Ok(PeerDone {
                 bytes,
                 cpu: thread_cpu_time() - cpu0,
