@@ -292,22 +292,32 @@ fn busy_polling_callers_keep_the_loops_thread_parked_between_calls() {
 }
 
 /// Round trips (`exchange(round)`) for 1.5 s after a warm-up, at most 400,000: how many,
-/// and the turns `a`'s and `b`'s loop threads took meanwhile.
-/// Round trips, then the loops' threads' turns and takeovers during them.
+/// and the turns `a`'s and `b`'s loop threads took and their takeovers meanwhile.
+///
+/// The warm-up lasts until neither loop's thread has turned for [`WARM`] round trips in
+/// a row (2 s at most). A takeover is counted when it begins, so one already under way
+/// when the window opened (begun in the setup calls, or in the warm-up at a host stall)
+/// would bring its turns into the window without a takeover: CI once saw 16,572 turns
+/// and no takeover this way.
 fn measure(a: &Stack, b: &Stack, mut exchange: impl FnMut(u32)) -> (u32, u64, u64) {
     const WARM: u32 = 200;
     const MAX_ROUNDS: u32 = 400_000;
     const FOR: Duration = Duration::from_millis(1500);
-    for r in 0..WARM {
-        exchange(r);
-    }
     let turns = || a.loop_thread_turns() + b.loop_thread_turns();
     let takeovers = || a.loop_thread_takeovers() + b.loop_thread_takeovers();
+    let warm_until = Instant::now() + Duration::from_secs(2);
+    let (mut r, mut still) = (0u32, 0u32);
+    while still < WARM && Instant::now() < warm_until {
+        let t = turns();
+        exchange(r);
+        r += 1;
+        still = if turns() == t { still + 1 } else { 0 };
+    }
     let (t0, k0) = (turns(), takeovers());
     let start = Instant::now();
     let mut rounds = 0;
     while rounds < MAX_ROUNDS && start.elapsed() < FOR {
-        exchange(WARM + rounds);
+        exchange(r + rounds);
         rounds += 1;
     }
     (rounds, turns() - t0, takeovers() - k0)

@@ -630,6 +630,13 @@ impl Engine {
         let mut between_calls = false;
         // Parked since the last turn of this thread's: the next turn is a takeover.
         let mut parked = false;
+        // Application threads' turns as of this thread's last look: a busy-polling
+        // caller that turned since is between two calls, as `between_calls` says after a
+        // park. Without it, a thread that had never parked (the loop's first moments,
+        // callers starting to drive while it spun) took a caller's gap between calls
+        // for a free loop, spun on in it until a tick preempted it, and counted no
+        // takeover: 16,572 turns once in CI (`api_wait_modes`).
+        let mut app_seen = self.app_turns.load(Ordering::Relaxed);
         while !self.stopped() {
             let turns =
                 self.async_turns.load(Ordering::Relaxed) + self.task_calls.load(Ordering::Relaxed);
@@ -647,7 +654,12 @@ impl Engine {
             // wait until a tick preempted this thread. In `ulnet bench latency`'s
             // busy-poll ping-pong the loops' threads took 78-143 turns per 50,000 round
             // trips this way, none since (docs/performance.md, "Session 23").
-            if self.drivers.load(Ordering::SeqCst) > 0 || between_calls {
+            let app_now = self.app_turns.load(Ordering::Relaxed);
+            let drove = std::mem::replace(&mut app_seen, app_now) != app_now;
+            if self.drivers.load(Ordering::SeqCst) > 0
+                || between_calls
+                || (drove && self.mode == WaitMode::BusyPoll)
+            {
                 shared = true;
                 let seen = self.app_turns.load(Ordering::Relaxed);
                 if park > PARK_BUSY {
