@@ -518,7 +518,7 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed) -> io::Result<()> {
                         .filter(|&c| c < online_cpus())
                         .collect();
                     let found = stalls::probe(&cpus, bounds.time.min(STALL_WINDOW));
-                    // The probe's threads pinned themselves; this one stays on the SUT core.
+                    // Its threads pin themselves; this one stays on the SUT core.
                     Ok(stalls::Figures::of(&found?).metrics())
                 }
                 _ => sockperf_round(a, b, port, tcp, sp_secs),

@@ -18,10 +18,10 @@
 //! when full or after 1 ms, so at this rate the loop wakes about once a millisecond).
 //! TCP_NODELAY is set on the SUT's socket in every system for the 128-byte cases (so
 //! each write may leave as its own segment, as in the seed), and left off for 4 KiB.
-//! Beside them in the 128-byte receive case, the channel's floor (`xdp-floor`): B's kernel sends
-//! each paced write as a UDP datagram to a bare AF_XDP channel that only counts frames
-//! and sleeps 1 ms whenever its ring is empty, so its SUT core figure per frame is what
-//! the channel itself costs, below any stack on it ([`floor_round`]).
+//! Beside them in the 128-byte receive case, the channel's floor (`xdp-floor`): B's
+//! kernel sends each paced write as a UDP datagram to a bare AF_XDP channel that only
+//! counts frames and sleeps 1 ms whenever its ring is empty, so its SUT core figure per
+//! frame is what the channel itself costs, below any stack on it ([`floor_round`]).
 //!
 //! Two hosts on one machine: on veth the kernel runs a frame's receive processing on
 //! the *sending* core, inside the sender's system call, so without help each end's
@@ -132,8 +132,8 @@ const KERNEL: &str = "kernel-epoll";
 const ULNET_SLEEP: &str = "ulnet-sleep";
 const ULNET_BUSY: &str = "ulnet-busy";
 const ULNET_PACKET_SLEEP: &str = "ulnet-packet-sleep";
-/// The channel's floor for the receive cases: a bare AF_XDP channel, no stack, taking
-/// in the same paced writes as UDP datagrams ([`floor_round`]).
+/// The channel's floor for the 128-byte receive case: a bare AF_XDP channel, no stack,
+/// taking in the same paced writes as UDP datagrams ([`floor_round`]; [`floor_fits`]).
 const CHANNEL_FLOOR: &str = "xdp-floor";
 
 /// The systems of a run, in alternation order: the kernel, ulnet over AF_XDP sleeping
@@ -282,9 +282,9 @@ impl Experiment for NetchannelCpu {
     }
 }
 
-/// Where the channel's floor leaves goal 3 in the receive case it runs in: per frame, since the
-/// floor takes one frame a write and the peer cuts the kernel's and ulnet's streams into
-/// fewer segments.
+/// Where the channel's floor leaves goal 3 in the receive case it runs in: per frame,
+/// since the floor takes one frame a write and the peer cuts the kernel's and ulnet's
+/// streams into fewer segments.
 fn floor_lines(s: &Summary) -> Vec<String> {
     let per = |c: &CaseDef, sys| s.median(c.id, sys, "sut_core_ns_per_pkt").map(|n| n / 1e3);
     CASES
