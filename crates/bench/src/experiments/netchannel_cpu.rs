@@ -433,25 +433,22 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration, systems: &[&str]) {
         );
     }
     if systems.contains(&CHANNEL_FLOOR) {
+        let mut f = common("sleeps 1 ms whenever its ring is empty: one wake-up per paced burst, the fewest a receiver that keeps up needs");
+        // UDP: no Nagle to turn off; the rate is the TCP peer's.
+        f.retain(|(k, _)| *k != "nodelay");
+        f[0].1 = "100 Mb/s of payload, paced every 1 ms, as the TCP peer's writes".into();
+        f.push(("peer", "a kernel UDP socket in B sends each write as its own datagram (one frame a write, the count ulnet's channel carries when the peer sends each write as a segment)".into()));
+        f.push((
+            "api",
+            "ulnet::channel::xdp::XdpChannel::rx_batch; frames counted, nothing else".into(),
+        ));
+        f.push(("xdp mode", XDP_MODE_WHY.into()));
         ctx.system(
             CHANNEL_FLOOR,
             "AF_XDP, no stack (the channel's floor; 128-byte receive only)",
             SystemKind::Channel,
             false,
-            &[
-                ("rate", "100 Mb/s of payload, paced every 1 ms, as the TCP peer's writes".to_owned()),
-                ("peer", "a kernel UDP socket in B sends each write as its own datagram (one frame a write, the count ulnet's channel carries when the peer sends each write as a segment)".to_owned()),
-                ("mtu", "1500".to_owned()),
-                ("offloads", "off (testbed default; both ends)".to_owned()),
-                (
-                    "receive processing",
-                    "each end's on its own core: RPS, A's to the SUT core, B's to the load core"
-                        .to_owned(),
-                ),
-                ("wait", "sleeps 1 ms whenever its ring is empty: one wake-up per paced burst, the fewest a receiver that keeps up needs".to_owned()),
-                ("api", "ulnet::channel::xdp::XdpChannel::rx_batch; frames counted, nothing else".to_owned()),
-                ("xdp mode", XDP_MODE_WHY.to_owned()),
-            ],
+            &f,
         );
     }
     ctx.param("rate_mbps", 100);
