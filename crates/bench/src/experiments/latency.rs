@@ -219,8 +219,14 @@ impl Experiment for Latency {
         }
         for case in ["udp", "tcp"] {
             let stall = |key: &str| s.median(case, STALLS, key);
-            let (Some(reach), Some(rate)) = (stall("p99_reach_us"), stall("stalls_per_cpu_s"))
-            else {
+            let Some(rate) = stall("stalls_per_cpu_s") else {
+                continue;
+            };
+            let Some(reach) = stall("p99_reach_us") else {
+                out.push(format!(
+                    "{}: this machine stalled no CPU for 4 µs or more in its probes (no network): the p99s are the round trips' own.",
+                    case.to_uppercase()
+                ));
                 continue;
             };
             let (len, pct) = (
@@ -1352,6 +1358,21 @@ mod tests {
         );
         // No stall row, no stall line.
         assert!(!v.iter().any(|l| l.contains("stalled")), "{v:#?}");
+        // A probe that saw no stall says so.
+        let mut r = r;
+        r.measurements.push(Measurement {
+            case: "udp".into(),
+            system: STALLS.into(),
+            round: 0,
+            seq: 9,
+            metrics: [("stalls_per_cpu_s".to_owned(), 0.0)].into_iter().collect(),
+        });
+        let v = Latency.verdict(&r, &Summary::of(&r));
+        assert!(
+            v.iter()
+                .any(|l| l.starts_with("UDP: this machine stalled no CPU")),
+            "{v:#?}"
+        );
     }
 
     /// The UDP checksum of `f` (Ethernet + IPv4/IPv6 + UDP) verifies.
