@@ -7,7 +7,8 @@
 //! timeout, reassembly and the ARP queue must be empty.
 //!
 //! Input format, repeated: one control byte `c`; if `c < 0xf0` a frame of
-//! `(c as usize) * 8 + next byte % 8` bytes follows (cut at the end of the input);
+//! `(c as usize) * 8 + next byte % 8` bytes follows (cut at the end of the input),
+//! handed over in `(next byte >> 3) % 4 + 1` buffers of about equal length;
 //! otherwise `c & 0x0f` selects a clock jump of `2^(c & 0x0f)` ms followed by an
 //! iteration with no frame (egress only).
 //! So that the fuzzer spends its time past the MAC filter, a frame whose first byte is
@@ -22,7 +23,7 @@ use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 
 use ulnet::runtime::Driver;
-use ulnet_channel::{Capabilities, Channel, Stats, Tx, TxError};
+use ulnet_channel::{Capabilities, Channel, RxParts, Stats, Tx, TxError};
 use ulnet_stack::iface::{ChecksumCaps, Interface, InterfaceConfig, IpCidr, Limits};
 use ulnet_stack::socket::{IcmpSocket, UdpConfig, UdpSocket};
 use ulnet_stack::tcp::{Tcp, TcpConfig};
@@ -65,10 +66,13 @@ impl Tx for Check {
     }
 }
 
-/// An in-memory channel: receives the one frame put in `next`, sends into [`Check`].
+/// An in-memory channel: receives the one frame put in `next`, cut into `pieces`
+/// buffers of about equal length (as a multi-buffer channel hands a frame over), and
+/// sends into [`Check`].
 #[derive(Default)]
 struct Feed {
     next: Option<Vec<u8>>,
+    pieces: usize,
     tx: Check,
 }
 
@@ -87,6 +91,23 @@ impl Channel for Feed {
         })
     }
 
+    fn rx_batch_parts(
+        &mut self,
+        _max_count: usize,
+        f: &mut RxParts<'_>,
+    ) -> ulnet_channel::Result<usize> {
+        Ok(match self.next.take() {
+            Some(frame) => {
+                let n = self.pieces.max(1);
+                let cuts: Vec<usize> = (0..=n).map(|k| k * frame.len() / n).collect();
+                let pieces: Vec<&[u8]> = cuts.windows(2).map(|w| &frame[w[0]..w[1]]).collect();
+                f(pieces[0], &pieces[1..], &mut self.tx);
+                1
+            }
+            None => 0,
+        })
+    }
+
     fn tx(&mut self) -> &mut dyn Tx {
         &mut self.tx
     }
@@ -97,8 +118,10 @@ impl Channel for Feed {
             mtu: 1500,
             max_frame_len: 1514,
             rx_checksum_verified: false,
+            rx_checksum_unfinished: false,
             tx_checksum_offload: false,
             batch_count: 1,
+            gso_max_len: 0,
             mode: String::new(),
         }
     }
@@ -178,6 +201,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                 };
                 frame[..6].copy_from_slice(&dst.0);
             }
+            // The length byte's high bits: how many buffers the frame comes in.
+            driver.channel_mut().pieces = tail.first().map_or(1, |b| usize::from(b >> 3) % 4 + 1);
             driver.channel_mut().next = Some(frame);
             driver.poll(now, &mut iface, &mut ()).unwrap();
             rest = tail;

@@ -347,6 +347,7 @@ pub fn seed_frames() -> Vec<Vec<u8>> {
             urgent: 0,
             options,
             payload,
+            payload_rest: &[],
         };
         let mut b = vec![0u8; r.buffer_len()];
         r.emit(
@@ -512,6 +513,7 @@ fn v6_bodies() -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
             ..TcpOptions::none()
         },
         payload: &[],
+        payload_rest: &[],
     };
     let mut hbh = vec![0u8; 8 + tcp.buffer_len()];
     ipv6ext::emit_padding_header(&mut hbh[..8], IpProtocol::Tcp, 8);

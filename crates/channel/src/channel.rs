@@ -148,6 +148,10 @@ pub trait Tx {
     fn flush(&mut self) -> crate::Result<()>;
 }
 
+/// The receiver [`Channel::rx_batch_parts`] hands each frame to: its first buffer, the
+/// rest of its buffers in order (empty for a frame in one), and the transmit half.
+pub type RxParts<'a> = dyn FnMut(&[u8], &[&[u8]], &mut dyn Tx) + 'a;
+
 /// A batched, bidirectional frame channel.
 ///
 /// The receive callback gets the transmit half too, so the stack can answer a frame
@@ -165,6 +169,17 @@ pub trait Channel {
         max_count: usize,
         f: &mut dyn FnMut(&[u8], &mut dyn Tx),
     ) -> crate::Result<usize>;
+
+    /// [`Channel::rx_batch`] for a receiver that takes a frame in pieces: a frame that
+    /// arrived in several buffers (AF_XDP multi-buffer) is handed to `f` as its first
+    /// buffer and the rest, in order, where they lie, instead of being gathered into one
+    /// first. The default hands every frame whole (`rest` empty).
+    ///
+    /// # Errors
+    /// The failing system call.
+    fn rx_batch_parts(&mut self, max_count: usize, f: &mut RxParts<'_>) -> crate::Result<usize> {
+        self.rx_batch(max_count, &mut |frame, tx| f(frame, &[], tx))
+    }
 
     /// The transmit half, for frames that do not answer a received one (timers,
     /// application sends).
@@ -211,6 +226,9 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
         f: &mut dyn FnMut(&[u8], &mut dyn Tx),
     ) -> crate::Result<usize> {
         (**self).rx_batch(max_count, f)
+    }
+    fn rx_batch_parts(&mut self, max_count: usize, f: &mut RxParts<'_>) -> crate::Result<usize> {
+        (**self).rx_batch_parts(max_count, f)
     }
     fn tx(&mut self) -> &mut dyn Tx {
         (**self).tx()

@@ -38,5 +38,5 @@ pub mod xdp;
 mod channel;
 mod error;
 
-pub use channel::{Capabilities, Channel, Gso, Stats, Tx, TxError};
+pub use channel::{Capabilities, Channel, Gso, RxParts, Stats, Tx, TxError};
 pub use error::{Error, Result};

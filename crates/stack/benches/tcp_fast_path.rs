@@ -36,6 +36,7 @@ fn seg(seq: u32, ack: u32, flags: TcpFlags, tsval: u32, payload: &[u8]) -> TcpRe
         urgent: 0,
         options,
         payload,
+        payload_rest: &[],
     }
 }
 

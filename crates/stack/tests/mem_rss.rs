@@ -95,6 +95,7 @@ fn settle(now: Instant, a: &mut Tcp, b: &mut Tcp) {
                 urgent: 0,
                 options: s.options,
                 payload: &s.payload,
+                payload_rest: &[],
             };
             let to = if s.to_b { &mut *b } else { &mut *a };
             let back = !s.to_b;
@@ -150,6 +151,7 @@ fn issue13_rss_of_20000_idle_connections() {
             urgent: 0,
             options: s.options,
             payload: &s.payload,
+            payload_rest: &[],
         };
         b.process(now, s.src, s.dst, &repr, &mut |_, _, _| {});
     }

@@ -93,6 +93,7 @@ fn deliver(pipe: &mut Pipe, now: Instant, a: &mut Tcp, b: &mut Tcp, aip: IpAddr,
             urgent: 0,
             options: s.options,
             payload: &s.payload[..s.len],
+            payload_rest: &[],
         };
         // Replies from `process` (ACKs for every second segment) go straight back.
         if s.to_b {

@@ -40,6 +40,7 @@ fn seg(src_port: u16, seq: u32, ack: u32, flags: TcpFlags, ts: bool) -> TcpRepr<
         urgent: 0,
         options,
         payload: &[],
+        payload_rest: &[],
     }
 }
 

@@ -1,6 +1,8 @@
-//! Hostile input: random and mutated frames fed to `Interface::ingress` (with egress
-//! runs and time passing in between) never panic, every frame sent in answer is a
-//! well-formed Ethernet frame, and every bounded structure stays within its limit.
+//! Hostile input: random and mutated frames fed to `Interface::ingress` (the mutated
+//! ones cut into buffers for `Interface::ingress_parts`, as a multi-buffer channel hands
+//! a frame over), with egress runs and time passing in between, never panic, every frame
+//! sent in answer is a well-formed Ethernet frame, and every bounded structure stays
+//! within its limit.
 //! The interface is dual-stack: the corpus holds IPv4 and IPv6 frames (ND, RA with
 //! SLAAC, extension headers, fragments), so the IPv6 ingress path is fuzzed too.
 
@@ -161,6 +163,7 @@ fn corpus() -> Vec<Vec<u8>> {
             ..TcpOptions::default()
         },
         payload: &[],
+        payload_rest: &[],
     };
     let mut tcp = vec![0u8; syn.buffer_len()];
     syn.emit(
@@ -289,6 +292,7 @@ fn corpus6() -> Vec<Vec<u8>> {
             ..TcpOptions::default()
         },
         payload: &[],
+        payload_rest: &[],
     };
     let mut tcp = vec![0u8; syn.buffer_len()];
     syn.emit(
@@ -324,6 +328,8 @@ enum Input {
         base: usize,
         flips: Vec<(usize, u8)>,
         cut: Option<usize>,
+        /// Where the frame is cut into buffers for `Interface::ingress_parts`.
+        split: Vec<usize>,
     },
     Pass(u16),
 }
@@ -334,9 +340,15 @@ fn input() -> impl Strategy<Value = Input> {
         (
             any::<usize>(),
             prop::collection::vec((any::<usize>(), any::<u8>()), 0..6),
-            prop::option::of(any::<usize>())
+            prop::option::of(any::<usize>()),
+            prop::collection::vec(any::<usize>(), 0..4),
         )
-            .prop_map(|(base, flips, cut)| Input::Mutated { base, flips, cut }),
+            .prop_map(|(base, flips, cut, split)| Input::Mutated {
+                base,
+                flips,
+                cut,
+                split
+            }),
         any::<u16>().prop_map(Input::Pass),
     ]
 }
@@ -368,7 +380,7 @@ proptest! {
         for inp in inputs {
             match inp {
                 Input::Random(bytes) => i.ingress(now, &bytes, &mut sink),
-                Input::Mutated { base, flips, cut } => {
+                Input::Mutated { base, flips, cut, split } => {
                     let mut f = corpus[base % corpus.len()].clone();
                     for (at, x) in flips {
                         let at = at % f.len();
@@ -377,7 +389,17 @@ proptest! {
                     if let Some(c) = cut {
                         f.truncate(c % (f.len() + 1));
                     }
-                    i.ingress(now, &f, &mut sink);
+                    // In buffers, as a multi-buffer channel hands a frame over.
+                    let mut cuts: Vec<usize> = split.iter().map(|c| c % (f.len() + 1)).collect();
+                    cuts.sort_unstable();
+                    let mut pieces = Vec::new();
+                    let mut at = 0;
+                    for c in cuts {
+                        pieces.push(&f[at..c]);
+                        at = c;
+                    }
+                    pieces.push(&f[at..]);
+                    i.ingress_parts(now, pieces[0], &pieces[1..], &mut sink);
                 }
                 Input::Pass(ms) => {
                     now += Duration::from_millis(u64::from(ms % 4000));

@@ -50,6 +50,7 @@ fn syn(macs: (EthernetAddress, EthernetAddress), src: (Ipv4Addr, u16), dst: Sock
         urgent: 0,
         options: TcpOptions::default(),
         payload: &[],
+        payload_rest: &[],
     };
     let ip = Ipv4Repr::new(src.0, dip, IpProtocol::Tcp, tcp.buffer_len(), 64);
     let mut f = vec![0u8; 14 + ip.buffer_len()];

@@ -34,6 +34,7 @@ fn data_segment(payload: &[u8]) -> Vec<u8> {
         urgent: 0,
         options,
         payload,
+        payload_rest: &[],
     };
     let mut buf = vec![0u8; repr.buffer_len()];
     repr.emit(

@@ -110,6 +110,23 @@ pub fn data(data: &[u8]) -> u16 {
     u16::from_be(fold(s as u64))
 }
 
+/// The one's complement sum of `head` followed by each of `rest`, as [`data`] of their
+/// concatenation: a frame that arrived in several buffers, summed where it lies. A part
+/// that starts at an odd offset of the whole has its bytes in the other halves of the
+/// 16-bit words, so its sum is byte-swapped before it is added (RFC 1071 §2(B): the sum
+/// is byte-order independent, and §4.1's zero pad of an odd part is what the swap
+/// moves to the front of the next word).
+pub fn data_chain(head: &[u8], rest: &[&[u8]]) -> u16 {
+    let mut acc = u64::from(data(head));
+    let mut odd = head.len() % 2 == 1;
+    for part in rest {
+        let s = data(part);
+        acc += u64::from(if odd { s.swap_bytes() } else { s });
+        odd ^= part.len() % 2 == 1;
+    }
+    fold(acc)
+}
+
 /// Combines partial sums (from [`data`], [`pseudo_header`] or raw 16-bit fields).
 #[inline]
 pub fn combine(sums: &[u16]) -> u16 {
@@ -262,6 +279,15 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn a_chain_sums_as_its_concatenation(
+            parts in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..70), 1..6),
+        ) {
+            let whole: Vec<u8> = parts.concat();
+            let rest: Vec<&[u8]> = parts[1..].iter().map(Vec::as_slice).collect();
+            prop_assert!(same(data_chain(&parts[0], &rest), data(&whole)));
+        }
+
         #[test]
         fn data_matches_naive(bytes in proptest::collection::vec(any::<u8>(), 0..3000)) {
             prop_assert_eq!(data(&bytes), naive(&bytes));

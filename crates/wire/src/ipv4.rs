@@ -67,11 +67,21 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// [`Error::Truncated`] when the buffer is too short; [`Error::Malformed`] when the
     /// header length is below 20 or `total_len` is below the header length.
     pub fn check_len(&self) -> Result<()> {
+        self.check_len_parts(0)
+    }
+
+    /// [`check_len`](Self::check_len) for a datagram that goes on past this buffer for
+    /// `more` bytes (a frame that arrived in several buffers): the header must be in
+    /// this buffer, the datagram within it and the `more` bytes after it.
+    ///
+    /// # Errors
+    /// As [`check_len`](Self::check_len).
+    pub fn check_len_parts(&self, more: usize) -> Result<()> {
         let len = self.buffer.as_ref().len();
         ensure_len(len, HEADER_LEN)?;
         let header_len = self.header_len();
         check_declared(len, HEADER_LEN, header_len)?;
-        check_declared(len, header_len, usize::from(self.total_len()))
+        check_declared(len + more, header_len, usize::from(self.total_len()))
     }
 
     /// Returns the underlying buffer.
@@ -365,7 +375,20 @@ impl Ipv4Repr {
         packet: &Ipv4Packet<&T>,
         checksum: ChecksumMode,
     ) -> Result<Ipv4Repr> {
-        packet.check_len()?;
+        Ipv4Repr::parse_parts(packet, 0, checksum)
+    }
+
+    /// [`parse`](Self::parse) for a datagram that goes on past the packet's buffer for
+    /// `more` bytes ([`Ipv4Packet::check_len_parts`]).
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse).
+    pub fn parse_parts<T: AsRef<[u8]> + ?Sized>(
+        packet: &Ipv4Packet<&T>,
+        more: usize,
+        checksum: ChecksumMode,
+    ) -> Result<Ipv4Repr> {
+        packet.check_len_parts(more)?;
         if packet.version() != 4 {
             return Err(Error::Unsupported);
         }

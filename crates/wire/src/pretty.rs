@@ -321,6 +321,7 @@ mod tests {
                 ..TcpOptions::none()
             },
             payload: &[],
+            payload_rest: &[],
         };
         let mut seg = vec![0u8; tcp.buffer_len()];
         tcp.emit(

@@ -264,7 +264,7 @@ proptest! {
             window,
             urgent,
             options,
-            payload: &payload,
+            payload: &payload, payload_rest: &[],
         };
         let mut seg = vec![0u8; tcp.buffer_len()];
         let (s, d) = (IpAddr::V4(src), IpAddr::V4(dst));

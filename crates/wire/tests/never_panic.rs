@@ -171,6 +171,7 @@ fn seed_frame() -> Vec<u8> {
         urgent: 0,
         options,
         payload: b"payload",
+        payload_rest: &[],
     };
     let mut seg = vec![0u8; tcp.buffer_len()];
     tcp.emit(

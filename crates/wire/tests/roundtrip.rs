@@ -175,7 +175,7 @@ proptest! {
             window,
             urgent,
             options,
-            payload: &payload,
+            payload: &payload, payload_rest: &[],
         };
         prop_assert_eq!(r.header_len() % 4, 0);
         prop_assert!(r.header_len() <= 60);

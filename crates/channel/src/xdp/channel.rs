@@ -25,10 +25,15 @@ use crate::ring::{Consumer, Layout, Producer};
 use crate::sys::bpf::{Program, XdpLink};
 use crate::sys::mmap::Mmap;
 use crate::sys::xsk::{self, RingOffset, XdpDesc, XdpStatistics, XskSocket};
-use crate::{Capabilities, Channel, Error, Gso, Result, Stats, Tx, TxError};
+use crate::{Capabilities, Channel, Error, Gso, Result, RxParts, Stats, Tx, TxError};
 
 /// Descriptors one copy-mode `sendto` processes (net/xdp/xsk.c `TX_BATCH_SIZE`).
 const KERNEL_TX_BATCH: u32 = 32;
+/// Most buffers of one received frame handed over where they lie
+/// ([`Channel::rx_batch_parts`]): a 64 KB TSO frame over veth comes in 17 (Linux's
+/// `MAX_SKB_FRAGS` fragments and the head); a frame in more is gathered.
+const MAX_PARTS: usize = 18;
+
 /// Largest multi-buffer frame we reassemble or split: veth's largest MTU (65535) plus
 /// Ethernet and VLAN headers. A frags-aware program on veth takes an MTU up to one page
 /// plus `MAX_SKB_FRAGS` (17) pages, so the link, not this, is the limit.
@@ -637,12 +642,11 @@ fn bind_hint(e: Error) -> Error {
     }
 }
 
-impl Channel for XdpChannel {
-    fn rx_batch(
-        &mut self,
-        max_count: usize,
-        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
-    ) -> Result<usize> {
+impl XdpChannel {
+    /// The receive loop of [`Channel::rx_batch`] (`gather`: a frame in several buffers
+    /// is copied into `scratch` and handed whole) and [`Channel::rx_batch_parts`] (its
+    /// buffers are handed as they lie, up to [`MAX_PARTS`]; more are gathered).
+    fn rx_frames(&mut self, max_count: usize, gather: bool, f: &mut RxParts<'_>) -> Result<usize> {
         let max = max_count.min(self.caps.batch_count);
         let mut count = 0;
         // One reference-count bump per batch lets frames borrow the UMEM while the
@@ -666,7 +670,7 @@ impl Channel for XdpChannel {
                         if let Some(data) = bytes.get(off as usize..end) {
                             self.rx_frames += 1;
                             self.rx_bytes += u64::from(d.len);
-                            f(data, &mut self.tx);
+                            f(data, &[], &mut self.tx);
                         } else {
                             self.bad_rx += 1;
                         }
@@ -674,6 +678,49 @@ impl Channel for XdpChannel {
                         let _ = self.fill.push(a);
                     }
                     None => self.bad_rx += 1,
+                }
+            } else if !gather && parts as usize <= MAX_PARTS {
+                // Multi-buffer, handed over where it lies: every part's frame is held
+                // until the callback returns, then all go back to the fill ring.
+                let mut held: [Option<(Frame, u32, u32)>; MAX_PARTS] = [const { None }; MAX_PARTS];
+                let mut ok = true;
+                for (i, slot) in held.iter_mut().enumerate().take(parts as usize) {
+                    let Some(d) = self.rx.peek(i as u32) else {
+                        ok = false;
+                        break;
+                    };
+                    match umem.reclaim(d.addr) {
+                        Some((frame, off)) => *slot = Some((frame, off, d.len)),
+                        None => ok = false,
+                    }
+                }
+                self.rx.advance(parts);
+                let mut pieces: [&[u8]; MAX_PARTS] = [&[]; MAX_PARTS];
+                let mut len = 0usize;
+                for (piece, slot) in pieces.iter_mut().zip(&held).take(parts as usize) {
+                    let Some((frame, off, n)) = slot else {
+                        ok = false;
+                        break;
+                    };
+                    match umem
+                        .bytes(frame)
+                        .get(*off as usize..*off as usize + *n as usize)
+                    {
+                        Some(b) => *piece = b,
+                        None => ok = false,
+                    }
+                    len += *n as usize;
+                }
+                if ok && len <= self.scratch.len() {
+                    self.rx_frames += 1;
+                    self.rx_bytes += len as u64;
+                    f(pieces[0], &pieces[1..parts as usize], &mut self.tx);
+                } else {
+                    self.bad_rx += 1;
+                }
+                for (frame, _, _) in held.into_iter().flatten() {
+                    let a = umem.lend(frame);
+                    let _ = self.fill.push(a);
                 }
             } else {
                 // Multi-buffer: gather the parts into the scratch buffer.
@@ -701,7 +748,7 @@ impl Channel for XdpChannel {
                 if ok {
                     self.rx_frames += 1;
                     self.rx_bytes += len as u64;
-                    f(&self.scratch[..len], &mut self.tx);
+                    f(&self.scratch[..len], &[], &mut self.tx);
                 } else {
                     self.bad_rx += 1;
                 }
@@ -719,6 +766,20 @@ impl Channel for XdpChannel {
             self.sock.kick_rx()?;
         }
         Ok(count)
+    }
+}
+
+impl Channel for XdpChannel {
+    fn rx_batch(
+        &mut self,
+        max_count: usize,
+        f: &mut dyn FnMut(&[u8], &mut dyn Tx),
+    ) -> Result<usize> {
+        self.rx_frames(max_count, true, &mut |frame, _, tx| f(frame, tx))
+    }
+
+    fn rx_batch_parts(&mut self, max_count: usize, f: &mut RxParts<'_>) -> Result<usize> {
+        self.rx_frames(max_count, false, f)
     }
 
     fn tx(&mut self) -> &mut dyn Tx {

@@ -595,7 +595,16 @@ impl Interp {
             }
             let mut got: Vec<(IpAddr, IpAddr, TcpRepr<'static>, Vec<u8>)> = Vec::new();
             self.tcp.dispatch(now, &mut |s, d, r| {
-                got.push((s, d, TcpRepr { payload: &[], ..*r }, r.payload.to_vec()));
+                got.push((
+                    s,
+                    d,
+                    TcpRepr {
+                        payload: &[],
+                        payload_rest: &[],
+                        ..*r
+                    },
+                    r.payload.to_vec(),
+                ));
                 true
             });
             self.steps += 1;

@@ -114,12 +114,21 @@ impl Interp {
             urgent: t.urg,
             options,
             payload: &payload,
+            payload_rest: &[],
         };
         let (src, dst) = (conn.remote.ip(), conn.local.ip());
         let now = self.instant();
         let mut replies: Vec<(IpAddr, IpAddr, TcpRepr<'static>)> = Vec::new();
         self.tcp.process(now, src, dst, &seg, &mut |s, d, r| {
-            replies.push((s, d, TcpRepr { payload: &[], ..*r }));
+            replies.push((
+                s,
+                d,
+                TcpRepr {
+                    payload: &[],
+                    payload_rest: &[],
+                    ..*r
+                },
+            ));
         });
         for (s, d, r) in replies {
             self.capture(s, d, &r);

@@ -16,11 +16,20 @@ use crate::time::Instant;
 pub(crate) const HEADER_LEN: usize = ulnet_wire::ethernet::HEADER_LEN;
 
 impl Interface {
-    pub(super) fn process_ethernet(&mut self, now: Instant, frame: &[u8], tx: &mut dyn TxSink) {
+    /// `rest`, when not empty, holds the rest of a frame that arrived in several buffers,
+    /// which [`parts_in_place`](super::parts_in_place) accepted.
+    pub(super) fn process_ethernet(
+        &mut self,
+        now: Instant,
+        frame: &[u8],
+        rest: &[&[u8]],
+        tx: &mut dyn TxSink,
+    ) {
         let stats = &mut self.core.stats;
+        let len = (frame.len() + rest.iter().map(|p| p.len()).sum::<usize>()) as u64;
         stats.rx_frames += 1;
-        stats.rx_bytes += frame.len() as u64;
-        stats.rx_largest = stats.rx_largest.max(frame.len() as u64);
+        stats.rx_bytes += len;
+        stats.rx_largest = stats.rx_largest.max(len);
         let Ok(eth) = EthernetFrame::new_checked(frame) else {
             stats.drop(DropReason::EthTruncated);
             return;
@@ -50,7 +59,7 @@ impl Interface {
             EtherType::Ipv4 if v6_multicast => stats.drop(DropReason::EthNotForUs),
             EtherType::Ipv4 => {
                 stage_hook!(rx_mark RxEthernet);
-                self.process_ipv4(now, eth.payload(), dst.is_broadcast(), tx)
+                self.process_ipv4(now, eth.payload(), rest, dst.is_broadcast(), tx)
             }
             EtherType::Ipv6 => self.process_ipv6(now, eth.payload(), !dst.is_unicast(), tx),
             _ => stats.drop(DropReason::EthUnknownType),

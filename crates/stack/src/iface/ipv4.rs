@@ -31,6 +31,9 @@ pub(super) struct Delivery<'a> {
     pub header: Ipv4Repr,
     /// Its payload.
     pub payload: &'a [u8],
+    /// The rest of a TCP payload that arrived in several buffers, after `payload`
+    /// ([`Interface::ingress_parts`]); empty otherwise.
+    pub rest: &'a [&'a [u8]],
     /// Sent to a broadcast address: never answered with an error or echo.
     pub broadcast: bool,
     /// Checksums above IP still need verifying (the channel did not, or the datagram
@@ -39,10 +42,14 @@ pub(super) struct Delivery<'a> {
 }
 
 impl Interface {
+    /// `rest`, when not empty, holds the rest of a datagram that arrived in several
+    /// buffers, which [`parts_in_place`](super::parts_in_place) found to be a whole TCP
+    /// segment of exactly the length its header says.
     pub(super) fn process_ipv4(
         &mut self,
         now: Instant,
         payload: &[u8],
+        rest: &[&[u8]],
         link_broadcast: bool,
         tx: &mut dyn TxSink,
     ) {
@@ -54,7 +61,8 @@ impl Interface {
         if packet.version() != 4 {
             return stats.drop(DropReason::Ipv4BadVersion);
         }
-        match packet.check_len() {
+        let more: usize = rest.iter().map(|p| p.len()).sum();
+        match packet.check_len_parts(more) {
             Ok(()) => {}
             Err(ulnet_wire::Error::Truncated) => return stats.drop(DropReason::Ipv4Truncated),
             Err(_) => return stats.drop(DropReason::Ipv4Malformed),
@@ -63,7 +71,7 @@ impl Interface {
         if verify && !packet.verify_checksum() {
             return stats.drop(DropReason::Ipv4BadChecksum);
         }
-        let Ok(header) = Ipv4Repr::parse(&packet, ChecksumMode::Offload) else {
+        let Ok(header) = Ipv4Repr::parse_parts(&packet, more, ChecksumMode::Offload) else {
             return stats.drop(DropReason::Ipv4Malformed);
         };
         let (src, dst) = (header.src_addr, header.dst_addr);
@@ -79,7 +87,13 @@ impl Interface {
         if header.ttl == 0 {
             return self.core.stats.drop(DropReason::Ipv4TtlZero);
         }
-        let payload = packet.payload();
+        // In several buffers the datagram fills them exactly (`parts_in_place`): no
+        // link padding to cut from the first.
+        let payload = if rest.is_empty() {
+            packet.payload()
+        } else {
+            &payload[packet.header_len()..]
+        };
         if !header.is_fragment() {
             // Above the MTU and whole, a datagram can only be a host's segmentation
             // super-frame taken whole: TCP's is one stretch of its byte stream, but a
@@ -94,6 +108,7 @@ impl Interface {
                 Delivery {
                     header,
                     payload,
+                    rest,
                     broadcast,
                     verify,
                 },
@@ -109,6 +124,7 @@ impl Interface {
                     Delivery {
                         header: whole.header,
                         payload: &whole.payload,
+                        rest: &[],
                         broadcast,
                         verify: true,
                     },

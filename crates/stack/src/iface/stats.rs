@@ -172,6 +172,11 @@ pub struct Stats {
     /// The largest of those frames, in bytes: above the link's MTU when a channel hands
     /// over a host's segmentation super-frames whole (`XdpOptions::rx_super_frames`).
     pub rx_largest: u64,
+    /// Frames that came in several buffers and were taken where they lie
+    /// (`Interface::ingress_parts`: TCP over IPv4, headers in the first buffer).
+    pub rx_parts_in_place: u64,
+    /// Frames that came in several buffers and were gathered into one first.
+    pub rx_parts_gathered: u64,
     /// Frames the channel accepted from us.
     pub tx_frames: u64,
     /// Bytes of those frames.
@@ -264,6 +269,8 @@ impl Default for Stats {
             rx_frames: 0,
             rx_bytes: 0,
             rx_largest: 0,
+            rx_parts_in_place: 0,
+            rx_parts_gathered: 0,
             tx_frames: 0,
             tx_bytes: 0,
             arp_requests_sent: 0,
@@ -341,6 +348,8 @@ impl fmt::Display for Stats {
         writeln!(f, "rx_frames {}", self.rx_frames)?;
         writeln!(f, "rx_bytes {}", self.rx_bytes)?;
         writeln!(f, "rx_largest {}", self.rx_largest)?;
+        writeln!(f, "rx_parts_in_place {}", self.rx_parts_in_place)?;
+        writeln!(f, "rx_parts_gathered {}", self.rx_parts_gathered)?;
         writeln!(f, "tx_frames {}", self.tx_frames)?;
         writeln!(f, "tx_bytes {}", self.tx_bytes)?;
         writeln!(f, "arp_requests_sent {}", self.arp_requests_sent)?;

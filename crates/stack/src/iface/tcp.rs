@@ -135,7 +135,7 @@ impl Interface {
             return self.core.stats.drop(DropReason::Ipv4NotForUs);
         }
         let (src, dst) = (IpAddr::V4(d.header.src_addr), IpAddr::V4(d.header.dst_addr));
-        if self.tcp_input(now, src, dst, d.payload, d.verify, tx) {
+        if self.tcp_input(now, src, dst, d.payload, d.rest, d.verify, tx) {
             self.confirm_progress(now, src);
         }
     }
@@ -146,7 +146,7 @@ impl Interface {
             return self.core.stats.drop(DropReason::Ipv6NotForUs);
         }
         let (src, dst) = (IpAddr::V6(d.header.src_addr), IpAddr::V6(d.header.dst_addr));
-        if self.tcp_input(now, src, dst, d.payload, d.verify, tx) {
+        if self.tcp_input(now, src, dst, d.payload, &[], d.verify, tx) {
             self.confirm_progress(now, src);
         }
     }
@@ -172,13 +172,16 @@ impl Interface {
     }
 
     /// Hands a segment to the TCP layer; true when it acknowledged new data (forward
-    /// progress).
+    /// progress). `rest` holds the rest of a segment that arrived in several buffers,
+    /// after `payload`: summed and stored where it lies.
+    #[allow(clippy::too_many_arguments)]
     fn tcp_input(
         &mut self,
         now: Instant,
         src: IpAddr,
         dst: IpAddr,
         payload: &[u8],
+        rest: &[&[u8]],
         verify: bool,
         tx: &mut dyn TxSink,
     ) -> bool {
@@ -196,17 +199,21 @@ impl Interface {
             && !super::transport_checksum_ok(
                 stats,
                 unfinished_ok,
-                || packet.checksum_is_unfinished(&src, &dst),
-                || packet.verify_checksum(&src, &dst),
+                || {
+                    let more = rest.iter().map(|p| p.len()).sum();
+                    packet.checksum_is_unfinished_parts(&src, &dst, more)
+                },
+                || packet.verify_checksum_parts(&src, &dst, rest),
             )
         {
             stats.drop(DropReason::TcpBadChecksum);
             return false;
         }
-        let Ok(seg) = TcpRepr::parse(&packet, &src, &dst, ChecksumMode::Offload) else {
+        let Ok(mut seg) = TcpRepr::parse(&packet, &src, &dst, ChecksumMode::Offload) else {
             stats.drop(DropReason::TcpMalformed);
             return false;
         };
+        seg.payload_rest = rest;
         stats.tcp_delivered += 1;
         let core = &mut self.core;
         let acked = tcp.bytes_acked();

@@ -416,6 +416,7 @@ fn peer_syn() -> ulnet_wire::TcpRepr<'static> {
         urgent: 0,
         options: ulnet_wire::TcpOptions::none(),
         payload: &[],
+        payload_rest: &[],
     }
 }
 
@@ -910,6 +911,7 @@ fn jumbo_link(
         urgent: 0,
         options,
         payload: &[],
+        payload_rest: &[],
     };
     i.ingress(now, &peer_tcp_frame(&syn_ack), &mut sink);
     (i, c, iss, syn_ack)

@@ -266,7 +266,7 @@ impl TimeWaitTable {
             }
         }
         // The sequence number the segment's FIN occupies.
-        let fin_at = seg.seq + seg.payload.len() as u32;
+        let fin_at = seg.seq + seg.payload_len() as u32;
         if f.contains(TcpFlags::FIN) && (fin_at + 1 == rec.rcv_nxt || fin_at == rec.rcv_nxt) {
             // A retransmitted FIN (our ACK was lost), or a FIN at RCV.NXT, which is in the
             // window: acknowledge it and restart 2*MSL (RFC 9293 §3.10.7.4, eighth,
@@ -286,7 +286,7 @@ impl TimeWaitTable {
                 tsecr: ts_on.then_some(moved.ts_recent),
             });
         }
-        if seg.payload.is_empty() && !f.contains(TcpFlags::FIN) && seg.seq == rec.rcv_nxt {
+        if seg.payload_len() == 0 && !f.contains(TcpFlags::FIN) && seg.seq == rec.rcv_nxt {
             return Some(TwVerdict::Drop);
         }
         Some(ack)
@@ -318,6 +318,7 @@ mod tests {
             urgent: 0,
             options,
             payload: &[],
+            payload_rest: &[],
         }
     }
 

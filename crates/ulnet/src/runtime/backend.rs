@@ -20,7 +20,7 @@ use ulnet_channel::packet::{PacketChannel, PacketOptions};
 use ulnet_channel::pcap::{system_clock, Pcap, PcapWriter, Precision};
 use ulnet_channel::tap::{TapChannel, TapOptions};
 use ulnet_channel::xdp::{XdpChannel, XdpOptions};
-use ulnet_channel::{Capabilities, Channel, Stats, Tx};
+use ulnet_channel::{Capabilities, Channel, RxParts, Stats, Tx};
 use ulnet_stack::iface::{
     link_local_from_mac, ChecksumCaps, Interface, InterfaceConfig, IpCidr, Limits,
 };
@@ -140,6 +140,13 @@ impl Channel for AnyChannel {
         f: &mut dyn FnMut(&[u8], &mut dyn Tx),
     ) -> ulnet_channel::Result<usize> {
         self.0.rx_batch(max_count, f)
+    }
+    fn rx_batch_parts(
+        &mut self,
+        max_count: usize,
+        f: &mut RxParts<'_>,
+    ) -> ulnet_channel::Result<usize> {
+        self.0.rx_batch_parts(max_count, f)
     }
     fn tx(&mut self) -> &mut dyn Tx {
         self.0.tx()

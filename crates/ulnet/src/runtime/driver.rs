@@ -348,18 +348,21 @@ impl<C: Channel> Driver<C> {
     pub fn receive(&mut self, now: Instant, iface: &mut Interface) -> io::Result<usize> {
         let sent = &mut self.queued;
         crate::stage::rx_poll();
-        let received = self.channel.rx_batch(self.batch_count, &mut |frame, tx| {
-            crate::stage::rx_frame();
-            iface.ingress(
-                now,
-                frame,
-                &mut Sink {
-                    tx,
-                    sent: &mut *sent,
-                },
-            );
-            crate::stage::rx_frame_done();
-        })?;
+        let received = self
+            .channel
+            .rx_batch_parts(self.batch_count, &mut |frame, rest, tx| {
+                crate::stage::rx_frame();
+                iface.ingress_parts(
+                    now,
+                    frame,
+                    rest,
+                    &mut Sink {
+                        tx,
+                        sent: &mut *sent,
+                    },
+                );
+                crate::stage::rx_frame_done();
+            })?;
         Ok(received)
     }
 

@@ -169,13 +169,20 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Whether the checksum over the whole buffer (header and payload) is right for the
     /// given IP addresses.
     pub fn verify_checksum(&self, src: &IpAddr, dst: &IpAddr) -> bool {
+        self.verify_checksum_parts(src, dst, &[])
+    }
+
+    /// [`verify_checksum`](Self::verify_checksum) for a segment whose payload goes on
+    /// past this buffer in `rest` (a frame that arrived in several buffers).
+    pub fn verify_checksum_parts(&self, src: &IpAddr, dst: &IpAddr, rest: &[&[u8]]) -> bool {
         let b = self.buffer.as_ref();
-        let Ok(len) = u32::try_from(b.len()) else {
+        let len = b.len() + rest.iter().map(|p| p.len()).sum::<usize>();
+        let Ok(len) = u32::try_from(len) else {
             return false;
         };
         checksum::combine(&[
             checksum::pseudo_header(src, dst, IpProtocol::Tcp, len),
-            checksum::data(b),
+            checksum::data_chain(b, rest),
         ]) == 0xffff
     }
 
@@ -185,7 +192,18 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// finished. Only a link that never leaves memory (veth) delivers such segments;
     /// anywhere else this is an unverified checksum.
     pub fn checksum_is_unfinished(&self, src: &IpAddr, dst: &IpAddr) -> bool {
-        let Ok(len) = u32::try_from(self.buffer.as_ref().len()) else {
+        self.checksum_is_unfinished_parts(src, dst, 0)
+    }
+
+    /// [`checksum_is_unfinished`](Self::checksum_is_unfinished) for a segment whose
+    /// payload goes on past this buffer for `rest_len` more bytes.
+    pub fn checksum_is_unfinished_parts(
+        &self,
+        src: &IpAddr,
+        dst: &IpAddr,
+        rest_len: usize,
+    ) -> bool {
+        let Ok(len) = u32::try_from(self.buffer.as_ref().len() + rest_len) else {
             return false;
         };
         checksum::same(
@@ -306,8 +324,12 @@ pub struct TcpRepr<'a> {
     pub urgent: u16,
     /// Options.
     pub options: TcpOptions,
-    /// Payload.
+    /// Payload (its first part, when [`payload_rest`](Self::payload_rest) holds more).
     pub payload: &'a [u8],
+    /// The rest of a received payload that arrived in several buffers (a multi-buffer
+    /// frame taken without gathering it), in order after [`payload`](Self::payload);
+    /// empty otherwise. Lengths and [`emit`](Self::emit) count it.
+    pub payload_rest: &'a [&'a [u8]],
 }
 
 impl<'a> TcpRepr<'a> {
@@ -336,7 +358,13 @@ impl<'a> TcpRepr<'a> {
             urgent: packet.urgent_at(),
             options: TcpOptions::parse(packet.options())?,
             payload: packet.payload(),
+            payload_rest: &[],
         })
+    }
+
+    /// The payload's length, [`payload_rest`](Self::payload_rest) included.
+    pub fn payload_len(&self) -> usize {
+        self.payload.len() + self.payload_rest.iter().map(|p| p.len()).sum::<usize>()
     }
 
     /// The header length emitted: 20 plus the options, a multiple of 4.
@@ -346,12 +374,12 @@ impl<'a> TcpRepr<'a> {
 
     /// Header plus payload length.
     pub fn buffer_len(&self) -> usize {
-        self.header_len() + self.payload.len()
+        self.header_len() + self.payload_len()
     }
 
     /// The sequence space taken: payload plus SYN and FIN (RFC 9293 §3.4).
     pub fn segment_len(&self) -> usize {
-        self.payload.len()
+        self.payload_len()
             + usize::from(self.flags.contains(TcpFlags::SYN))
             + usize::from(self.flags.contains(TcpFlags::FIN))
     }
@@ -372,7 +400,7 @@ impl<'a> TcpRepr<'a> {
         checksum: ChecksumMode,
     ) {
         let header_len = self.header_len();
-        let len = header_len + self.payload.len();
+        let len = header_len + self.payload_len();
         packet.set_src_port(self.src_port);
         packet.set_dst_port(self.dst_port);
         packet.set_seq_number(self.seq);
@@ -384,7 +412,11 @@ impl<'a> TcpRepr<'a> {
         packet.set_urgent_at(self.urgent);
         let b = packet.buffer.as_mut();
         self.options.emit(&mut b[HEADER_LEN..header_len]);
-        b[header_len..len].copy_from_slice(self.payload);
+        let mut at = header_len;
+        for part in core::iter::once(&self.payload).chain(self.payload_rest) {
+            b[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
         let len32 = len as u32;
         let value = match checksum {
             ChecksumMode::Full => !checksum::combine(&[
@@ -409,7 +441,7 @@ impl fmt::Display for TcpRepr<'_> {
             ack: self.ack,
             window: self.window,
             urgent: self.urgent,
-            payload_len: self.payload.len(),
+            payload_len: self.payload_len(),
         };
         summary.write(f, |w| {
             let mut first = true;

@@ -30,6 +30,7 @@ fn syn_repr() -> TcpRepr<'static> {
             timestamp: Some(TcpTimestamp { tsval: 1, tsecr: 0 }),
         },
         payload: &[],
+        payload_rest: &[],
     }
 }
 

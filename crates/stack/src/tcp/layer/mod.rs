@@ -317,6 +317,7 @@ impl Tcp {
                         urgent: 0,
                         options,
                         payload: &[],
+                        payload_rest: &[],
                     };
                     self.stats.segs_out += 1;
                     out(dst, src, IpFields::default(), &a);

@@ -228,6 +228,7 @@ impl Tcp {
             urgent: 0,
             options,
             payload: &[],
+            payload_rest: &[],
         };
         self.stats.syn_cookies_sent += 1;
         self.stats.segs_out += 1;

@@ -44,6 +44,7 @@ pub(crate) fn rst_for(seg: &TcpRepr<'_>) -> TcpRepr<'static> {
         urgent: 0,
         options: TcpOptions::none(),
         payload: &[],
+        payload_rest: &[],
     }
 }
 
@@ -278,7 +279,7 @@ fn synchronized(
         && f.contains(TcpFlags::FIN)
         && !rst
         && !syn
-        && seg.payload.is_empty()
+        && seg.payload_len() == 0
         && seg.seq == s.rcv.nxt();
     if !zero_window_fin && !s.rcv.acceptable(seg.seq, seg_len, wnd) {
         if rst {
@@ -304,8 +305,8 @@ fn synchronized(
             send_ack(s, now, reply);
         } else {
             cx.stats.dropped_out_of_window += 1;
-            let end = seg.seq + seg.payload.len() as u32;
-            if s.sack_on && !seg.payload.is_empty() && end.diff(s.rcv.nxt()) <= 0 {
+            let end = seg.seq + seg.payload_len() as u32;
+            if s.sack_on && seg.payload_len() != 0 && end.diff(s.rcv.nxt()) <= 0 {
                 // RFC 2883 §4: report the duplicate so the sender can detect spurious
                 // retransmissions.
                 s.dsack = Some((seg.seq, end));
@@ -434,7 +435,7 @@ fn ack(
     // RFC 5681 §2 "duplicate acknowledgment".
     let is_dup = acked == 0
         && ack == s.snd.una()
-        && seg.payload.is_empty()
+        && seg.payload_len() == 0
         && !fin
         && window == s.snd.wnd()
         && window > 0
@@ -555,12 +556,12 @@ fn text_and_fin(
     cx: &mut Cx<'_>,
     reply: &mut dyn FnMut(&TcpRepr<'_>),
 ) {
-    if !seg.payload.is_empty() {
+    if seg.payload_len() != 0 {
         if matches!(
             s.state,
             State::Established | State::FinWait1 | State::FinWait2
         ) {
-            if s.orphan && seq.add(seg.payload.len() as u32).diff(s.rcv.nxt()) > 0 {
+            if s.orphan && seq.add(seg.payload_len() as u32).diff(s.rcv.nxt()) > 0 {
                 // New data for a connection the application closed: nobody will ever
                 // read it; tell the peer (RFC 1122 §4.2.2.13, RFC 2525 §2.17).
                 let rst = s.rst_segment(now);
@@ -569,14 +570,20 @@ fn text_and_fin(
                 s.set_closed(Some(ConnError::Aborted));
                 return;
             }
-            recv::deliver(s, now, seq, seg.payload, cx);
+            recv::deliver(
+                s,
+                now,
+                seq,
+                recv::Text::new(seg.payload, seg.payload_rest),
+                cx,
+            );
         } else {
             // Data after the peer's FIN cannot be new; acknowledge what we have.
             s.ack_now = true;
         }
     }
     if seg.flags.contains(TcpFlags::FIN) && s.state.is_synchronized() {
-        let at = seq + seg.payload.len() as u32;
+        let at = seq + seg.payload_len() as u32;
         if s.state.may_receive() && at.diff(s.rcv.nxt()) >= 0 {
             s.rcv.note_fin(at);
         } else {
@@ -633,6 +640,7 @@ mod tests {
             urgent: 0,
             options: TcpOptions::none(),
             payload: b"ab",
+            payload_rest: &[],
         };
         let r = rst_for(&seg);
         assert_eq!((r.seq, r.ack), (SeqNumber(0), SeqNumber(103)));

@@ -137,6 +137,7 @@ fn syn(s: &mut Socket, now: Instant, emit: &mut Emit<'_>) -> Output {
         urgent: 0,
         options,
         payload: &[],
+        payload_rest: &[],
     };
     if !emit(&repr, 0) {
         s.rcv.unsend(saved);
@@ -314,6 +315,7 @@ fn data(
         } else {
             &scratch[..n]
         },
+        payload_rest: &[],
     };
     let segments = n.div_ceil(cap).max(1);
     let segment_size = if segments > 1 { cap as u16 } else { 0 };
@@ -565,6 +567,7 @@ impl Socket {
             urgent: 0,
             options,
             payload: &[],
+            payload_rest: &[],
         }
     }
 
@@ -591,6 +594,7 @@ impl Socket {
             urgent: 0,
             options,
             payload: &[],
+            payload_rest: &[],
         }
     }
 

@@ -18,13 +18,110 @@ use crate::time::{Duration, Instant};
 use super::{Cx, Socket};
 use crate::tcp::sack::sack_blocks;
 
+/// A segment's text where it lies: one slice, or the first part and the rest of a frame
+/// that arrived in several buffers (`TcpRepr::payload_rest`), taken without gathering
+/// it. Trimming narrows a window on it; nothing is copied until the bytes go into the
+/// receive buffer.
+#[derive(Clone, Copy)]
+pub(crate) struct Text<'a> {
+    head: &'a [u8],
+    rest: &'a [&'a [u8]],
+    /// Bytes left out at the front.
+    skip: usize,
+    /// Bytes in the window.
+    len: usize,
+}
+
+impl<'a> Text<'a> {
+    pub(crate) fn new(head: &'a [u8], rest: &'a [&'a [u8]]) -> Text<'a> {
+        let len = head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
+        Text {
+            head,
+            rest,
+            skip: 0,
+            len,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Without its first `n` bytes.
+    fn after(self, n: usize) -> Text<'a> {
+        let n = n.min(self.len);
+        Text {
+            skip: self.skip + n,
+            len: self.len - n,
+            ..self
+        }
+    }
+
+    /// Its first `n` bytes.
+    fn first(self, n: usize) -> Text<'a> {
+        Text {
+            len: self.len.min(n),
+            ..self
+        }
+    }
+
+    /// The window's bytes as slices, in order, none empty.
+    fn pieces(self) -> impl Iterator<Item = &'a [u8]> {
+        let (mut skip, mut left) = (self.skip, self.len);
+        core::iter::once(self.head)
+            .chain(self.rest.iter().copied())
+            .filter_map(move |p| {
+                if left == 0 || skip >= p.len() {
+                    skip = skip.saturating_sub(p.len());
+                    return None;
+                }
+                let p = &p[skip..];
+                skip = 0;
+                let p = &p[..p.len().min(left)];
+                left -= p.len();
+                Some(p)
+            })
+    }
+
+    /// Appends the bytes to `rx` as far as they fit; returns how many went in.
+    fn enqueue(self, rx: &mut crate::storage::RingBuffer) -> usize {
+        let mut n = 0;
+        for p in self.pieces() {
+            let k = rx.enqueue_slice(p);
+            n += k;
+            if k < p.len() {
+                break;
+            }
+        }
+        n
+    }
+
+    /// Writes the bytes into `rx`'s free storage `offset` past its write pointer, as far
+    /// as they fit; returns how many were written.
+    fn write_unallocated(self, rx: &mut crate::storage::RingBuffer, offset: usize) -> usize {
+        let mut n = 0;
+        for p in self.pieces() {
+            let k = rx.write_unallocated(offset + n, p);
+            n += k;
+            if k < p.len() {
+                break;
+            }
+        }
+        n
+    }
+}
+
 /// Stores the payload of an acceptable segment whose first byte is `seq`. Updates
 /// RCV.NXT, the ACK policy and SACK state. Returns the bytes newly delivered in order.
 pub(crate) fn deliver(
     s: &mut Socket,
     now: Instant,
     mut seq: SeqNumber,
-    mut payload: &[u8],
+    mut payload: Text<'_>,
     cx: &mut Cx<'_>,
 ) -> usize {
     if payload.is_empty() {
@@ -46,7 +143,7 @@ pub(crate) fn deliver(
         if dup >= payload.len() {
             return 0;
         }
-        payload = &payload[dup..];
+        payload = payload.after(dup);
         seq = s.rcv.nxt();
     }
     let offset = seq.distance_from(s.rcv.nxt()) as usize;
@@ -74,7 +171,7 @@ pub(crate) fn deliver(
         return 0;
     }
     let len = payload.len().min(space - offset);
-    let data = &payload[..len];
+    let data = payload.first(len);
     if offset == 0 {
         s.rcv_rtt_measure(now);
     }
@@ -89,7 +186,7 @@ pub(crate) fn deliver(
 
     if offset == 0 && s.asm.is_empty() {
         // The fast path: in order, no holes.
-        let n = s.rx.enqueue_slice(data);
+        let n = data.enqueue(&mut s.rx);
         s.rcv.advance(n as u32);
         s.counters.bytes_received += n as u64;
         note_data_received(s, now);
@@ -106,7 +203,7 @@ pub(crate) fn deliver(
             s.dsack = Some((nxt + a as u32, nxt + b as u32));
         }
     }
-    let written = s.rx.write_unallocated(offset, data);
+    let written = data.write_unallocated(&mut s.rx, offset);
     if s.asm.add(offset, written).is_err() {
         if offset == 0 {
             // In-order data that would need a range of its own while all are in use: it
@@ -280,5 +377,40 @@ pub(crate) fn fill_sack_blocks(s: &Socket, o: &mut TcpOptions) {
     let n = sack_blocks(held, s.rcv.nxt(), s.last_ooo, s.dsack, room, &mut out);
     for &b in &out[..n] {
         o.sack_blocks.push(b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Text;
+    use crate::storage::RingBuffer;
+    use alloc::vec::Vec;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A text in pieces, trimmed at both ends, reads and stores as the same window
+        /// of its concatenation.
+        #[test]
+        fn a_trimmed_text_in_pieces_is_its_concatenations_window(
+            parts in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..6),
+            skip in 0usize..200,
+            len in 0usize..200,
+            room in 0usize..200,
+        ) {
+            let whole: Vec<u8> = parts.concat();
+            let rest: Vec<&[u8]> = parts[1..].iter().map(Vec::as_slice).collect();
+            let t = Text::new(&parts[0], &rest).after(skip).first(len);
+            let lo = skip.min(whole.len());
+            let want = &whole[lo..(lo + len).min(whole.len())];
+            prop_assert_eq!(t.len(), want.len());
+            prop_assert!(t.pieces().all(|p| !p.is_empty()));
+            prop_assert_eq!(t.pieces().collect::<Vec<_>>().concat(), want);
+            let mut rx = RingBuffer::new(room.max(1));
+            let n = t.enqueue(&mut rx);
+            prop_assert_eq!(n, want.len().min(room.max(1)));
+            let mut out = vec![0; n];
+            rx.dequeue_slice(&mut out);
+            prop_assert_eq!(&out[..], &want[..n]);
+        }
     }
 }

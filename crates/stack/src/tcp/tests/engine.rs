@@ -269,6 +269,7 @@ fn random_segment<'a>(
         urgent: rng.next() as u16,
         options,
         payload: &payload[..len],
+        payload_rest: &[],
     };
     (seg, true)
 }

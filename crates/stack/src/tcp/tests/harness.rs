@@ -47,6 +47,7 @@ impl Seg {
             urgent: 0,
             options: self.options,
             payload: &self.payload,
+            payload_rest: &[],
         }
     }
 

@@ -347,6 +347,7 @@ fn issue_13_listener_serves_a_real_client_through_a_syn_flood() {
                 urgent: 0,
                 options: ulnet_wire::TcpOptions::none(),
                 payload: &[],
+                payload_rest: &[],
             };
             srv.process(now, src, server_addr.ip(), &syn, &mut |_, d, _| {
                 assert_ne!(d, client_ip);
