@@ -2,7 +2,10 @@
 //! `Tcp::process` into the socket buffer (and read out by the application), a pure ACK
 //! that acknowledges one segment of new data, and one end of a 64-byte ping-pong (a
 //! request that acknowledges the last answer in, read, the answer written and sent:
-//! the engine's share of `ulnet bench latency`'s TCP round trip, per end).
+//! the engine's share of `ulnet bench latency`'s TCP round trip, per end); and a
+//! 65483-byte segment (a veth super-frame at MTU 65535) that arrived in 17 buffers, as
+//! AF_XDP multi-buffer hands it over, taken where it lies (`TcpRepr::payload_rest`)
+//! against gathered into one buffer first, as the channel did before.
 
 use std::hint::black_box;
 use std::net::{IpAddr, SocketAddr};
@@ -176,5 +179,68 @@ fn ping_pong_end(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, data_segment_in_order, pure_ack, ping_pong_end);
+/// A super-frame's segment in 17 buffers, as AF_XDP hands it over from 4 KiB UMEM
+/// frames: the first 3840 bytes (the frame less its headroom) with 66 bytes of headers,
+/// then 4096 bytes each: in place against gathered.
+fn jumbo_segment_in_parts(c: &mut Criterion) {
+    const LEN: usize = 65483;
+    const PART: usize = 4096;
+    const FIRST: usize = 3840 - 66;
+    let mut g = c.benchmark_group("tcp_fast_path");
+    g.throughput(Throughput::Bytes(LEN as u64));
+    let payload: Vec<u8> = (0..LEN).map(|i| i as u8).collect();
+    let parts: Vec<&[u8]> = core::iter::once(&payload[..FIRST])
+        .chain(payload[FIRST..].chunks(PART))
+        .collect();
+    assert_eq!(parts.len(), 17);
+    for gather in [true, false] {
+        let name = if gather {
+            "rx_data_65483_in_17_parts_gathered"
+        } else {
+            "rx_data_65483_in_17_parts_in_place"
+        };
+        let now = Instant::from_secs(10);
+        let (mut tcp, s, iss) = established(now);
+        tcp.set_option(now, s, SocketOption::RecvBuffer(1 << 20))
+            .unwrap();
+        let mut scratch = vec![0u8; LEN];
+        let mut buf = vec![0u8; LEN];
+        let mut seq = 1001u32;
+        let mut tsval = 3u32;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut d = seg(seq, iss + 1, TcpFlags::ACK | TcpFlags::PSH, tsval, &[]);
+                if gather {
+                    let mut at = 0;
+                    for p in &parts {
+                        scratch[at..at + p.len()].copy_from_slice(p);
+                        at += p.len();
+                    }
+                    d.payload = &scratch;
+                } else {
+                    d.payload = parts[0];
+                    d.payload_rest = &parts[1..];
+                }
+                tcp.process(now, peer_ip(), our_ip(), black_box(&d), &mut |_, _, _| {});
+                seq = seq.wrapping_add(LEN as u32);
+                tsval = tsval.wrapping_add(1);
+                let n = tcp.recv(now, s, black_box(&mut buf)).unwrap();
+                assert_eq!(n, LEN);
+                tcp.dispatch(now, &mut |_, _, r| {
+                    black_box(r);
+                    true
+                });
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    data_segment_in_order,
+    pure_ack,
+    ping_pong_end,
+    jumbo_segment_in_parts
+);
 criterion_main!(benches);

@@ -55,9 +55,19 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// # Errors
     /// [`Error::Truncated`] when they do not.
     pub fn check_len(&self) -> Result<()> {
+        self.check_len_parts(0)
+    }
+
+    /// [`check_len`](Self::check_len) for a packet that goes on past this buffer for
+    /// `more` bytes (a frame that arrived in several buffers): the fixed header must be
+    /// in this buffer, the payload within it and the `more` bytes after it.
+    ///
+    /// # Errors
+    /// As [`check_len`](Self::check_len).
+    pub fn check_len_parts(&self, more: usize) -> Result<()> {
         let len = self.buffer.as_ref().len();
         ensure_len(len, HEADER_LEN)?;
-        ensure_len(len, HEADER_LEN + usize::from(self.payload_len()))
+        ensure_len(len + more, HEADER_LEN + usize::from(self.payload_len()))
     }
 
     /// Returns the underlying buffer.
@@ -191,7 +201,19 @@ impl Ipv6Repr {
     /// [`Error::Truncated`] from `check_len`; [`Error::Unsupported`] when the version
     /// is not 6.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Ipv6Packet<&T>) -> Result<Ipv6Repr> {
-        packet.check_len()?;
+        Ipv6Repr::parse_parts(packet, 0)
+    }
+
+    /// [`parse`](Self::parse) for a packet that goes on past the packet's buffer for
+    /// `more` bytes ([`Ipv6Packet::check_len_parts`]).
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse).
+    pub fn parse_parts<T: AsRef<[u8]> + ?Sized>(
+        packet: &Ipv6Packet<&T>,
+        more: usize,
+    ) -> Result<Ipv6Repr> {
+        packet.check_len_parts(more)?;
         if packet.version() != 6 {
             return Err(Error::Unsupported);
         }

@@ -61,7 +61,7 @@ impl Interface {
                 stage_hook!(rx_mark RxEthernet);
                 self.process_ipv4(now, eth.payload(), rest, dst.is_broadcast(), tx)
             }
-            EtherType::Ipv6 => self.process_ipv6(now, eth.payload(), !dst.is_unicast(), tx),
+            EtherType::Ipv6 => self.process_ipv6(now, eth.payload(), rest, !dst.is_unicast(), tx),
             _ => stats.drop(DropReason::EthUnknownType),
         }
     }

@@ -234,6 +234,9 @@ pub(super) struct Delivery6<'a> {
     pub header: Ipv6Repr,
     /// The upper-layer bytes.
     pub payload: &'a [u8],
+    /// The rest of a TCP payload that arrived in several buffers, after `payload`
+    /// ([`Interface::ingress_parts`]); empty otherwise.
+    pub rest: &'a [&'a [u8]],
     /// The bytes after the fixed header (extension headers on), for quoting in ICMPv6
     /// errors; for a reassembled packet, its fragmentable part.
     pub after_header: &'a [u8],
@@ -244,10 +247,14 @@ pub(super) struct Delivery6<'a> {
 }
 
 impl Interface {
+    /// `rest`, when not empty, holds the rest of a packet that arrived in several
+    /// buffers, which [`parts_in_place`](super::parts_in_place) found to be a TCP
+    /// segment right after the fixed header, of exactly the length the header says.
     pub(super) fn process_ipv6(
         &mut self,
         now: Instant,
         payload: &[u8],
+        rest: &[&[u8]],
         link_multicast: bool,
         tx: &mut dyn TxSink,
     ) {
@@ -262,7 +269,8 @@ impl Interface {
         if packet.version() != 6 {
             return stats.drop(DropReason::Ipv6BadVersion);
         }
-        let Ok(header) = Ipv6Repr::parse(&packet) else {
+        let more: usize = rest.iter().map(|p| p.len()).sum();
+        let Ok(header) = Ipv6Repr::parse_parts(&packet, more) else {
             return stats.drop(DropReason::Ipv6Truncated);
         };
         let (src, dst) = (header.src_addr, header.dst_addr);
@@ -282,8 +290,13 @@ impl Interface {
         if !for_us {
             return stats.drop(DropReason::Ipv6NotForUs);
         }
-        // Only the declared payload: link-layer padding is cut off.
-        let packet_bytes = &payload[..HEADER_LEN + header.payload_len];
+        // Only the declared payload: link-layer padding is cut off (in several buffers
+        // the packet fills them exactly, `parts_in_place`).
+        let packet_bytes = if rest.is_empty() {
+            &payload[..HEADER_LEN + header.payload_len]
+        } else {
+            payload
+        };
         let body = &packet_bytes[HEADER_LEN..];
         let chain = match ipv6ext::walk(header.next_header, body) {
             Ok(c) => c,
@@ -294,6 +307,7 @@ impl Interface {
         let d = Delivery6 {
             header,
             payload: &body[chain.header_len..],
+            rest,
             after_header: body,
             multicast,
             verify,
@@ -449,6 +463,7 @@ impl Interface {
         let d = Delivery6 {
             header: whole.header,
             payload: &whole.payload[chain.header_len..],
+            rest: &[],
             after_header: &whole.payload,
             multicast,
             // No device checksums a reassembled packet.

@@ -397,7 +397,8 @@ impl Interface {
 
     /// [`ingress`](Self::ingress) for a frame that arrived in several buffers (a
     /// multi-buffer AF_XDP frame): `head`, then each of `rest`, in order. A TCP segment
-    /// over IPv4 whose headers are all in `head` is taken where it lies: its checksum is
+    /// whose IP and TCP headers are all in `head` (over IPv4, or IPv6 without extension
+    /// headers) is taken where it lies: its checksum is
     /// summed over the parts and its payload copied from them straight into the
     /// receive buffer, so a 64 KB frame in 17 parts is not first gathered into one
     /// (a copy of every byte, 8% of the receiving core at MTU 65535, docs/performance.md
@@ -464,32 +465,43 @@ impl Interface {
 }
 
 /// Whether a frame that goes on past `head` for `more` bytes can be taken where it lies
-/// ([`Interface::ingress_parts`]): an Ethernet II frame with a whole IPv4 datagram
-/// (not a fragment) carrying TCP, the IPv4 and TCP headers all in `head`, and an IPv4
-/// total length that is exactly what the parts hold (no link padding to cut). Only
-/// lengths are checked here; every other check is the usual path's.
+/// ([`Interface::ingress_parts`]): an Ethernet II frame with a whole IPv4 datagram (not
+/// a fragment) or an IPv6 packet without extension headers, carrying TCP, the IP and
+/// TCP headers all in `head`, and an IP length that is exactly what the parts hold (no
+/// link padding to cut). Only lengths are checked here; every other check is the usual
+/// path's.
 fn parts_in_place(head: &[u8], more: usize) -> bool {
-    use ulnet_wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet};
+    use ulnet_wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet};
     let Ok(eth) = EthernetFrame::new_checked(head) else {
         return false;
     };
-    if eth.ethertype() != EtherType::Ipv4 {
-        return false;
-    }
     let ip = eth.payload();
-    if ip.len() < ipv4::HEADER_LEN {
-        return false;
-    }
-    let packet = Ipv4Packet::new_unchecked(ip);
-    let header_len = packet.header_len();
-    if packet.version() != 4
-        || packet.protocol() != IpProtocol::Tcp
-        || packet.is_fragment()
-        || header_len < ipv4::HEADER_LEN
-        || usize::from(packet.total_len()) != ip.len() + more
-    {
-        return false;
-    }
+    let header_len = match eth.ethertype() {
+        EtherType::Ipv4 if ip.len() >= ipv4::HEADER_LEN => {
+            let packet = Ipv4Packet::new_unchecked(ip);
+            let header_len = packet.header_len();
+            if packet.version() != 4
+                || packet.protocol() != IpProtocol::Tcp
+                || packet.is_fragment()
+                || header_len < ipv4::HEADER_LEN
+                || usize::from(packet.total_len()) != ip.len() + more
+            {
+                return false;
+            }
+            header_len
+        }
+        EtherType::Ipv6 if ip.len() >= ipv6::HEADER_LEN => {
+            let packet = Ipv6Packet::new_unchecked(ip);
+            if packet.version() != 6
+                || packet.next_header() != IpProtocol::Tcp
+                || ipv6::HEADER_LEN + usize::from(packet.payload_len()) != ip.len() + more
+            {
+                return false;
+            }
+            ipv6::HEADER_LEN
+        }
+        _ => return false,
+    };
     // The TCP header, options included (data offset, RFC 9293 §3.1), all in `head`.
     ip.get(header_len..).is_some_and(|tcp| {
         tcp.len() >= ulnet_wire::tcp::HEADER_LEN && tcp.len() >= usize::from(tcp[12] >> 4) * 4

@@ -173,7 +173,7 @@ pub struct Stats {
     /// over a host's segmentation super-frames whole (`XdpOptions::rx_super_frames`).
     pub rx_largest: u64,
     /// Frames that came in several buffers and were taken where they lie
-    /// (`Interface::ingress_parts`: TCP over IPv4, headers in the first buffer).
+    /// (`Interface::ingress_parts`: TCP with its headers in the first buffer).
     pub rx_parts_in_place: u64,
     /// Frames that came in several buffers and were gathered into one first.
     pub rx_parts_gathered: u64,

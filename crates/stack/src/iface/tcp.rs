@@ -146,7 +146,7 @@ impl Interface {
             return self.core.stats.drop(DropReason::Ipv6NotForUs);
         }
         let (src, dst) = (IpAddr::V6(d.header.src_addr), IpAddr::V6(d.header.dst_addr));
-        if self.tcp_input(now, src, dst, d.payload, &[], d.verify, tx) {
+        if self.tcp_input(now, src, dst, d.payload, d.rest, d.verify, tx) {
             self.confirm_progress(now, src);
         }
     }
