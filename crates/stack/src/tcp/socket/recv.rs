@@ -87,8 +87,19 @@ impl<'a> Text<'a> {
             })
     }
 
+    /// The window's bytes when they lie in one slice (every frame that came in one
+    /// buffer): the per-segment path then copies without walking the pieces.
+    fn whole(self) -> Option<&'a [u8]> {
+        self.rest
+            .is_empty()
+            .then(|| &self.head[self.skip..self.skip + self.len])
+    }
+
     /// Appends the bytes to `rx` as far as they fit; returns how many went in.
     fn enqueue(self, rx: &mut crate::storage::RingBuffer) -> usize {
+        if let Some(data) = self.whole() {
+            return rx.enqueue_slice(data);
+        }
         let mut n = 0;
         for p in self.pieces() {
             let k = rx.enqueue_slice(p);
@@ -103,6 +114,9 @@ impl<'a> Text<'a> {
     /// Writes the bytes into `rx`'s free storage `offset` past its write pointer, as far
     /// as they fit; returns how many were written.
     fn write_unallocated(self, rx: &mut crate::storage::RingBuffer, offset: usize) -> usize {
+        if let Some(data) = self.whole() {
+            return rx.write_unallocated(offset, data);
+        }
         let mut n = 0;
         for p in self.pieces() {
             let k = rx.write_unallocated(offset + n, p);
