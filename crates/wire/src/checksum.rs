@@ -116,6 +116,7 @@ pub fn data(data: &[u8]) -> u16 {
 /// 16-bit words, so its sum is byte-swapped before it is added (RFC 1071 §2(B): the sum
 /// is byte-order independent, and §4.1's zero pad of an odd part is what the swap
 /// moves to the front of the next word).
+#[inline]
 pub fn data_chain(head: &[u8], rest: &[&[u8]]) -> u16 {
     let mut acc = u64::from(data(head));
     let mut odd = head.len() % 2 == 1;
