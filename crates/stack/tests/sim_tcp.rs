@@ -10,19 +10,13 @@ use ulnet_channel::sim::LinkConfig;
 use ulnet_stack::tcp::{Tcp, TcpConfig};
 use ulnet_stack::time::Duration;
 
-fn stream(len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i % 251) as u8 ^ (i / 251) as u8)
-        .collect()
-}
-
 fn transfer(family: Family, seed: u64, link: LinkConfig, len: usize) -> Sim {
     let mut sim = Sim::pair_in(family, seed, link);
     sim.iface(0)
         .set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
     sim.iface(1)
         .set_tcp(Tcp::new(TcpConfig::default(), [2; 16]));
-    let data = stream(len);
+    let data = common::tcp::stream(len);
     let t = common::tcp::transfer(&mut sim, &data, Duration::from_secs(600));
     if !t.done {
         for n in &sim.nodes {
@@ -134,7 +128,7 @@ fn stream_outlives_its_neighbour_entries() {
             .set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
         sim.iface(1)
             .set_tcp(Tcp::new(TcpConfig::default(), [2; 16]));
-        let data = stream(8_000_000);
+        let data = common::tcp::stream(8_000_000);
         let t = common::tcp::transfer(&mut sim, &data, Duration::from_secs(60));
         assert!(
             t.done && t.received == data,

@@ -92,12 +92,6 @@ impl SimChannel for Cut {
     }
 }
 
-fn stream(len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i % 251) as u8 ^ (i / 251) as u8)
-        .collect()
-}
-
 fn transfer(family: Family, seed: u64, link: LinkConfig, len: usize) -> Sim {
     let (wire, a, b) = Wire::pair(seed, link.clone(), link);
     let mut sim = Sim::new(wire);
@@ -109,7 +103,7 @@ fn transfer(family: Family, seed: u64, link: LinkConfig, len: usize) -> Sim {
         .set_tcp(Tcp::new(TcpConfig::default(), [1; 16]));
     sim.iface(1)
         .set_tcp(Tcp::new(TcpConfig::default(), [2; 16]));
-    let data = stream(len);
+    let data = common::tcp::stream(len);
     let t = common::tcp::transfer(&mut sim, &data, Duration::from_secs(600));
     assert!(
         t.done,

@@ -7,6 +7,14 @@ use ulnet_stack::time::Duration;
 
 use super::Sim;
 
+/// A test stream of `len` bytes whose pattern repeats only every 64,256 bytes (251 x
+/// 256), so a segment stored at the wrong offset shows.
+pub fn stream(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ (i / 251) as u8)
+        .collect()
+}
+
 /// What [`transfer`] saw by the time it returned.
 pub struct Transfer {
     /// The server read to the end of the stream (EOF) within the time limit.
