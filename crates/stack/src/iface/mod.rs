@@ -398,11 +398,11 @@ impl Interface {
     /// [`ingress`](Self::ingress) for a frame that arrived in several buffers (a
     /// multi-buffer AF_XDP frame): `head`, then each of `rest`, in order. A TCP segment
     /// whose IP and TCP headers are all in `head` (over IPv4, or IPv6 without extension
-    /// headers) is taken where it lies: its checksum is
-    /// summed over the parts and its payload copied from them straight into the
-    /// receive buffer, so a 64 KB frame in 17 parts is not first gathered into one
-    /// (a copy of every byte, 8% of the receiving core at MTU 65535, docs/performance.md
-    /// "Session 27"). Anything else is gathered first and goes through `ingress`.
+    /// headers) is taken where it lies: its checksum is summed over the parts and its
+    /// payload copied from them straight into the receive buffer, so a 64 KB frame in
+    /// 17 parts is not first gathered into one (a copy of every byte, 8% of the
+    /// receiving core at MTU 65535, docs/performance.md "Session 27"). Anything else is
+    /// gathered first, into a buffer the interface keeps, and goes through `ingress`.
     pub fn ingress_parts(
         &mut self,
         now: Instant,
