@@ -87,45 +87,34 @@ impl<'a> Text<'a> {
             })
     }
 
-    /// The window's bytes when they lie in one slice (every frame that came in one
-    /// buffer): the per-segment path then copies without walking the pieces.
-    fn whole(self) -> Option<&'a [u8]> {
-        self.rest
-            .is_empty()
-            .then(|| &self.head[self.skip..self.skip + self.len])
-    }
-
-    /// Appends the bytes to `rx` as far as they fit; returns how many went in.
-    fn enqueue(self, rx: &mut crate::storage::RingBuffer) -> usize {
-        if let Some(data) = self.whole() {
-            return rx.enqueue_slice(data);
+    /// Hands the window's bytes to `put` piece by piece with each piece's offset in the
+    /// window, until `put` takes less than a whole piece; returns how many it took. A
+    /// text in one slice (every frame that came in one buffer) is one call, without
+    /// walking pieces.
+    fn copy(self, mut put: impl FnMut(usize, &[u8]) -> usize) -> usize {
+        if self.rest.is_empty() {
+            return put(0, &self.head[self.skip..self.skip + self.len]);
         }
         let mut n = 0;
         for p in self.pieces() {
-            let k = rx.enqueue_slice(p);
+            let k = put(n, p);
             n += k;
             if k < p.len() {
                 break;
             }
         }
         n
+    }
+
+    /// Appends the bytes to `rx` as far as they fit; returns how many went in.
+    fn enqueue(self, rx: &mut crate::storage::RingBuffer) -> usize {
+        self.copy(|_, p| rx.enqueue_slice(p))
     }
 
     /// Writes the bytes into `rx`'s free storage `offset` past its write pointer, as far
     /// as they fit; returns how many were written.
     fn write_unallocated(self, rx: &mut crate::storage::RingBuffer, offset: usize) -> usize {
-        if let Some(data) = self.whole() {
-            return rx.write_unallocated(offset, data);
-        }
-        let mut n = 0;
-        for p in self.pieces() {
-            let k = rx.write_unallocated(offset + n, p);
-            n += k;
-            if k < p.len() {
-                break;
-            }
-        }
-        n
+        self.copy(|at, p| rx.write_unallocated(offset + at, p))
     }
 }
 
@@ -410,6 +399,7 @@ mod tests {
             skip in 0usize..200,
             len in 0usize..200,
             room in 0usize..200,
+            offset in 0usize..50,
         ) {
             let whole: Vec<u8> = parts.concat();
             let rest: Vec<&[u8]> = parts[1..].iter().map(Vec::as_slice).collect();
@@ -425,6 +415,15 @@ mod tests {
             let mut out = vec![0; n];
             rx.dequeue_slice(&mut out);
             prop_assert_eq!(&out[..], &want[..n]);
+            // Out of order: written past the write pointer, then committed.
+            let cap = room.max(1);
+            let mut rx = RingBuffer::new(cap);
+            let w = t.write_unallocated(&mut rx, offset);
+            prop_assert_eq!(w, want.len().min(cap.saturating_sub(offset)));
+            rx.enqueue_unallocated(offset + w);
+            let mut out = vec![0; offset + w];
+            rx.dequeue_slice(&mut out);
+            prop_assert_eq!(&out[offset..], &want[..w]);
         }
     }
 }
