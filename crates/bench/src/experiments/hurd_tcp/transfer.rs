@@ -576,6 +576,9 @@ struct LoopCount {
     /// `Stack::loop_thread_turns`, read under the turn (so it agrees with the loop's
     /// iterations, which `stats` read apart from it may not).
     thread_turns: u64,
+    /// Frames that came in several buffers: taken where they lie, and gathered first
+    /// (`Interface::ingress_parts`).
+    parts: (u64, u64),
 }
 
 impl LoopCount {
@@ -583,6 +586,10 @@ impl LoopCount {
         LoopCount {
             stats: stack.loop_stats(),
             thread_turns: stack.loop_thread_turns(),
+            parts: stack.with(|iface| {
+                let s = iface.stats();
+                (s.rx_parts_in_place, s.rx_parts_gathered)
+            }),
         }
     }
 
@@ -591,7 +598,9 @@ impl LoopCount {
     /// thread, in a blocked call, a tokio task or after a call that queued data), its
     /// sleeps (`loop_sleeps_per_gb`) and the doorbells it rang (`loop_flushes_per_gb`).
     /// A hand-off between the application's thread and the loop's shows as the loop's
-    /// own thread's share.
+    /// own thread's share. Where frames came in several buffers (AF_XDP multi-buffer),
+    /// how many per GB the stack took where they lie (`rx_parts_in_place_per_gb`) and
+    /// how many it gathered into one buffer first (`rx_parts_gathered_per_gb`).
     fn add_to(self, end: &Stack, m: &mut Metrics) {
         let e = LoopCount::now(end);
         let Some(gb) = m.get("bytes_checked").map(|b| b / 1e9).filter(|g| *g > 0.0) else {
@@ -612,6 +621,12 @@ impl LoopCount {
             "loop_flushes_per_gb".into(),
             per(e.stats.flushes.saturating_sub(self.stats.flushes)),
         );
+        let in_place = e.parts.0.saturating_sub(self.parts.0);
+        let gathered = e.parts.1.saturating_sub(self.parts.1);
+        if in_place + gathered > 0 {
+            m.insert("rx_parts_in_place_per_gb".into(), per(in_place));
+            m.insert("rx_parts_gathered_per_gb".into(), per(gathered));
+        }
     }
 }
 
