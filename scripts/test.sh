@@ -118,8 +118,8 @@ step no-std-link cargo build --manifest-path crates/stack/nostd-check/Cargo.toml
 # cdylibs there (the interposer has no test target at all), so build the workspace first.
 # With the test targets in the same build: dev-dependencies add features to shared crates
 # (tokio's macros, syn's), and a build without them compiled every library a second
-# time for the tests (883 s of compiling on 2 cores, against 687 s for this one build;
-# the runner then finds everything built).
+# time for the tests (883 s of compiling on 2 cores from a clean target, against 685 s
+# for this one build; the runner then finds everything built).
 step build cargo build --workspace --lib --bins --tests --examples
 step test run_tests "$@"
 if [[ $RUNNER == nextest ]]; then
