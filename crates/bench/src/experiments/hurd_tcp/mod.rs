@@ -703,7 +703,8 @@ impl Experiment for HurdTcp {
             Metric::more("goodput_gbps", "goodput (Gb/s)", 2),
             Metric::more("peak_gbps", "peak 100 ms (Gb/s)", 2),
             Metric::more("avg_mbytes_s", "average (MB/s)", 0),
-            Metric::less("machine_s_per_gb", "machine CPU (s/GB)", 3),
+            Metric::less("cpus_busy_s_per_gb", "machine CPU, busy time (s/GB)", 3),
+            Metric::less("machine_s_per_gb", "machine CPU, /proc/stat (s/GB)", 3),
             Metric::less("sut_s_per_gb", "system under test CPU (s/GB)", 3),
         ];
         for c in &specs {
@@ -751,7 +752,12 @@ impl Experiment for HurdTcp {
             systems: used.iter().map(|s| (*s).to_owned()).collect(),
             x_param: None,
             x_label: "case".into(),
-            y: Metric::less("machine_s_per_gb", "machine CPU (s/GB)", 3),
+            // The exact busy time where this machine keeps it (as goal 1 is judged).
+            y: if crate::cpu::idle_per_cpu(1).is_some() {
+                Metric::less("cpus_busy_s_per_gb", "machine CPU, busy time (s/GB)", 3)
+            } else {
+                Metric::less("machine_s_per_gb", "machine CPU, /proc/stat (s/GB)", 3)
+            },
             y2: None,
             x_log: false,
         }));
@@ -891,6 +897,22 @@ fn goals(s: &Summary) -> Vec<String> {
     // Goal 1: MTU 1500, both APIs, against the kernel with offloads off: goodput at
     // least its, machine CPU per GB at most its; receive also within 10% of the
     // engine-only row. Sending, ulnet as it runs by default (bursts).
+    //
+    // Machine CPU is every CPU's exact busy time where both rows have it (`cpus_busy`:
+    // the window minus each CPU's idle time, kept at every idle entry and exit), else
+    // `/proc/stat`'s busy states. This kernel samples those at the tick, so work that
+    // runs in bursts shorter than a tick and then idles is missed: the kernel's
+    // softirq receive path far more than ulnet's threads, which run without a break
+    // (session 29: the kernel's rx-1500 at 1.04-1.10 s/GB by `/proc/stat`, 1.26-1.29
+    // exact; ulnet's 1.00-1.12 against 1.11-1.19).
+    let machine_cpu = |case: &str, sys: &str| {
+        s.paired(case, sys, KERNEL_NOOFF, "cpus_busy_s_per_gb")
+            .map(|r| (r, "busy time"))
+            .or_else(|| {
+                s.paired(case, sys, KERNEL_NOOFF, "machine_s_per_gb")
+                    .map(|r| (r, "/proc/stat"))
+            })
+    };
     let mut one = Vec::new();
     for (case, rows) in [
         ("rx-1500", [("blocking", ULNET_XDP), ("tokio", ULNET_TOKIO)]),
@@ -898,15 +920,14 @@ fn goals(s: &Summary) -> Vec<String> {
     ] {
         for (api, sys) in rows {
             let rate = s.paired(case, sys, KERNEL_NOOFF, "goodput_gbps");
-            let cpu = s.paired(case, sys, KERNEL_NOOFF, "machine_s_per_gb");
-            let (Some(rate), Some(cpu)) = (rate, cpu) else {
+            let (Some(rate), Some((cpu, how))) = (rate, machine_cpu(case, sys)) else {
                 continue;
             };
             let engine = s.paired(case, sys, ULNET_ENGINE, "goodput_gbps");
             let ok = rate >= 1.0 && cpu <= 1.0 && engine.is_none_or(|e| e >= 0.9);
             let of_engine = engine.map_or(String::new(), |e| format!(", {} the engine", x(e, 0.9)));
             one.push(format!(
-                "{case} {api} {} at {} the CPU{of_engine}: {}",
+                "{case} {api} {} at {} the CPU ({how}){of_engine}: {}",
                 x(rate, 1.0),
                 x(cpu, 1.0),
                 word(ok)
@@ -1090,12 +1111,50 @@ mod tests {
         assert_eq!(g.len(), 2, "{g:?}");
         assert_eq!(
             g[0],
-            "Goal 1 (MTU 1500, the socket API at ≥ 1.0x the kernel with offloads off and ≤ 1.0x its machine CPU per GB; receive within 10% of the engine-only row): rx-1500 blocking 1.32x at 0.80x the CPU, 0.98x the engine: met; rx-1500 tokio 1.13x at 0.93x the CPU, 0.85x the engine: not met; tx-1500 blocking 1.04x at 1.07x the CPU: not met."
+            "Goal 1 (MTU 1500, the socket API at ≥ 1.0x the kernel with offloads off and ≤ 1.0x its machine CPU per GB; receive within 10% of the engine-only row): rx-1500 blocking 1.32x at 0.80x the CPU (/proc/stat), 0.98x the engine: met; rx-1500 tokio 1.13x at 0.93x the CPU (/proc/stat), 0.85x the engine: not met; tx-1500 blocking 1.04x at 1.07x the CPU (/proc/stat): not met."
         );
         assert_eq!(
             g[1],
             "Goal 2 (MTU 9000 and larger, ≥ 1.0x the kernel with default offloads): rx-9000 1.03x: met; tx-9000 0.94x (bursts through TSO): not met (tokio 0.996x); rx-65535 1.06x (B's TSO frames whole): met (tokio 1.05x) (AF_PACKET 1.12x)."
         );
         assert!(goals(&summary(&[])).is_empty());
+    }
+
+    #[test]
+    fn goal_one_takes_the_exact_busy_time_where_both_rows_have_it() {
+        let mut r = ExperimentResult::new("hurd-tcp", "000", "goals");
+        // (system, goodput, /proc/stat s/GB, busy time s/GB): by `/proc/stat` ulnet
+        // costs 1.05x the kernel, by busy time 0.90x.
+        for (sys, g, stat, busy) in [
+            (KERNEL_NOOFF, 9.0, 1.0, 1.25),
+            (ULNET_XDP, 10.0, 1.05, 1.125),
+        ] {
+            r.measurements.push(crate::results::Measurement {
+                case: "rx-1500".into(),
+                system: sys.into(),
+                round: 0,
+                seq: 0,
+                metrics: BTreeMap::from([
+                    ("goodput_gbps".to_owned(), g),
+                    ("machine_s_per_gb".to_owned(), stat),
+                    ("cpus_busy_s_per_gb".to_owned(), busy),
+                ]),
+            });
+        }
+        let g = goals(&Summary::of(&r));
+        assert_eq!(g.len(), 1, "{g:?}");
+        assert!(
+            g[0].ends_with("rx-1500 blocking 1.11x at 0.90x the CPU (busy time): met."),
+            "{}",
+            g[0]
+        );
+        // Without it in one row, `/proc/stat` decides.
+        r.measurements[0].metrics.remove("cpus_busy_s_per_gb");
+        let g = goals(&Summary::of(&r));
+        assert!(
+            g[0].ends_with("rx-1500 blocking 1.11x at 1.05x the CPU (/proc/stat): not met."),
+            "{}",
+            g[0]
+        );
     }
 }
