@@ -451,6 +451,11 @@ fn ack(
 
     if acked > 0 {
         new_ack(s, now, seg, acked);
+        if !s.tx_room() {
+            // A writer may be waiting for room (Linux `tcp_new_space` on
+            // `SOCK_NOSPACE`): the buffer keeps up with the window while it waits.
+            s.expand_tx(cx);
+        }
     }
     if s.probe_end == Some(s.snd.nxt()) && s.snd.nxt() != s.snd.una() {
         // Nothing but a window probe is outstanding, and this ACK did not take it.

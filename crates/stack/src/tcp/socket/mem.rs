@@ -14,9 +14,10 @@
 //!   once per round trip) to twice what the application read in the last round trip, up
 //!   to `recv_buffer_len`, like Linux's DRS: enough for the sender's window to double
 //!   again in slow start;
-//! - the send capacity starts at `send_buffer_initial` and grows to about twice the
-//!   congestion window when the application finds it full, up to `send_buffer_len`
-//!   (Linux `tcp_sndbuf_expand`);
+//! - the send capacity starts at `send_buffer_initial` and grows to three congestion
+//!   windows when the application finds it full, and at each ACK while it stays short
+//!   of room, up to `send_buffer_len` (Linux `tcp_sndbuf_expand`); it is writable again
+//!   once a third has drained (`Socket::can_send`, Linux's threshold);
 //! - under memory pressure capacities stop growing; past the hard limit storage is not
 //!   allocated: arriving data is dropped and counted (the sender retransmits it; the
 //!   window offered stays, RFC 9293 §3.8.6) and SEND takes only what fits;
@@ -92,19 +93,8 @@ impl Socket {
     /// application wants more room than there is (Linux `tcp_sndbuf_expand`), then make
     /// storage for what it queues. Returns false when the budget refused storage.
     pub(crate) fn reserve_tx(&mut self, want: usize, now: Instant, cx: &mut Cx<'_>) -> bool {
-        if want > self.tx.window() && !self.tx_locked && !cx.mem.under_pressure() {
-            // About twice the congestion window: one window in flight, one queued behind
-            // it, so the sender never waits on the application for a round trip.
-            let target = self.cc.cwnd().saturating_mul(2);
-            let cap = self.tx.capacity();
-            if target > cap && cap < cx.cfg.send_buffer_len {
-                let grown = target
-                    .checked_next_power_of_two()
-                    .unwrap_or(target)
-                    .max(cap.saturating_mul(2))
-                    .min(cx.cfg.send_buffer_len);
-                self.tx.set_capacity(grown);
-            }
+        if want > self.tx.window() {
+            self.expand_tx(cx);
         }
         let end = self.tx.len().saturating_add(want);
         if self.tx.storage_len() >= end.min(self.tx.capacity()) {
@@ -113,6 +103,31 @@ impl Socket {
         let ok = self.tx.reserve(end, cx.mem);
         self.arm_reclaim(now, cx.cfg.buffer_idle);
         ok
+    }
+
+    /// Grows the send capacity to three congestion windows (Linux `tcp_sndbuf_expand`,
+    /// which sizes it at twice the window in memory, skb overhead included): a writer
+    /// blocked on a full buffer comes back once a third has drained (`Socket::can_send`),
+    /// so the buffer holds at least two windows, one in flight and one queued behind it,
+    /// and the sender never waits on the application for a round trip. Called when the
+    /// application wants more room than there is, at its SEND, and at every ACK while
+    /// the buffer is short of room, where a writer may wait for it (Linux
+    /// `tcp_new_space`, on `SOCK_NOSPACE`): the buffer keeps up with a window that
+    /// doubles every round trip in slow start.
+    pub(crate) fn expand_tx(&mut self, cx: &mut Cx<'_>) {
+        if self.tx_locked || cx.mem.under_pressure() {
+            return;
+        }
+        let target = self.cc.cwnd().saturating_mul(3);
+        let cap = self.tx.capacity();
+        if target > cap && cap < cx.cfg.send_buffer_len {
+            let grown = target
+                .checked_next_power_of_two()
+                .unwrap_or(target)
+                .max(cap.saturating_mul(2))
+                .min(cx.cfg.send_buffer_len);
+            self.tx.set_capacity(grown);
+        }
     }
 
     /// The receiver's round-trip estimate (Linux `tcp_rcv_rtt_measure`), called for every

@@ -832,14 +832,29 @@ impl Socket {
             || self.state == State::Closed
     }
 
-    /// Writable: established-or-later with room in the send buffer (or an error to
-    /// report).
+    /// Writable: established-or-later with room in the send buffer for at least half of
+    /// what it holds (or an error to report).
+    ///
+    /// The room threshold is Linux's (`__sk_stream_is_writeable`: free space at least
+    /// `sk_stream_min_wspace`, half the bytes queued), which both `tcp_poll`'s `EPOLLOUT`
+    /// and the wake-up of a writer blocked on a full buffer (`sk_stream_write_space`)
+    /// use. A full buffer then becomes writable once a third of it has drained, not at
+    /// the first ACK: a writer blocked on it comes back for one large write instead of
+    /// one per ACK, each a wake-up and a turn of the loop for a few segments (the
+    /// application-side silly window, RFC 1122 §4.2.3.3's concern on the sender's
+    /// side). `send` itself still takes whatever fits.
     pub(crate) fn can_send(&self) -> bool {
         self.error.is_some()
             || (matches!(self.state, State::Established | State::CloseWait)
                 && !self.fin_queued
-                && self.tx.window() > 0
+                && self.tx_room()
                 && !self.tx_starved)
+    }
+
+    /// The send buffer has room for at least half of what it holds: the threshold of
+    /// [`Socket::can_send`].
+    pub(crate) fn tx_room(&self) -> bool {
+        self.tx.window() > 0 && self.tx.window() >= self.tx.len() / 2
     }
 
     // ---- loss recovery's view of the connection ----

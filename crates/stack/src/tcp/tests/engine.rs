@@ -393,3 +393,55 @@ fn listener_limits_refuse_syns_before_the_handshake() {
     h.quiet();
     assert_eq!(h.tcp.stats().listen_pending_refused, 2);
 }
+
+#[test]
+fn a_full_send_buffer_is_writable_again_once_a_third_has_drained() {
+    // Linux's threshold (`__sk_stream_is_writeable`): free space at least half of what
+    // is queued. With a 64 KiB buffer full, that is 21,846 bytes acknowledged.
+    let mut h = Harness::new(plain_config());
+    let syn = h.peer();
+    let (s, iss) = h.passive_open(1000, syn);
+    let cap = 64 * 1024;
+    let mut written = 0usize;
+    loop {
+        let n = h.tcp.send(h.now, s, &[7u8; 8192]).unwrap();
+        if n == 0 {
+            break;
+        }
+        written += n;
+    }
+    assert_eq!(written, cap);
+    assert!(!h.tcp.can_send(s));
+    while h.tcp.poll_event().is_some() {}
+    let (mut sent_end, mut acked) = (0usize, 0usize);
+    let mut not_yet = 0;
+    let became = loop {
+        for seg in h.out() {
+            let end = seg.seq.wrapping_sub(iss + 1) as usize + seg.payload.len();
+            sent_end = sent_end.max(end);
+        }
+        assert!(acked < sent_end, "nothing left in flight at {acked}");
+        // The peer acknowledges one segment at a time.
+        acked = (acked + 1460).min(sent_end);
+        h.send(h.peer().seq(1001).ack(iss + 1 + acked as u32));
+        let (held, free) = (written - acked, cap - (written - acked));
+        let event = std::iter::from_fn(|| h.tcp.poll_event()).any(|e| e == Event::Socket(s));
+        if h.tcp.can_send(s) {
+            assert!(event, "writable without an event");
+            break (held, free);
+        }
+        assert!(!event, "an event while still not writable ({free} free)");
+        assert!(free < held / 2, "{free} free of {held} held, not writable");
+        // `send` still takes what fits meanwhile: readiness is a wake-up threshold.
+        assert!(free > 0);
+        not_yet += 1;
+    };
+    let (held, free) = became;
+    assert!(
+        free >= held / 2 && free - 1460 < (held + 1460) / 2,
+        "{free} free of {held}"
+    );
+    assert!(not_yet >= 10, "only {not_yet} ACKs before writable");
+    assert_eq!(h.tcp.send(h.now, s, &[7u8; 64 * 1024]).unwrap(), free);
+    assert!(!h.tcp.can_send(s));
+}
