@@ -292,19 +292,12 @@ fn bbr_keeps_a_lossy_link_full() {
     );
 }
 
-/// 1 Gb/s, 1 ms RTT and a 200-frame queue (2.4 ms at the link rate: the queue, not the
-/// path, sets the RTT), 1% random loss each way: retransmissions queue behind data sent
-/// long before them, so the ACK that covers a retransmitted segment is often drawn by an
-/// earlier copy. Two defects turned that into needless retransmissions (2.5 per lost
-/// frame): such an ACK was taken for the latest copy's, giving RACK a short RTT and a
-/// late transmit time that marked every older segment lost (RFC 8985 §6.2 step 2 asks to
-/// check the echoed timestamp), and a recovery starting on an ACK that moved SND.UNA
-/// resent the segment at SND.UNA although its retransmission was in flight.
-#[test]
-fn retransmissions_behind_a_deep_queue_are_not_repeated() {
+/// BBR moving 16 MiB over the deep-queue path of the test below, with 4 MiB buffers
+/// and a Linux receiver's ACKs.
+fn deep_queue_bbr(seed: u64) -> TcpSimOptions {
     let mut o = TcpSimOptions {
         bytes: 16 << 20,
-        seed: 1,
+        seed,
         congestion: Congestion::Bbr,
         send_buffer: Some(4 << 20),
         recv_buffer: Some(4 << 20),
@@ -317,7 +310,20 @@ fn retransmissions_behind_a_deep_queue_are_not_repeated() {
         d.delay = Duration::from_micros(500);
         d.loss = 0.01;
     });
-    let r = run(&o);
+    o
+}
+
+/// 1 Gb/s, 1 ms RTT and a 200-frame queue (2.4 ms at the link rate: the queue, not the
+/// path, sets the RTT), 1% random loss each way: retransmissions queue behind data sent
+/// long before them, so the ACK that covers a retransmitted segment is often drawn by an
+/// earlier copy. Two defects turned that into needless retransmissions (2.5 per lost
+/// frame): such an ACK was taken for the latest copy's, giving RACK a short RTT and a
+/// late transmit time that marked every older segment lost (RFC 8985 §6.2 step 2 asks to
+/// check the echoed timestamp), and a recovery starting on an ACK that moved SND.UNA
+/// resent the segment at SND.UNA although its retransmission was in flight.
+#[test]
+fn retransmissions_behind_a_deep_queue_are_not_repeated() {
+    let r = run(&deep_queue_bbr(1));
     assert!(
         r.ok && r.hashes_equal && r.all_closed_cleanly,
         "{}",
@@ -490,22 +496,7 @@ fn cubic_window_follows_rfc9438_curve() {
 fn a_writer_waiting_for_room_keeps_bbr_fed() {
     let mut queue_drops = 0;
     for seed in 1..=8 {
-        let mut o = TcpSimOptions {
-            bytes: 16 << 20,
-            seed,
-            congestion: Congestion::Bbr,
-            send_buffer: Some(4 << 20),
-            recv_buffer: Some(4 << 20),
-            receiver_acks: AckPolicy::Linux,
-            ..TcpSimOptions::default()
-        };
-        o.a_to_b.rate_bps = Some(1_000_000_000);
-        o.a_to_b.queue_frames = Some(200);
-        o.both_ways(|d| {
-            d.delay = Duration::from_micros(500);
-            d.loss = 0.01;
-        });
-        let r = run(&o);
+        let r = run(&deep_queue_bbr(seed));
         assert!(
             r.ok && r.hashes_equal && r.all_closed_cleanly,
             "{}",
