@@ -840,9 +840,9 @@ impl Socket {
     /// and the wake-up of a writer blocked on a full buffer (`sk_stream_write_space`)
     /// use. A full buffer then becomes writable once a third of it has drained, not at
     /// the first ACK: a writer blocked on it comes back for one large write instead of
-    /// one per ACK, each a wake-up and a turn of the loop for a few segments (the
-    /// application-side silly window, RFC 1122 §4.2.3.3's concern on the sender's
-    /// side). `send` itself still takes whatever fits.
+    /// one per ACK, each a wake-up and a turn of the loop for a few segments (a silly
+    /// window on the application's side of the buffer). `send` itself still takes
+    /// whatever fits.
     pub(crate) fn can_send(&self) -> bool {
         self.error.is_some()
             || (matches!(self.state, State::Established | State::CloseWait)
