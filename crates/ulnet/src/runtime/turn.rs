@@ -636,7 +636,15 @@ impl Engine {
         // callers starting to drive while it spun) took a caller's gap between calls
         // for a free loop, spun on in it until a tick preempted it, and counted no
         // takeover: 16,572 turns once in CI (`api_wait_modes`).
-        let mut app_seen = self.app_turns.load(Ordering::Relaxed);
+        //
+        // It starts at none, not at the count when this thread first runs: a thread
+        // spawned onto the core of a caller that busy-polls may first run milliseconds
+        // later, after the caller has driven thousands of turns, and the caller cannot
+        // turn again while this thread holds its core. Counting from its first look,
+        // the thread saw no caller move, spun through its first slice (37,466 turns
+        // without a takeover, in 1 of 60 runs of `api_wait_modes`), and only then
+        // parked. Turns it never saw are callers driving.
+        let mut app_seen = 0;
         while !self.stopped() {
             let turns =
                 self.async_turns.load(Ordering::Relaxed) + self.task_calls.load(Ordering::Relaxed);
