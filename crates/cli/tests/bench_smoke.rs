@@ -175,7 +175,7 @@ fn smoke_netchannel_cpu() {
     // The channel's floor runs in the 128-byte receive case, and the verdict places it.
     smoke_saying(
         "netchannel-cpu",
-        "recv-128: the bare AF_XDP channel taking the same bytes (no stack",
+        "recv-128: the bare AF_XDP channel taking in the same bytes (no stack",
     );
 }
 

@@ -98,7 +98,7 @@ pub(crate) struct Flood {
 ///
 /// # Panics
 /// If the two addresses are of different families.
-fn udp_frame(f: &Flood) -> Vec<u8> {
+pub(crate) fn udp_frame(f: &Flood) -> Vec<u8> {
     let udp_len = 8 + f.payload_len;
     let mut b = Vec::with_capacity(14 + 40 + udp_len);
     b.extend_from_slice(&f.macs.1);

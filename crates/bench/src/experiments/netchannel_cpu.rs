@@ -18,12 +18,14 @@
 //! when full or after 1 ms, so at this rate the loop wakes about once a millisecond).
 //! TCP_NODELAY is set on the SUT's socket in every system for the 128-byte cases (so
 //! each write may leave as its own segment, as in the seed), and left off for 4 KiB.
-//! Beside them in the 128-byte receive case, the channel's floor (`xdp-floor`): B's
-//! kernel sends the same bytes on the same schedule, each millisecond's as UDP datagrams
-//! of a full frame, to a bare AF_XDP channel that only counts frames and sleeps 1 ms
-//! whenever its ring is empty: no stack, no ACKs, and no more frames or wake-ups than any
-//! TCP stream of those bytes brings, so its SUT core time is below what any stack on this
-//! channel can reach ([`floor_round`]).
+//! Beside them in the 128-byte cases, the channel's floor (`xdp-floor`): the same bytes
+//! on the same schedule, each millisecond's as UDP datagrams of a full frame, through a
+//! bare AF_XDP channel on the SUT core: receiving, B's kernel sends them and the channel
+//! only counts frames, sleeping 1 ms whenever its ring is empty ([`floor_round`]);
+//! sending, the channel sends prebuilt frames, one flush a burst, and a kernel socket in
+//! B counts them ([`floor_send_round`]). No stack, no ACKs, and no more frames or
+//! wake-ups than any TCP stream of those bytes needs, so its SUT core time is below what
+//! any stack on this channel can reach.
 //!
 //! Two hosts on one machine: on veth the kernel runs a frame's receive processing on
 //! the *sending* core, inside the sender's system call, so without help each end's
@@ -62,6 +64,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -285,10 +289,10 @@ impl Experiment for NetchannelCpu {
     }
 }
 
-/// Where the channel's floor leaves goal 3 in the receive case it runs in. Judged on the
-/// SUT core's busy time, as the goal is, not per frame: the floor takes the same bytes in
-/// no more frames and wake-ups than a TCP stream of them, so its busy time is what any
-/// stack on this channel costs at least. (Until session 30 the floor took one datagram a
+/// Where the channel's floor leaves goal 3 in the cases it runs in. Judged on the SUT
+/// core's busy time, as the goal is, not per frame: the floor moves the same bytes in no
+/// more frames and wake-ups than a TCP stream of them, and no ACKs, so its busy time is
+/// what any stack on this channel costs at least. (Until session 30 the floor took one datagram a
 /// write, 97,000 frames a second against the 12,500 segments the peer's TCP cut the same
 /// bytes into, and was set against the kernel per frame: its fixed cost of one wake-up a
 /// millisecond, spread over eight times the frames, read as 0.06x the kernel's per
@@ -302,7 +306,7 @@ fn floor_lines(s: &Summary) -> Vec<String> {
             let (k, f) = (s.median(c.id, KERNEL, M)?, s.median(c.id, CHANNEL_FLOOR, M)?);
             let r = s.paired(c.id, CHANNEL_FLOOR, KERNEL, M)?;
             let frames = s
-                .median(c.id, CHANNEL_FLOOR, "peer_segs_out_per_s")
+                .median(c.id, CHANNEL_FLOOR, "ops_per_s")
                 .map(|n| format!(", {n:.0} frames a second"))
                 .unwrap_or_default();
             let room = if r < 1.0 / 3.0 {
@@ -318,8 +322,9 @@ fn floor_lines(s: &Summary) -> Vec<String> {
                 .map(|u| format!("; ulnet sleeping takes {:.3} cores above the floor", u - f))
                 .unwrap_or_default();
             Some(format!(
-                "{}: the bare AF_XDP channel taking the same bytes (no stack, full frames{frames}, one wake-up a millisecond) keeps the SUT core {f:.3} cores busy, {r:.2}x the kernel's {k:.3}: {room}{ulnet}.",
+                "{}: the bare AF_XDP channel {} the same bytes (no stack, full frames{frames}, one wake-up a millisecond) keeps the SUT core {f:.3} cores busy, {r:.2}x the kernel's {k:.3}: {room}{ulnet}.",
                 c.id,
+                if c.send { "sending" } else { "taking in" },
             ))
         })
         .collect()
@@ -446,19 +451,20 @@ fn declare(ctx: &mut Ctx<'_>, window: Duration, systems: &[&str]) {
         );
     }
     if systems.contains(&CHANNEL_FLOOR) {
-        let mut f = common("sleeps 1 ms whenever its ring is empty: one wake-up per paced burst, the fewest a receiver that keeps up needs");
+        let mut f = common("receiving, sleeps 1 ms whenever its ring is empty; sending, sleeps to the next millisecond's burst: one wake-up per paced burst, the fewest that keeps up");
         // UDP: no Nagle to turn off; the rate is the TCP peer's.
         f.retain(|(k, _)| *k != "nodelay");
         f[0].1 = "100 Mb/s of payload, paced every 1 ms, as the TCP peer's writes".into();
-        f.push(("peer", format!("a kernel UDP socket in B sends the bytes the case's writes make due each millisecond as datagrams of up to {FLOOR_DATAGRAM} bytes (one full 1500-byte frame each): no more frames than a TCP stream of the same bytes, and one burst a millisecond")));
+        f.push(("bytes", format!("the bytes the case's writes make due each millisecond, as UDP datagrams of up to {FLOOR_DATAGRAM} bytes (one full 1500-byte frame each): no more frames than a TCP stream of the same bytes, and one burst a millisecond")));
+        f.push(("peer", "receiving, a kernel UDP socket in B sends them; sending, one in B counts them (no ACKs either way)".into()));
         f.push((
             "api",
-            "ulnet::channel::xdp::XdpChannel::rx_batch; frames counted, nothing else".into(),
+            "ulnet::channel::xdp::XdpChannel: rx_batch, frames counted and nothing else; or prebuilt frames through its Tx, one flush a burst".into(),
         ));
         f.push(("xdp mode", XDP_MODE_WHY.into()));
         ctx.system(
             CHANNEL_FLOOR,
-            "AF_XDP, no stack (the channel's floor; 128-byte receive only)",
+            "AF_XDP, no stack (the channel's floor; 128-byte cases only)",
             SystemKind::Channel,
             false,
             &f,
@@ -561,6 +567,7 @@ fn run_on(ctx: &mut Ctx<'_>, tb: &Testbed, ncases: usize, window: Duration) -> i
             let peer_at = SocketAddr::new(b.ip, port);
             let m = match sys {
                 KERNEL => kernel_round(a, b, c, peer_at, window),
+                CHANNEL_FLOOR if c.send => floor_send_round(a, b, ulnet_ip, c, port, window),
                 CHANNEL_FLOOR => floor_round(a, b, ulnet_ip, c, port, window),
                 _ => {
                     let wait = if sys == ULNET_BUSY {
@@ -817,15 +824,16 @@ fn paced_writes(
     Ok((bytes, writes))
 }
 
-/// [`paced_writes`]' bytes on its schedule, but each slice's as datagrams of up to
-/// [`FLOOR_DATAGRAM`] bytes sent through `send`: (bytes, datagrams).
+/// [`paced_writes`]' bytes on its schedule, but each slice's as one burst of datagrams
+/// of up to [`FLOOR_DATAGRAM`] bytes: `burst` gets their lengths. Returns (bytes,
+/// datagrams).
 fn paced_datagrams(
     size: usize,
     window: Duration,
-    mut send: impl FnMut(&[u8]) -> io::Result<()>,
+    mut burst: impl FnMut(&[usize]) -> io::Result<()>,
 ) -> io::Result<(u64, u64)> {
-    let buf = vec![0x5au8; FLOOR_DATAGRAM];
     let (mut bytes, mut sent) = (0u64, 0u64);
+    let mut lens = Vec::new();
     let start = Instant::now();
     loop {
         let el = start.elapsed();
@@ -833,11 +841,15 @@ fn paced_datagrams(
             break;
         }
         let due = due_bytes(el, RATE_BPS, size);
+        lens.clear();
         while bytes < due {
             let n = (due - bytes).min(FLOOR_DATAGRAM as u64) as usize;
-            send(&buf[..n])?;
+            lens.push(n);
             bytes += n as u64;
-            sent += 1;
+        }
+        if !lens.is_empty() {
+            burst(&lens)?;
+            sent += lens.len() as u64;
         }
         let next = next_slice(start.elapsed(), SLICE);
         if let Some(d) = next.checked_sub(start.elapsed()) {
@@ -975,9 +987,9 @@ fn kernel_round(
 // ---------------------------------------------------------------------------------------
 // The channel's floor
 
-/// Whether case `c` has a channel floor: goal 3's receive case (128-byte writes).
+/// Whether case `c` has a channel floor: goal 3's cases (128-byte writes).
 fn floor_fits(c: &CaseDef) -> bool {
-    !c.send && c.size == 128
+    c.size == 128
 }
 
 /// The floor's datagrams: the most UDP payload one 1500-byte frame carries (the
@@ -1005,7 +1017,10 @@ fn udp_peer(
         },
         move |s| {
             let cpu0 = thread_cpu_time();
-            let (bytes, sent) = paced_datagrams(size, window, |d| s.send(d).map(drop))?;
+            let buf = [0x5au8; FLOOR_DATAGRAM];
+            let (bytes, sent) = paced_datagrams(size, window, |lens| {
+                lens.iter().try_for_each(|&n| s.send(&buf[..n]).map(drop))
+            })?;
             Ok(PeerDone {
                 bytes,
                 cpu: thread_cpu_time() - cpu0,
@@ -1079,6 +1094,122 @@ fn floor_round(
         )));
     }
     Ok(metrics(cpu, &peer, bytes, frames, false))
+}
+
+/// The channel's floor for a send case: what sending the case's bytes costs the SUT core
+/// with no stack at all. On the SUT core, a bare AF_XDP channel on A's veth end (generic
+/// XDP, as ulnet's) sends them on the case's schedule as full-frame UDP datagrams from
+/// ulnet's address, prebuilt, one flush a burst, and sleeps to the next burst; a kernel
+/// UDP socket in B counts them ([`udp_sink`]). Any stack on this channel sends the same
+/// bytes in at least as many frames, wakes at least once a burst and takes the ACKs in
+/// besides, so its SUT core time is at least this.
+fn floor_send_round(
+    a: &Side,
+    b: &Side,
+    ip: IpAddr,
+    c: &CaseDef,
+    port: u16,
+    window: Duration,
+) -> io::Result<Metrics> {
+    let o = XdpOptions {
+        addresses: vec![ip],
+        mode: XdpMode::Generic,
+        gso: false,
+        ..XdpOptions::default()
+    };
+    // On the harness's thread: the SUT core.
+    let mut ch = super::hurd_udp::open_xdp(&a.ifname, &a.ns, &o)?;
+    let to = SocketAddr::new(b.ip, port);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sink = udp_sink(&b.ns, to, Arc::clone(&stop))?;
+    // Every length a burst can end in, built before the window opens.
+    let frames: Vec<Vec<u8>> = (0..=FLOOR_DATAGRAM)
+        .map(|n| {
+            super::load::udp_frame(&super::load::Flood {
+                ns: a.ns.clone(),
+                ifname: a.ifname.clone(),
+                macs: (a.mac.0, b.mac.0),
+                ips: (ip, b.ip),
+                port,
+                payload_len: n,
+            })
+        })
+        .collect();
+    let w = Window::start()?;
+    let sent = paced_datagrams(c.size, window, |lens| {
+        let tx = ch.tx();
+        for &n in lens {
+            let f = &frames[n];
+            tx.send(f.len(), &mut |buf| buf.copy_from_slice(f))
+                .map_err(|e| io_err(format!("floor frame: {e:?}")))?;
+        }
+        tx.flush().map_err(io_err)
+    });
+    let cpu = w.finish(Duration::ZERO);
+    // The last burst is on the wire; the sink drains its socket, then stops.
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Relaxed);
+    let peer = join(sink, "UDP sink");
+    let ((bytes, datagrams), cpu, peer) = (sent?, cpu?, peer?);
+    if peer.bytes != bytes || peer.segs_in != datagrams {
+        return Err(io_err(format!(
+            "the floor sent {datagrams} datagrams, {bytes} bytes; B's socket got {}, {}",
+            peer.segs_in, peer.bytes
+        )));
+    }
+    Ok(metrics(cpu, &peer, bytes, datagrams, true))
+}
+
+/// A kernel UDP socket in namespace B on the load core, bound to `at`, counting what
+/// arrives until `stop` and a quiet 20 ms: bytes and datagrams in, its thread's CPU.
+fn udp_sink(
+    ns: &str,
+    at: SocketAddr,
+    stop: Arc<AtomicBool>,
+) -> io::Result<JoinHandle<io::Result<PeerDone>>> {
+    super::load::in_ns(
+        ns,
+        Some(LOAD_CPU),
+        move || {
+            let s = UdpSocket::bind(at)?;
+            s.set_read_timeout(Some(Duration::from_millis(20)))?;
+            Ok(s)
+        },
+        move |s| {
+            let cpu0 = thread_cpu_time();
+            let mut buf = [0u8; 2048];
+            let (mut bytes, mut n) = (0u64, 0u64);
+            let end = Instant::now() + Duration::from_secs(60);
+            loop {
+                match s.recv(&mut buf) {
+                    Ok(len) => {
+                        bytes += len as u64;
+                        n += 1;
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+                if Instant::now() > end {
+                    return Err(io_err("the floor's UDP sink was never stopped"));
+                }
+            }
+            Ok(PeerDone {
+                bytes,
+                cpu: thread_cpu_time() - cpu0,
+                segs_in: n,
+                segs_out: 0,
+            })
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1184,7 +1315,7 @@ mod tests {
             let mut metrics: std::collections::BTreeMap<String, f64> =
                 [("sut_core_cores".to_owned(), cores)].into_iter().collect();
             if sys == CHANNEL_FLOOR {
-                metrics.insert("peer_segs_out_per_s".into(), 8491.0);
+                metrics.insert("ops_per_s".into(), 8491.0);
             }
             r.measurements.push(Measurement {
                 case: "recv-128".into(),
