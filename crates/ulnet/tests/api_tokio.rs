@@ -456,3 +456,87 @@ fn async_sockets_work_outside_a_tokio_runtime() {
     assert_eq!(got, LEN);
     assert_eq!(a.turns().tasks, 0);
 }
+
+/// A task's writes leave when it yields, together: three 100-byte writes with
+/// `TCP_NODELAY` send nothing while the task runs on (20 ms here, its thread held), and
+/// reach the peer as one segment once it awaits (each write turned the loop or woke the
+/// loop's thread before; docs/performance.md, "Session 30").
+#[test]
+fn a_tasks_writes_leave_together_when_it_yields() {
+    let (a, b) = stacks(64 * 1024);
+    let listener = std::net::SocketAddr::from(([198, 18, 0, 2], 8300));
+    let l = ulnet::net::TcpListener::bind(&b, listener).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = rt.block_on(TcpStream::connect_async(&a, listener)).unwrap();
+    s.set_nodelay(true).unwrap();
+    let (mut peer, _) = l.accept().unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // Quiet: the handshake's timers are done and both loops' threads sleep, so nothing
+    // but this task's yield sends the writes.
+    std::thread::sleep(Duration::from_millis(100));
+    let (a0, b0) = (a.loop_stats().tx_frames, b.loop_stats().rx_frames);
+    let mut s = s;
+    rt.block_on(async {
+        for k in 0..3u8 {
+            s.write_all(&[k; 100]).await.unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(a.loop_stats().tx_frames, a0, "sent before the task yielded");
+        tokio::task::yield_now().await;
+    });
+    let mut got = [0u8; 300];
+    std::io::Read::read_exact(&mut peer, &mut got).unwrap();
+    let want: Vec<u8> = (0..3u8).flat_map(|k| [k; 100]).collect();
+    assert_eq!(&got[..], &want[..]);
+    // B's ACK may still be on its way; A sends nothing else.
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        a.loop_stats().tx_frames - a0,
+        1,
+        "A's frames for three writes"
+    );
+    assert_eq!(b.loop_stats().rx_frames - b0, 1, "B's frames in");
+}
+
+/// A write whose task's runtime shuts down before the task yields still leaves: the
+/// spawned turn is dropped unpolled, and dropping it sends.
+#[test]
+fn a_write_leaves_when_its_runtime_shuts_down_before_the_task_yields() {
+    let (a, b) = stacks(64 * 1024);
+    let at = std::net::SocketAddr::from(([198, 18, 0, 2], 8301));
+    let l = ulnet::net::TcpListener::bind(&b, at).unwrap();
+    let mut s = {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(TcpStream::connect_async(&a, at)).unwrap()
+    };
+    let (mut peer, _) = l.accept().unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The write completes without yielding, so the spawned turn never runs here.
+    rt.block_on(async { s.write_all(b"last words").await.unwrap() });
+    drop(rt);
+    let mut got = [0u8; 10];
+    std::io::Read::read_exact(&mut peer, &mut got).unwrap();
+    assert_eq!(&got, b"last words");
+    // And the stack still flushes the next runtime's writes.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        s.write_all(b"more").await.unwrap();
+        tokio::task::yield_now().await;
+    });
+    let mut got = [0u8; 4];
+    std::io::Read::read_exact(&mut peer, &mut got).unwrap();
+    assert_eq!(&got, b"more");
+}

@@ -46,6 +46,10 @@ pub(crate) struct StackInner {
     /// [`StackBuilder::drive_from_tasks`].
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(super) drive_from_tasks: bool,
+    /// A turn is spawned to send what tokio tasks wrote, and has not run yet
+    /// (`tokio_io.rs`, `Stack::flush_on_yield`).
+    #[cfg(feature = "tokio")]
+    pub(super) flush_spawned: std::sync::atomic::AtomicBool,
     thread: Mutex<Option<JoinHandle<io::Result<()>>>>,
 }
 
@@ -154,6 +158,8 @@ impl Stack {
                 #[cfg(feature = "tokio")]
                 reactor_fd: std::sync::OnceLock::new(),
                 drive_from_tasks,
+                #[cfg(feature = "tokio")]
+                flush_spawned: std::sync::atomic::AtomicBool::new(false),
                 thread: Mutex::new(Some(thread)),
             }),
         })
@@ -335,6 +341,18 @@ impl Stack {
         &self.inner
     }
 
+    /// A reference that does not keep the stack alive.
+    #[cfg(feature = "tokio")]
+    pub(super) fn downgrade(&self) -> std::sync::Weak<StackInner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    /// The stack `w` refers to, while it lives.
+    #[cfg(feature = "tokio")]
+    pub(super) fn upgrade(w: &std::sync::Weak<StackInner>) -> Option<Stack> {
+        w.upgrade().map(|inner| Stack { inner })
+    }
+
     #[cfg(feature = "tokio")]
     pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine
@@ -431,6 +449,10 @@ pub struct Turns {
 pub(crate) enum Queued {
     /// It may have (a send, a write, an accept): always turn.
     Maybe,
+    /// A tokio task's TCP write: as `Maybe`, but the turn that sends it runs once the
+    /// task yields to its runtime (`tokio_io.rs`, `Stack::flush_on_yield`).
+    #[cfg(feature = "tokio")]
+    OnYield,
     /// It cannot have (a datagram read frees queue space, nothing more).
     Nothing,
     /// Only what the TCP layer now has pending (a read may open the window enough for
@@ -442,6 +464,8 @@ impl Queued {
     pub(super) fn check(self, iface: &Interface) -> bool {
         match self {
             Queued::Maybe => true,
+            #[cfg(feature = "tokio")]
+            Queued::OnYield => true,
             Queued::Nothing => false,
             Queued::TcpOutput => iface
                 .tcp()

@@ -447,8 +447,16 @@ impl Engine {
     /// rounds where it took more it sent slower (docs/performance.md, "Session 22").
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn after_task_call(&self) {
-        self.task_calls.fetch_add(1, Ordering::Relaxed);
+        self.count_task_call();
         self.after_call();
+    }
+
+    /// Counts a tokio task's call as task activity (see
+    /// [`after_task_call`](Self::after_task_call)) without turning the loop: for a write
+    /// whose turn runs once the task yields (`net/tokio_io.rs`).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn count_task_call(&self) {
+        self.task_calls.fetch_add(1, Ordering::Relaxed);
     }
 
     /// After a socket call: while application threads drive (the loop's thread is
