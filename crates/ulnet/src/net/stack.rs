@@ -46,10 +46,10 @@ pub(crate) struct StackInner {
     /// [`StackBuilder::drive_from_tasks`].
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(super) drive_from_tasks: bool,
-    /// A turn is spawned to send what tokio tasks wrote, and has not run yet
-    /// (`tokio_io.rs`, `Stack::flush_on_yield`).
+    /// The thread (`tokio_io.rs`'s token, 0 for none) whose runtime holds a turn spawned
+    /// to send what tokio tasks wrote, not yet run (`Stack::flush_on_yield`).
     #[cfg(feature = "tokio")]
-    pub(super) flush_spawned: std::sync::atomic::AtomicBool,
+    pub(super) flush_spawned: std::sync::atomic::AtomicU64,
     thread: Mutex<Option<JoinHandle<io::Result<()>>>>,
 }
 
@@ -159,7 +159,7 @@ impl Stack {
                 reactor_fd: std::sync::OnceLock::new(),
                 drive_from_tasks,
                 #[cfg(feature = "tokio")]
-                flush_spawned: std::sync::atomic::AtomicBool::new(false),
+                flush_spawned: std::sync::atomic::AtomicU64::new(0),
                 thread: Mutex::new(Some(thread)),
             }),
         })

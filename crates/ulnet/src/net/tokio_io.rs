@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
@@ -77,39 +77,59 @@ impl ReactorFd {
 const TURNS_PER_POLL: u32 = 64;
 
 /// Sends what tokio tasks wrote when dropped: when the task spawned to hold it runs,
-/// or, if its runtime shuts down first, when the runtime drops it.
-struct FlushOnDrop(std::sync::Weak<super::stack::StackInner>);
+/// or, if its runtime shuts down first, when the runtime drops it. `.1` is the token of
+/// the thread that spawned it.
+struct FlushOnDrop(std::sync::Weak<super::stack::StackInner>, u64);
 
 impl Drop for FlushOnDrop {
     fn drop(&mut self) {
         if let Some(stack) = Stack::upgrade(&self.0) {
-            // Cleared before the turn: a write that lands during it spawns the next.
-            stack.inner().flush_spawned.store(false, Ordering::SeqCst);
+            // Cleared before the turn, and only if no other thread's spawn replaced it:
+            // a write that lands during the turn spawns the next.
+            let _ = stack.inner().flush_spawned.compare_exchange(
+                self.1,
+                0,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
             stack.engine().after_task_call();
         }
     }
 }
 
+/// A nonzero number for the calling thread, distinct from every other thread's.
+fn thread_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TOKEN.with(|t| *t)
+}
+
 impl Stack {
     /// After a task's TCP write: the turn that sends it runs once the task yields to its
-    /// runtime (a task spawned for it, at most one at a time per stack), not in the
-    /// write. A task writing a stream writes on until its send buffer is full or it
-    /// awaits something else, and everything it wrote meanwhile leaves in one turn:
-    /// the way io_uring runtimes submit a task's operations when it yields. Turning in
-    /// each write flushed every 64 KB write alone, and each flush that found the
-    /// receiver asleep paid its wake-up: a tokio sender at MTU 1500 made 15,100 flushes
-    /// a GB against the blocking writer's 12,700 and sent at 0.90x the kernel with
-    /// offloads off at 1.10x its CPU; now 7,700 flushes, 1.00x at 1.00x
-    /// (docs/performance.md, "Session 30"). A task that awaits anything yields, so a
-    /// request leaves before its reply is awaited; [`AsyncWrite::poll_flush`] sends at
+    /// runtime (a task spawned for it), not in the write. A task writing a stream writes
+    /// on until its send buffer is full or it awaits something else, and everything it
+    /// wrote meanwhile leaves in one turn: the way io_uring runtimes submit a task's
+    /// operations when it yields. Turning in each write flushed every 64 KB write alone,
+    /// and each flush that found the receiver asleep paid its wake-up: a tokio sender at
+    /// MTU 1500 made 15,200 flushes a GB against the blocking writer's 12,700 and sent at
+    /// 0.92x the kernel with offloads off at 1.05x its CPU; now 7,700 flushes, 1.00x at
+    /// 0.98x (docs/performance.md, "Session 30"). A task that awaits anything yields, so
+    /// a request leaves before its reply is awaited; [`AsyncWrite::poll_flush`] sends at
     /// once. Outside a tokio runtime the write turns as before.
+    ///
+    /// One spawned turn pending per stack and thread: a write on another worker thread
+    /// spawns its own rather than wait for a worker whose task may not yield soon (a
+    /// task spawned from a worker usually runs there, after the current one).
     fn flush_on_yield(&self) {
         // Task activity at once: the loop's thread stays parked for tasks.
         self.engine().count_task_call();
-        if self.inner().flush_spawned.swap(true, Ordering::SeqCst) {
+        let token = thread_token();
+        if self.inner().flush_spawned.swap(token, Ordering::SeqCst) == token {
             return;
         }
-        let guard = FlushOnDrop(self.downgrade());
+        let guard = FlushOnDrop(self.downgrade(), token);
         match tokio::runtime::Handle::try_current() {
             // Dropped unpolled if the runtime is shutting down: the guard sends then.
             Ok(rt) => drop(rt.spawn(async move { drop(guard) })),
