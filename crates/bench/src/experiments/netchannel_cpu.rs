@@ -795,8 +795,29 @@ fn peer(
     )
 }
 
-/// Writes `size`-byte chunks through `write` for `window`, every [`SLICE`] what is due
-/// for [`RATE_BPS`] since the start, sleeping between slices: (bytes, writes).
+/// Every [`SLICE`] for `window`, what is due for [`RATE_BPS`] since the start in
+/// `size`-byte writes (a multiple of `size`), to `slice`, sleeping between slices:
+/// the schedule of every paced sender here.
+fn paced(
+    size: usize,
+    window: Duration,
+    mut slice: impl FnMut(u64) -> io::Result<()>,
+) -> io::Result<()> {
+    let start = Instant::now();
+    loop {
+        let el = start.elapsed();
+        if el >= window {
+            return Ok(());
+        }
+        slice(due_bytes(el, RATE_BPS, size))?;
+        let next = next_slice(start.elapsed(), SLICE);
+        if let Some(d) = next.checked_sub(start.elapsed()) {
+            std::thread::sleep(d);
+        }
+    }
+}
+
+/// Writes `size`-byte chunks through `write` on [`paced`]'s schedule: (bytes, writes).
 fn paced_writes(
     size: usize,
     window: Duration,
@@ -804,23 +825,14 @@ fn paced_writes(
 ) -> io::Result<(u64, u64)> {
     let chunk = vec![0x5au8; size];
     let (mut bytes, mut writes) = (0u64, 0u64);
-    let start = Instant::now();
-    loop {
-        let el = start.elapsed();
-        if el >= window {
-            break;
-        }
-        let due = due_bytes(el, RATE_BPS, size);
+    paced(size, window, |due| {
         while bytes < due {
             write(&chunk)?;
             bytes += size as u64;
             writes += 1;
         }
-        let next = next_slice(start.elapsed(), SLICE);
-        if let Some(d) = next.checked_sub(start.elapsed()) {
-            std::thread::sleep(d);
-        }
-    }
+        Ok(())
+    })?;
     Ok((bytes, writes))
 }
 
@@ -834,13 +846,7 @@ fn paced_datagrams(
 ) -> io::Result<(u64, u64)> {
     let (mut bytes, mut sent) = (0u64, 0u64);
     let mut lens = Vec::new();
-    let start = Instant::now();
-    loop {
-        let el = start.elapsed();
-        if el >= window {
-            break;
-        }
-        let due = due_bytes(el, RATE_BPS, size);
+    paced(size, window, |due| {
         lens.clear();
         while bytes < due {
             let n = (due - bytes).min(FLOOR_DATAGRAM as u64) as usize;
@@ -851,11 +857,8 @@ fn paced_datagrams(
             burst(&lens)?;
             sent += lens.len() as u64;
         }
-        let next = next_slice(start.elapsed(), SLICE);
-        if let Some(d) = next.checked_sub(start.elapsed()) {
-            std::thread::sleep(d);
-        }
-    }
+        Ok(())
+    })?;
     Ok((bytes, sent))
 }
 
@@ -1031,6 +1034,18 @@ fn udp_peer(
     )
 }
 
+/// The floor's bare AF_XDP channel on A's veth end for `ip`, opened on the calling
+/// thread (the harness's: the SUT core), in generic mode as ulnet's here.
+fn floor_channel(a: &Side, ip: IpAddr) -> io::Result<ulnet::channel::xdp::XdpChannel> {
+    let o = XdpOptions {
+        addresses: vec![ip],
+        mode: XdpMode::Generic,
+        gso: false,
+        ..XdpOptions::default()
+    };
+    super::hurd_udp::open_xdp(&a.ifname, &a.ns, &o)
+}
+
 /// The channel's floor for a receive case: what taking the case's bytes in costs the SUT
 /// core with no stack at all. B's kernel sends them on the case's schedule as full-frame
 /// UDP datagrams to ulnet's address ([`udp_peer`]; a TCP peer needs ACKs, which a bare
@@ -1047,14 +1062,7 @@ fn floor_round(
     port: u16,
     window: Duration,
 ) -> io::Result<Metrics> {
-    let o = XdpOptions {
-        addresses: vec![ip],
-        mode: XdpMode::Generic,
-        gso: false,
-        ..XdpOptions::default()
-    };
-    // On the harness's thread: the SUT core.
-    let mut ch = super::hurd_udp::open_xdp(&a.ifname, &a.ns, &o)?;
+    let mut ch = floor_channel(a, ip)?;
     let w = Window::start()?;
     let p = udp_peer(
         &b.ns,
@@ -1111,14 +1119,7 @@ fn floor_send_round(
     port: u16,
     window: Duration,
 ) -> io::Result<Metrics> {
-    let o = XdpOptions {
-        addresses: vec![ip],
-        mode: XdpMode::Generic,
-        gso: false,
-        ..XdpOptions::default()
-    };
-    // On the harness's thread: the SUT core.
-    let mut ch = super::hurd_udp::open_xdp(&a.ifname, &a.ns, &o)?;
+    let mut ch = floor_channel(a, ip)?;
     let to = SocketAddr::new(b.ip, port);
     let stop = Arc::new(AtomicBool::new(false));
     let sink = udp_sink(&b.ns, to, Arc::clone(&stop))?;
