@@ -64,16 +64,14 @@ fn iface(last: u8, peer: u8) -> Interface {
 /// stays there): unpinned, the four threads met on one core now and then, and a run
 /// read 1.5 or 3 µs by where they landed.
 fn stacks() -> (Stack, Stack) {
+    stacks_waiting(WaitMode::BusyPoll)
+}
+
+/// [`stacks`] with both loops waiting as `mode` says.
+fn stacks_waiting(mode: WaitMode) -> (Stack, Stack) {
     let (a, b) = pipe::pair().unwrap();
-    let rt = |ch, last, peer| {
-        Runtime::new(
-            ch,
-            iface(last, peer),
-            WaitMode::BusyPoll,
-            Clock::monotonic(),
-        )
-        .unwrap()
-    };
+    let rt =
+        |ch, last, peer| Runtime::new(ch, iface(last, peer), mode, Clock::monotonic()).unwrap();
     pin_sut();
     let a = Stack::from_runtime(rt(a, 1, 2), Vec::new()).unwrap();
     pin_load();
@@ -180,5 +178,46 @@ fn rtt(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, rtt);
+/// A tokio client's round trip against the blocking echo thread, both stacks sleeping
+/// (a task's writes are sent when it yields only where its runtime's reactor watches the
+/// channel, which a busy-polled loop does not offer): what a request/response task pays
+/// for the turn that runs at its yield rather than in its write.
+fn tokio_rtt(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sleeping_rtt_64B");
+    g.measurement_time(Duration::from_secs(4));
+    let (a, b) = stacks_waiting(WaitMode::Sleep);
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = tcp_echo(&a, Arc::clone(&stop));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut s = rt
+        .block_on(TcpStream::connect_async(&b, server_addr()))
+        .unwrap();
+    s.set_nodelay(true).unwrap();
+    let mut buf = [0u8; MSG];
+    g.bench_function("tokio_tcp", |bn| {
+        bn.iter_custom(|iters| {
+            rt.block_on(async {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    tokio::io::AsyncWriteExt::write_all(&mut s, &[7; MSG])
+                        .await
+                        .unwrap();
+                    tokio::io::AsyncReadExt::read_exact(&mut s, &mut buf)
+                        .await
+                        .unwrap();
+                }
+                t.elapsed()
+            })
+        });
+    });
+    stop.store(true, Ordering::Relaxed);
+    drop(s);
+    server.join().unwrap();
+    g.finish();
+}
+
+criterion_group!(benches, rtt, tokio_rtt);
 criterion_main!(benches);
