@@ -1108,7 +1108,7 @@ fn floor_round(
 /// with no stack at all. On the SUT core, a bare AF_XDP channel on A's veth end (generic
 /// XDP, as ulnet's) sends them on the case's schedule as full-frame UDP datagrams from
 /// ulnet's address, prebuilt, one flush a burst, and sleeps to the next burst; a kernel
-/// UDP socket in B counts them ([`udp_sink`]). Any stack on this channel sends the same
+/// UDP socket in B counts them (`hurd_udp::kernel_udp_rx`). Any stack on this channel sends the same
 /// bytes in at least as many frames, wakes at least once a burst and takes the ACKs in
 /// besides, so its SUT core time is at least this.
 fn floor_send_round(
@@ -1122,7 +1122,7 @@ fn floor_send_round(
     let mut ch = floor_channel(a, ip)?;
     let to = SocketAddr::new(b.ip, port);
     let stop = Arc::new(AtomicBool::new(false));
-    let sink = udp_sink(&b.ns, to, Arc::clone(&stop))?;
+    let sink = super::hurd_udp::kernel_udp_rx(&b.ns, LOAD_CPU, to, Arc::clone(&stop))?;
     // Every length a burst can end in, built before the window opens.
     let frames: Vec<Vec<u8>> = (0..=FLOOR_DATAGRAM)
         .map(|n| {
@@ -1150,7 +1150,12 @@ fn floor_send_round(
     // The last burst is on the wire; the sink drains its socket, then stops.
     std::thread::sleep(Duration::from_millis(50));
     stop.store(true, Ordering::Relaxed);
-    let peer = join(sink, "UDP sink");
+    let peer = join(sink, "UDP sink").map(|(n, bytes, cpu)| PeerDone {
+        bytes,
+        cpu,
+        segs_in: n,
+        segs_out: 0,
+    });
     let ((bytes, datagrams), cpu, peer) = (sent?, cpu?, peer?);
     if peer.bytes != bytes || peer.segs_in != datagrams {
         return Err(io_err(format!(
@@ -1159,58 +1164,6 @@ fn floor_send_round(
         )));
     }
     Ok(metrics(cpu, &peer, bytes, datagrams, true))
-}
-
-/// A kernel UDP socket in namespace B on the load core, bound to `at`, counting what
-/// arrives until `stop` and a quiet 20 ms: bytes and datagrams in, its thread's CPU.
-fn udp_sink(
-    ns: &str,
-    at: SocketAddr,
-    stop: Arc<AtomicBool>,
-) -> io::Result<JoinHandle<io::Result<PeerDone>>> {
-    super::load::in_ns(
-        ns,
-        Some(LOAD_CPU),
-        move || {
-            let s = UdpSocket::bind(at)?;
-            s.set_read_timeout(Some(Duration::from_millis(20)))?;
-            Ok(s)
-        },
-        move |s| {
-            let cpu0 = thread_cpu_time();
-            let mut buf = [0u8; 2048];
-            let (mut bytes, mut n) = (0u64, 0u64);
-            let end = Instant::now() + Duration::from_secs(60);
-            loop {
-                match s.recv(&mut buf) {
-                    Ok(len) => {
-                        bytes += len as u64;
-                        n += 1;
-                    }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                        ) =>
-                    {
-                        if stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                    }
-                    Err(e) => return Err(e),
-                }
-                if Instant::now() > end {
-                    return Err(io_err("the floor's UDP sink was never stopped"));
-                }
-            }
-            Ok(PeerDone {
-                bytes,
-                cpu: thread_cpu_time() - cpu0,
-                segs_in: n,
-                segs_out: 0,
-            })
-        },
-    )
 }
 
 // ---------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ use ulnet::channel::Channel;
 use super::hurd_udp::{join, kernel_udp_rx, link, open_xdp, v4};
 use super::load::{self, Flood};
 use super::Experiment;
-use crate::harness::{io_err, Ctx, Metrics, Plan, Window};
+use crate::harness::{io_err, Ctx, Metrics, Plan, Window, SUT_CPU};
 use crate::results::{ExperimentResult, Metric, PlotKind, PlotView, SystemKind, TableView, View};
 use crate::summary::Summary;
 use crate::testbed::{Side, Testbed};
@@ -327,7 +327,12 @@ fn measure_rx(
     let stop = Arc::new(AtomicBool::new(false));
     let (flood, mode, rx) = match sys {
         "kernel-udp" => {
-            let t = kernel_udp_rx(&a.ns, SocketAddr::new(a.ip, PORT), Arc::clone(&stop))?;
+            let t = kernel_udp_rx(
+                &a.ns,
+                SUT_CPU,
+                SocketAddr::new(a.ip, PORT),
+                Arc::clone(&stop),
+            )?;
             let t = std::thread::spawn(move || join(t, "kernel receiver").map(|(n, b, _)| (n, b)));
             (to_kernel, "recvmmsg loop".to_owned(), t)
         }

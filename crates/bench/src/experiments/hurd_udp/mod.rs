@@ -477,10 +477,11 @@ pub(super) fn open_xdp(ifname: &str, ns: &str, o: &XdpOptions) -> io::Result<Xdp
     }
 }
 
-/// A kernel UDP receiver thread in namespace `ns` on the system-under-test core, bound
-/// to `at`, counting datagrams until `stop`: (datagrams, bytes, thread CPU).
+/// A kernel UDP receiver thread in namespace `ns` on core `cpu`, bound to `at`,
+/// counting datagrams until `stop`: (datagrams, bytes, thread CPU).
 pub(super) fn kernel_udp_rx(
     ns: &str,
+    cpu: usize,
     at: SocketAddr,
     stop: Arc<AtomicBool>,
 ) -> io::Result<JoinHandle<io::Result<(u64, u64, Duration)>>> {
@@ -488,7 +489,7 @@ pub(super) fn kernel_udp_rx(
     let (tx, rx) = mpsc::channel();
     let t = std::thread::spawn(move || -> io::Result<(u64, u64, Duration)> {
         let ready = (|| {
-            pin(SUT_CPU)?;
+            pin(cpu)?;
             let guard = ulnet::channel::sys::netns::enter(&ns).map_err(io_err)?;
             let s = std::net::UdpSocket::bind(at)?;
             s.set_nonblocking(true)?;
@@ -571,7 +572,12 @@ fn measure_kernel(
     max_count: u64,
 ) -> io::Result<Metrics> {
     let stop = Arc::new(AtomicBool::new(false));
-    let rx = kernel_udp_rx(&a.ns, SocketAddr::new(a.ip, PORT), Arc::clone(&stop))?;
+    let rx = kernel_udp_rx(
+        &a.ns,
+        SUT_CPU,
+        SocketAddr::new(a.ip, PORT),
+        Arc::clone(&stop),
+    )?;
     let before = link(&a.ns, &a.ifname)?;
     let snmp0 = udp_snmp(&a.ns)?;
     let w = Window::start()?;
