@@ -220,8 +220,9 @@ impl Experiment for Latency {
             };
             let Some(reach) = stall("p99_reach_us") else {
                 out.push(format!(
-                    "{}: this machine stalled no CPU for 4 µs or more in its probes (no network): the p99s are the round trips' own.",
-                    case.to_uppercase()
+                    "{}: this machine stalled no CPU for {} µs or more in its probes (no network): the p99s are the round trips' own.",
+                    case.to_uppercase(),
+                    stalls::THRESHOLD.as_secs_f64() * 1e6
                 ));
                 continue;
             };
@@ -329,7 +330,7 @@ fn declare(ctx: &mut Ctx<'_>, sockperf: bool) {
         SystemKind::Channel,
         false,
         &[
-            ("what", "one thread pinned to each CPU spins on the monotonic clock; a gap of 4 µs or more between two reads is a stall (the guest kernel's tick, the host's interrupts and exits)".to_owned()),
+            ("what", format!("one thread pinned to each CPU spins on the monotonic clock; a gap of {} µs or more between two reads is a stall (the guest kernel's tick, the host's interrupts and exits)", stalls::THRESHOLD.as_secs_f64() * 1e6)),
             ("window", format!("{} ms or the round's time bound, whichever is shorter", STALL_WINDOW.as_millis())),
             ("p99 reach", "0.01 / (stalls per CPU-second): a round trip's critical path runs on each of the two CPUs about half the time, so a round trip of T meets a stall with a probability of about rate × T; from this length on its p99 holds one".to_owned()),
         ],

@@ -17,8 +17,16 @@ use std::time::{Duration, Instant};
 use super::{io_err, pin, Metrics};
 
 /// A pause shorter than this is not a stall (a clock read in the loop takes ~25 ns; a
-/// cache miss or a short interrupt a few hundred).
-pub const THRESHOLD: Duration = Duration::from_micros(4);
+/// cache miss a few hundred).
+///
+/// It was 4 µs until session 31, which hid most of them on the Intel guest of sessions
+/// 29-31: there each spinning vCPU also stops for 2-3 µs, from none to 12,000 times a
+/// second by the host's phase, beside ~500 longer stalls (~25 µs). In the phases with
+/// them the slow round trips of a busy ping-pong (3-4% of the kernel's and ulnet's,
+/// 1-3% of the bare channel's, 3.5-4 µs longer than the rest) decide every row's p99,
+/// and with 4 µs the probe put the line at ~20 µs, past every p50
+/// (docs/performance.md, "Session 31").
+pub const THRESHOLD: Duration = Duration::from_micros(1);
 
 /// Stalls one CPU recorded at most (the record is allocated before the spin, so the
 /// probe's own allocation is never one of them).
