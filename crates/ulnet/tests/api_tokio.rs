@@ -460,7 +460,7 @@ fn async_sockets_work_outside_a_tokio_runtime() {
 /// A task's writes leave when it yields, together: three 100-byte writes with
 /// `TCP_NODELAY` send nothing while the task runs on (20 ms here, its thread held), and
 /// reach the peer as one segment once it awaits (each write turned the loop or woke the
-/// loop's thread before; docs/performance.md, "Session 30").
+/// loop's thread before; docs/performance-log.md, "Session 30").
 #[test]
 fn a_tasks_writes_leave_together_when_it_yields() {
     let (a, b) = stacks(64 * 1024);

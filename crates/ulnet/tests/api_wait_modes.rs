@@ -192,7 +192,7 @@ fn pin(cpu: usize) {
 /// and its application thread share one here, as in `ulnet bench latency`), and a
 /// yield does not give the core back to a thread that has had more than its share (the
 /// kernel's EEVDF scheduler picks the yielder again while it is owed time), so the
-/// round trip could wait until a tick preempted it (docs/performance.md, "Session 23").
+/// round trip could wait until a tick preempted it (docs/performance-log.md, "Session 23").
 #[test]
 fn busy_polling_callers_keep_the_loops_thread_parked_between_calls() {
     let cpus = rustix::thread::sched_getaffinity(None).expect("sched_getaffinity");

@@ -8,7 +8,7 @@
 //! length `T` meets one with a probability of about `r·T`. Once that reaches 1% the p99
 //! holds a stall whatever the stack does, and p99 ratios between systems whose round
 //! trips are on either side of that line compare the machine, not the stacks
-//! (docs/performance.md, "Session 26": on the Firecracker guest of sessions 22-26 each
+//! (docs/performance-log.md, "Session 26": on the Firecracker guest of sessions 22-26 each
 //! vCPU stops for ~20 µs every millisecond, and for 30-55 µs at each 4 ms tick).
 
 use std::io;
@@ -22,10 +22,10 @@ use super::{io_err, pin, Metrics};
 /// It was 4 µs until session 31, which hid most of them on the Intel guest of sessions
 /// 29-31: there each spinning vCPU also stops for 2-3 µs, from none to 12,000 times a
 /// second by the host's phase, beside ~500 longer stalls (~25 µs). In the phases with
-/// them the slow round trips of a busy ping-pong (3-4% of the kernel's and ulnet's,
-/// 1-3% of the bare channel's, 3.5-4 µs longer than the rest) decide every row's p99,
+/// them the slow round trips of a busy ping-pong (1-4.5% of the kernel's and ulnet's,
+/// 1-3% of the bare channel's, about 4 µs longer than the rest) decide every row's p99,
 /// and with 4 µs the probe put the line at ~20 µs, past every p50
-/// (docs/performance.md, "Session 31").
+/// (docs/performance-log.md, "Session 31").
 pub const THRESHOLD: Duration = Duration::from_micros(1);
 
 /// Stalls one CPU recorded at most (the record is allocated before the spin, so the

@@ -166,7 +166,7 @@ impl Umem {
     ///
     /// Why: on veth the peer's core copies each frame into the UMEM, so the receiving
     /// core's first touch of the payload (the checksum) misses all the way to the other
-    /// core's cache, line after line (docs/performance.md, "Session 11").
+    /// core's cache, line after line (docs/performance-log.md, "Session 11").
     #[inline]
     pub fn prefetch(&self, addr: u64, len: u32) {
         #[cfg(target_arch = "x86_64")]

@@ -55,7 +55,7 @@ pub struct XdpOptions {
     /// checksum of a single jumbo segment, `Gso::segment_size` 0). Receive stays on
     /// AF_XDP. On by default: segment by segment, sending through the socket API reached
     /// 0.77x the kernel's goodput at MTU 1500 and 0.31x the kernel with its default
-    /// offloads; with bursts 0.92-1.04x and 1.4x (docs/performance.md).
+    /// offloads; with bursts 0.92-1.04x and 1.4x (docs/performance-log.md).
     pub gso: bool,
     /// The steering program's SYN policer; `None` steers every SYN for ulnet.
     pub syn_policer: Option<SynPolicer>,

@@ -401,7 +401,7 @@ impl Interface {
     /// headers) is taken where it lies: its checksum is summed over the parts and its
     /// payload copied from them straight into the receive buffer, so a 64 KB frame in
     /// 17 parts is not first gathered into one (a copy of every byte, 8% of the
-    /// receiving core at MTU 65535, docs/performance.md "Session 27"). Anything else is
+    /// receiving core at MTU 65535, docs/performance-log.md "Session 27"). Anything else is
     /// gathered first, into a buffer the interface keeps, and goes through `ingress`.
     pub fn ingress_parts(
         &mut self,

@@ -99,7 +99,7 @@ impl BuildHasher for KeyedState {
 ///
 /// The last hit is remembered: a receive batch is mostly one connection's segments (a bulk
 /// flow fills a batch), and comparing 36 bytes is cheaper than the keyed SipHash a lookup
-/// costs (3% of the receive core at MTU 1500 in docs/performance.md). The hash stays keyed
+/// costs (3% of the receive core at MTU 1500 in docs/performance-log.md). The hash stays keyed
 /// for every other lookup, so the cache gives an attacker no handle on the table.
 #[derive(Debug)]
 pub(crate) struct ConnTable {

@@ -57,7 +57,7 @@ impl Timers {
         // Pairwise, not an iterator over an array of the six: the array was built on the
         // stack with 8-byte stores and read back with 16-byte loads, a store-forwarding
         // stall per element on every segment (~8% of the receiving core at MTU 1500,
-        // docs/performance.md, "Session 11").
+        // docs/performance-log.md, "Session 11").
         fn min(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
             match (a, b) {
                 (Some(x), Some(y)) => Some(if y < x { y } else { x }),

@@ -592,7 +592,7 @@ impl StackBuilder {
     /// `#[tokio::main]` sets); without it the first pending operation panics in tokio.
     /// With `false` async sockets work on any runtime, the loop's thread handing every
     /// batch over (at MTU 1500 about a tenth slower and a third more CPU per byte:
-    /// docs/performance.md, "Session 18"). No effect without the `tokio` feature.
+    /// docs/performance-log.md, "Session 18"). No effect without the `tokio` feature.
     #[must_use]
     pub fn drive_from_tasks(mut self, yes: bool) -> Self {
         self.drive_from_tasks = yes;

@@ -357,7 +357,7 @@ impl Registry {
         }
         // Here, inside the iteration: waking them once the interface is unlocked and
         // the doorbell rung cut a tokio reader's MTU 9000 stream from 20 to 16 Gb/s
-        // (docs/performance.md, "Session 17").
+        // (docs/performance-log.md, "Session 17").
         wakers.drain(..).for_each(Waker::wake);
     }
 }

@@ -115,7 +115,7 @@ impl Stack {
     /// and each flush that found the receiver asleep paid its wake-up: a tokio sender at
     /// MTU 1500 made 15,200 flushes a GB against the blocking writer's 12,700 and sent at
     /// 0.92x the kernel with offloads off at 1.05x its CPU; now 7,700 flushes, 1.00x at
-    /// 0.98x (docs/performance.md, "Session 30"). A task that awaits anything yields, so
+    /// 0.98x (docs/performance-log.md, "Session 30"). A task that awaits anything yields, so
     /// a request leaves before its reply is awaited; [`AsyncWrite::poll_flush`] sends at
     /// once. Outside a tokio runtime the write turns as before.
     ///
@@ -148,7 +148,7 @@ impl Stack {
     /// and looks at its socket again, while the loop's thread stays parked. Before, the
     /// loop's thread took every batch in and woke the task: two context switches per
     /// batch on a shared core (46,000 context switches and 54,000 `futex` calls per GB
-    /// received at MTU 1500, against 2,100 and 415 now; docs/performance.md, "Session
+    /// received at MTU 1500, against 2,100 and 415 now; docs/performance-log.md, "Session
     /// 18"). Where the loop cannot be driven this way, or other operations wait too (the
     /// reactor wakes one task per readiness, the last to register), a write that finds
     /// the send buffer full turns the loop once (the ACKs that free it may wait on the

@@ -104,7 +104,7 @@ pub const COALESCE_BYTES: u64 = 16 * 1024;
 /// itself, 16.5-17.7 Gb/s coalescing against 20.3-22.6 spinning; a blocking reader
 /// 17.1-18.0 against 21.2-21.4, at 0.73-0.76 s/GB of machine CPU instead of 0.62. At
 /// MTU 65535 spinning costs some (29-33 → 27-29 Gb/s, still 1.8x the kernel with its
-/// offloads); docs/performance.md, "Session 18".
+/// offloads); docs/performance-log.md, "Session 18".
 pub const COALESCE_FRAME_LIMIT: u64 = 4096;
 
 /// Frames a loop must have received since it last sent data (a TCP peer acknowledged
@@ -628,7 +628,7 @@ impl<C: Channel> Runtime<C> {
         // wait for but the application, which wakes the loop when it writes: spinning
         // after them was a pure cost (an application writing small messages every
         // millisecond paid a 50 µs spin after each ACK, a quarter of its CPU;
-        // docs/performance.md, "Session 12").
+        // docs/performance-log.md, "Session 12").
         if sent > 0 || data_in {
             self.last_active = now;
             self.unprompted = received == 0 && !data_in;
@@ -736,7 +736,7 @@ impl<C: Channel> Runtime<C> {
     /// the engine). Spinning for it cost more than the wake-up it saved: an application
     /// writing 128 bytes 98 times a millisecond (seed 004) had the loop spin after each
     /// burst and then sleep anyway, its ACK coming 50-100 µs later, a fifth of the
-    /// loop's CPU (docs/performance.md, "Session 14"). Sends the peer's frames clock
+    /// loop's CPU (docs/performance-log.md, "Session 14"). Sends the peer's frames clock
     /// (ACKs opening the window, data answered) keep the spin.
     fn spin_alone(&self) -> bool {
         self.spinning() && !self.unprompted

@@ -444,7 +444,7 @@ impl Engine {
     /// then turns the loop on the task's thread. Without it the loop's thread, once
     /// back, took every write over through a wake-up: a tokio sender at MTU 1500 had
     /// the loop's thread take 14-51% of the turns (a blocking one 2-3%), and in the
-    /// rounds where it took more it sent slower (docs/performance.md, "Session 22").
+    /// rounds where it took more it sent slower (docs/performance-log.md, "Session 22").
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn after_task_call(&self) {
         self.count_task_call();
@@ -669,7 +669,7 @@ impl Engine {
             // while it is owed time), so the caller, preempted outside its call, could
             // wait until a tick preempted this thread. In `ulnet bench latency`'s
             // busy-poll ping-pong the loops' threads took 78-143 turns per 50,000 round
-            // trips this way, none since (docs/performance.md, "Session 23").
+            // trips this way, none since (docs/performance-log.md, "Session 23").
             let app_now = self.app_turns.load(Ordering::Relaxed);
             let drove = std::mem::replace(&mut app_seen, app_now) != app_now;
             if self.drivers.load(Ordering::SeqCst) > 0

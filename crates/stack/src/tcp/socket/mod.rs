@@ -406,7 +406,7 @@ impl Socket {
     /// sender whose bursts the kernel cuts (ours, and the kernel's own 64 KB GSO
     /// packets) took 1-5 RTOs of 200-600 ms per 100 MB, every one answered by an ACK
     /// with a D-SACK (the receiver had the data and held its ACKs); segment by segment
-    /// it took at most one (`ulnet bench loss`, docs/performance.md "Session 7"). A
+    /// it took at most one (`ulnet bench loss`, docs/performance-log.md "Session 7"). A
     /// clean path keeps its bursts, which cut the per-segment cost on both hosts.
     ///
     /// [`TcpConfig::gso_max`]: crate::tcp::TcpConfig::gso_max

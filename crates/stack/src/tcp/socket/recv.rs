@@ -289,7 +289,7 @@ fn note_data_received(s: &mut Socket, now: Instant) {
 ///
 /// One cumulative ACK per connection per receive batch, not one per two segments: each
 /// ACK we send costs a frame through the channel and, on veth, the peer's whole receive
-/// path run on our core (a third of the receiver's CPU at MTU 1500 in docs/performance.md).
+/// path run on our core (a third of the receiver's CPU at MTU 1500 in docs/performance-log.md).
 /// Linux's receiver does the same with GRO, one ACK per aggregate of up to 64 KB; its
 /// senders count the segments an ACK covers (RFC 3465 byte counting), so slow start still
 /// doubles per RTT. A batch that has taken a quarter of the window unacknowledged is
