@@ -322,3 +322,50 @@ fn measure(a: &Stack, b: &Stack, mut exchange: impl FnMut(u32)) -> (u32, u64, u6
     }
     (rounds, turns() - t0, takeovers() - k0)
 }
+
+/// A busy-polling writer whose data waits on the windows when it leaves for work of
+/// its own: the rest must leave without another call from it. The loop's thread,
+/// parked while the writer drove, used to see that the caller had gone only after a
+/// park in which it did not turn, 20 ms each, so the rest waited 20-40 ms; it now parks
+/// 1 ms at a time while a caller's data is held back (docs/performance-log.md,
+/// "Session 31"). The writer first drives a read that times out for 60 ms, so the
+/// loop's thread is in one of its long parks when the write begins.
+#[test]
+fn a_busy_polling_writer_that_leaves_has_the_rest_sent_without_it() {
+    const TOTAL: usize = 1 << 20;
+    // A 64 KiB receive buffer: the reader's window, not the path, holds the writer's
+    // data back, so some of it is always left when the writer goes.
+    let (a, b) = stacks(WaitMode::BusyPoll, 64 * 1024);
+    let at: SocketAddr = SERVER.parse().unwrap();
+    let l = TcpListener::bind(&a, at).unwrap();
+    let reader = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got = 0usize;
+        while got < TOTAL {
+            let n = s.read(&mut buf).expect("the transfer stalled");
+            assert!(n > 0, "EOF after {got} bytes");
+            for (k, &x) in buf[..n].iter().enumerate() {
+                assert_eq!(x, pattern((got + k) as u64), "byte {}", got + k);
+            }
+            got += n;
+        }
+        Instant::now()
+    });
+    let mut s = TcpStream::connect_timeout(&b, &at, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(60))).unwrap();
+    let mut nothing = [0u8; 16];
+    let e = s.read(&mut nothing).expect_err("the reader sends nothing");
+    assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+    let data: Vec<u8> = (0..TOTAL as u64).map(pattern).collect();
+    s.write_all(&data).unwrap();
+    let left = Instant::now();
+    // Work of the writer's own: no call into the stack until the reader has it all.
+    let last = reader.join().unwrap();
+    let after = last.saturating_duration_since(left);
+    assert!(
+        after < Duration::from_millis(15),
+        "the last byte arrived {after:?} after the writer left"
+    );
+}

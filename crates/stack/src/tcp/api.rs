@@ -344,6 +344,15 @@ impl Tcp {
         self.user_sock(h).is_some_and(Socket::can_send)
     }
 
+    /// Whether data the application queued waits on the windows: more is unsent than
+    /// the congestion and peer windows leave room for now, so it leaves only as ACKs
+    /// arrive (false for a handle that is gone). A runtime whose application drives
+    /// the loop reads it to know that the loop must keep turning after the caller
+    /// leaves.
+    pub fn held_by_windows(&self, h: SocketHandle) -> bool {
+        self.user_sock(h).is_some_and(Socket::held_by_windows)
+    }
+
     /// The next readiness change, oldest first (each source at most once until taken).
     pub fn poll_event(&mut self) -> Option<Event> {
         self.take_event()

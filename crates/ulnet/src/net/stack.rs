@@ -353,7 +353,6 @@ impl Stack {
         w.upgrade().map(|inner| Stack { inner })
     }
 
-    #[cfg(feature = "tokio")]
     pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine
     }

@@ -393,7 +393,13 @@ impl TcpStream {
         };
         match t.send(self.inner.stack.handle().now(), self.inner.h, buf) {
             Ok(0) if !buf.is_empty() => Poll::Pending,
-            Ok(n) => Poll::Ready(Ok(n)),
+            Ok(n) => {
+                self.inner
+                    .stack
+                    .engine()
+                    .note_write(t.held_by_windows(self.inner.h));
+                Poll::Ready(Ok(n))
+            }
             Err(e) => Poll::Ready(Err(error::send(e))),
         }
     }

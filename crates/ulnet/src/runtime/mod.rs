@@ -191,6 +191,9 @@ struct Shared {
     /// threads drive: a [`Handle::wake`] from outside a turn (a close, a connect) unparks
     /// it so that what was queued leaves now.
     loop_parked: AtomicBool,
+    /// The last turn left TCP segments that could not leave then (the channel was
+    /// full): they wait for the next turn (`turn.rs`, `Engine::after_call`).
+    output_left: AtomicBool,
     /// That thread (set once it runs).
     loop_thread: std::sync::OnceLock<std::thread::Thread>,
     wakeups: AtomicU64,
@@ -378,6 +381,7 @@ impl<C: Channel> Runtime<C> {
                 kicks: AtomicU64::new(0),
                 stop: AtomicBool::new(false),
                 loop_parked: AtomicBool::new(false),
+                output_left: AtomicBool::new(false),
                 loop_thread: std::sync::OnceLock::new(),
                 wakeups: AtomicU64::new(0),
                 eventfd: wait::eventfd()?,
@@ -569,6 +573,12 @@ impl<C: Channel> Runtime<C> {
                 progressed = iface.poll_at().is_some_and(|t| t <= now);
             }
             self.driver.transmit(now, iface);
+            self.shared.output_left.store(
+                iface
+                    .tcp()
+                    .is_some_and(ulnet_stack::tcp::Tcp::output_pending),
+                Ordering::Relaxed,
+            );
             let st = iface.stats();
             let sent = st.udp_sent + st.udp_delivered + iface.tcp().map_or(0, |t| t.bytes_acked());
             let data = st.udp_delivered + iface.tcp().map_or(0, |t| t.bytes_received());

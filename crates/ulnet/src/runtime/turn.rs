@@ -54,6 +54,16 @@ const PARK_BUSY: Duration = Duration::from_millis(20);
 /// the loop's thread, so this bounds nothing but the idle wake-up rate.
 const PARK_IDLE_MAX: Duration = Duration::from_millis(200);
 
+/// How long the loop's thread parks while application threads drive and a writer's
+/// data waits on the windows ([`Engine::note_held`]): such data leaves only as ACKs
+/// come in, which only a turn takes in. A caller that leaves for work of its own is
+/// seen after a park in which it did not turn, and with [`PARK_BUSY`] that was 20-40
+/// ms: a busy-polling writer's 64 MB with nothing called after it arrived 27-34 ms
+/// after its last write returned in 3 of 11 runs, against under 1.1 ms otherwise
+/// (docs/performance-log.md, "Session 31"). Each park costs the driver's core one
+/// wake-up of this thread, a thousand a second at most while the flag holds.
+const PARK_HELD: Duration = Duration::from_millis(1);
+
 /// How long the loop's thread parks while tokio tasks turn the loop. A task cannot
 /// say it stopped waiting (its future may be dropped while pending), so after a park
 /// in which no task turned, the loop's thread takes the channel back: this bounds how
@@ -183,6 +193,11 @@ pub(crate) struct Engine {
     call_turns: AtomicU64,
     /// The loop's thread is in a long park: a leaving driver must unpark it.
     deep_parked: AtomicBool,
+    /// Data a caller left waits for later turns ([`note_held`](Self::note_held)): the
+    /// loop's thread parks [`PARK_HELD`] at a time.
+    held: AtomicBool,
+    /// The last TCP write's data waits on the windows ([`note_write`](Self::note_write)).
+    write_held: AtomicBool,
     /// Times the loop's thread went from parking (application threads driving) to
     /// turning the loop itself ([`loop_thread_takeovers`](Self::loop_thread_takeovers)).
     takeovers: AtomicU64,
@@ -247,6 +262,8 @@ impl Engine {
             app_turns: AtomicU64::new(0),
             call_turns: AtomicU64::new(0),
             deep_parked: AtomicBool::new(false),
+            held: AtomicBool::new(false),
+            write_held: AtomicBool::new(false),
             takeovers: AtomicU64::new(0),
             failed: Mutex::new(None),
             mode,
@@ -465,9 +482,38 @@ impl Engine {
     /// into one doorbell. A turn per call would ring one per call: 128-byte writes at
     /// 100 Mb/s cost ulnet more CPU than the kernel that way (`netchannel-cpu`), where
     /// the loop's batching made them cost about 0.4x.
+    /// Records whether the data a TCP write just queued waits on the windows
+    /// (`Tcp::held_by_windows`): the turn after the call cannot send it all, and what
+    /// is left leaves only as ACKs come in ([`after_call`](Self::after_call)). One flag
+    /// for the stack: the last writer's word holds.
+    pub(crate) fn note_write(&self, held: bool) {
+        self.write_held.store(held, Ordering::Relaxed);
+    }
+
+    /// Records whether a caller leaves data for later turns (held by the windows, or
+    /// segments the channel had no room for): while it does, the loop's thread parks
+    /// [`PARK_HELD`] at a time, so it takes the loop back soon after a caller that
+    /// leaves for work of its own. Setting it unparks the thread from a longer park.
+    fn note_held(&self, held: bool) {
+        if self.held.load(Ordering::Relaxed) == held {
+            return;
+        }
+        self.held.store(held, Ordering::SeqCst);
+        if held && self.shared.loop_parked.load(Ordering::SeqCst) {
+            if let Some(t) = self.shared.loop_thread.get() {
+                t.unpark();
+            }
+        }
+    }
+
     pub(crate) fn after_call(&self) {
         if self.shared.loop_parked.load(Ordering::SeqCst) {
-            self.turn_or_wake();
+            if self.turn_or_wake() {
+                self.note_held(
+                    self.write_held.load(Ordering::Relaxed)
+                        || self.shared.output_left.load(Ordering::Relaxed),
+                );
+            }
         } else {
             self.shared.wake();
         }
@@ -475,19 +521,23 @@ impl Engine {
 
     /// One turn on the caller's thread when nobody else is turning (the data leaves
     /// now, no thread is woken), else a wake-up of whoever is (it may be asleep in
-    /// `poll(2)`).
-    pub(crate) fn turn_or_wake(&self) {
+    /// `poll(2)`). True when it turned.
+    pub(crate) fn turn_or_wake(&self) -> bool {
         // A stopped loop has had its last flush: nothing turns it again.
         if self.stopped() {
             self.shared.wake();
-            return;
+            return false;
         }
         match self.turn.try_lock() {
             Ok(mut t) => {
                 self.turn_locked(&mut **t);
                 self.call_turns.fetch_add(1, Ordering::Relaxed);
+                true
             }
-            Err(_) => self.shared.wake(),
+            Err(_) => {
+                self.shared.wake();
+                false
+            }
         }
     }
 
@@ -689,7 +739,12 @@ impl Engine {
                 // Published before the park: an unpark that comes first leaves the
                 // token, and the park returns at once.
                 self.shared.loop_parked.store(true, Ordering::SeqCst);
-                std::thread::park_timeout(park);
+                let this_park = if self.held.load(Ordering::SeqCst) {
+                    park.min(PARK_HELD)
+                } else {
+                    park
+                };
+                std::thread::park_timeout(this_park);
                 self.shared.loop_parked.store(false, Ordering::SeqCst);
                 self.deep_parked.store(false, Ordering::SeqCst);
                 // Drivers that turned are busy: look again soon. Drivers asleep in

@@ -851,6 +851,20 @@ impl Socket {
                 && !self.tx_starved)
     }
 
+    /// Queued data that the windows keep from leaving now: more unsent bytes than the
+    /// congestion window and the peer's window leave room for beside what is in flight.
+    /// Only ACKs, which a turn of the loop takes in, let it go.
+    pub(crate) fn held_by_windows(&self) -> bool {
+        let sent = self.snd.nxt().distance_from(self.tx_seq0()) as usize;
+        let unsent = self.tx.len().saturating_sub(sent);
+        if unsent == 0 {
+            return false;
+        }
+        let in_flight = self.snd.nxt().distance_from(self.snd.una()) as usize;
+        let wnd = (self.snd.wnd() as usize).min(self.cc.cwnd());
+        in_flight + unsent > wnd
+    }
+
     /// The send buffer has room for at least half of what it holds: the threshold of
     /// [`Socket::can_send`].
     pub(crate) fn tx_room(&self) -> bool {

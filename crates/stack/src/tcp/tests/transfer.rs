@@ -811,3 +811,50 @@ fn bursts_pause_after_a_retransmission_and_resume_after_the_hold() {
         "no burst after the hold: {after:#?}"
     );
 }
+
+/// `Tcp::held_by_windows`: what a runtime whose callers drive the loop reads to know
+/// that queued data needs further turns (the ACKs that open the windows) after the
+/// caller leaves.
+#[test]
+fn data_beyond_the_windows_is_held_until_acks_let_it_go() {
+    let mut h = Harness::new(newreno());
+    let (s, iss) = h.passive_open(1000, h.peer());
+    assert!(!h.tcp.held_by_windows(s), "nothing queued");
+    assert_eq!(h.tcp.send(h.now, s, &[7; 1000]).unwrap(), 1000);
+    assert!(
+        !h.tcp.held_by_windows(s),
+        "1000 bytes fit the initial window"
+    );
+    let first = h.out();
+    assert_eq!(first.iter().map(Seg::len).sum::<u32>(), 1000);
+    assert!(!h.tcp.held_by_windows(s), "in flight, nothing unsent");
+    // Well past the initial congestion window (RFC 6928: ten segments).
+    assert_eq!(h.tcp.send(h.now, s, &[7; 40_000]).unwrap(), 40_000);
+    assert!(
+        h.tcp.held_by_windows(s),
+        "more queued than the windows take"
+    );
+    let mut sent = iss + 1 + 1000;
+    let mut flight = h.out();
+    assert!(!flight.is_empty());
+    assert!(
+        h.tcp.held_by_windows(s),
+        "the first flight leaves the rest queued"
+    );
+    // ACK each flight whole until everything has left and been acknowledged.
+    for _ in 0..20 {
+        if flight.is_empty() {
+            break;
+        }
+        for seg in &flight {
+            sent = sent.max(seg.seq + seg.len());
+        }
+        h.send(h.peer().seq(1001).ack(sent).flags(TcpFlags::ACK));
+        flight = h.out();
+    }
+    assert_eq!(sent, iss + 1 + 41_000, "all sent");
+    assert!(
+        !h.tcp.held_by_windows(s),
+        "nothing left once all is acknowledged"
+    );
+}
