@@ -329,7 +329,8 @@ impl Stack {
     }
 
     /// Times the loop's own thread took the loop over from application threads that
-    /// had been driving it: after a park (20 ms in busy-poll) in which none turned, or
+    /// had been driving it: after a park (20 ms in busy-poll, 1 ms while a writer's data
+    /// waits on the windows) in which none turned, or
     /// when the last one left its call. Each is one hand-off, however many of
     /// [`loop_thread_turns`](Self::loop_thread_turns) it lasted.
     pub fn loop_thread_takeovers(&self) -> u64 {

@@ -20,7 +20,8 @@
 //!   thread sleeps in the reactor's `epoll_wait` on the channel, as a blocked reader
 //!   sleeps in `poll(2)` on it, and takes its frames in itself;
 //! - the loop's own thread ([`Engine::run`]) turns whenever no application thread is
-//!   driving, and otherwise parks: 20 ms at a time while the drivers are busy, longer
+//!   driving, and otherwise parks: 20 ms at a time while the drivers are busy (1 ms
+//!   while a caller's data waits on the windows or the channel, [`PARK_HELD`]), longer
 //!   while they sleep; a leaving driver unparks it after a long park, and so does any
 //!   [`Handle::wake`](super::Handle::wake) (a close, a connect). While tasks turn it
 //!   parks [`PARK_ASYNC`] at a time, waking for the deadlines their idle turns saw.
