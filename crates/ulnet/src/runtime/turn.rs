@@ -56,10 +56,10 @@ const PARK_BUSY: Duration = Duration::from_millis(20);
 const PARK_IDLE_MAX: Duration = Duration::from_millis(200);
 
 /// How long the loop's thread parks while application threads drive and a writer's
-/// data waits on the windows ([`Engine::note_held`]): such data leaves only as ACKs
-/// come in, which only a turn takes in. A caller that leaves for work of its own is
-/// seen after a park in which it did not turn, and with [`PARK_BUSY`] that was 20-40
-/// ms: a busy-polling writer's 64 MB with nothing called after it arrived 27-34 ms
+/// data waits on the windows or the channel ([`Engine::note_held`]): such data leaves
+/// only as ACKs come in, which only a turn takes in. A caller that leaves for work of
+/// its own is seen after a park in which it did not turn, and with [`PARK_BUSY`] that
+/// was 20-40 ms: a busy-polling writer's 64 MB with nothing called after it arrived 27-34 ms
 /// after its last write returned in 3 of 11 runs, against under 1.1 ms otherwise
 /// (docs/performance-log.md, "Session 31"). Each park costs the driver's core one
 /// wake-up of this thread, a thousand a second at most while the flag holds. In the
@@ -67,6 +67,10 @@ const PARK_IDLE_MAX: Duration = Duration::from_millis(200);
 /// writes and send what several queued in one turn: 7,900 flushes per GB of `ulnet
 /// bench hurd-tcp`'s tx-1500 instead of 12,900, at 5-7% less of the writer's core.
 const PARK_HELD: Duration = Duration::from_millis(1);
+
+/// Parks in a row without a driver's turn after which a `held` flag is taken for stale:
+/// about [`PARK_BUSY`]'s 20 ms at [`PARK_HELD`].
+const HELD_STALE: u32 = 20;
 
 /// How long the loop's thread parks while tokio tasks turn the loop. A task cannot
 /// say it stopped waiting (its future may be dropped while pending), so after a park
@@ -707,6 +711,8 @@ impl Engine {
         // without a takeover, in 1 of 60 runs of `api_wait_modes`), and only then
         // parked. Turns it never saw are callers driving.
         let mut app_seen = 0;
+        // Parks in a row in which no driver turned (for the stale `held` flag).
+        let mut idle_parks = 0u32;
         while !self.stopped() {
             let turns =
                 self.async_turns.load(Ordering::Relaxed) + self.task_calls.load(Ordering::Relaxed);
@@ -754,6 +760,16 @@ impl Engine {
                 // Drivers that turned are busy: look again soon. Drivers asleep in
                 // `poll(2)` need nothing from this thread: back off.
                 let moved = self.app_turns.load(Ordering::Relaxed) != seen;
+                // A flag left over from a writer long done would keep this thread
+                // waking every millisecond while drivers sleep in `poll(2)`: after
+                // [`HELD_STALE`] parks in which no driver turned, it goes. Not after
+                // one: a blocking writer that waits for room sleeps through some, and
+                // clearing the flag then cost the 1 ms parks' batching its gain
+                // (tx-1500 paired 0.98x against 0.95x, two series).
+                idle_parks = if moved { 0 } else { idle_parks + 1 };
+                if idle_parks >= HELD_STALE {
+                    self.held.store(false, Ordering::Relaxed);
+                }
                 park = if moved {
                     PARK_BUSY
                 } else {
