@@ -438,6 +438,13 @@ impl Socket {
         self.snd.buf_start()
     }
 
+    /// Bytes in the send buffer past SND.NXT: queued, never sent.
+    #[inline]
+    pub(crate) fn unsent_len(&self) -> usize {
+        let sent = self.snd.nxt().distance_from(self.tx_seq0()) as usize;
+        self.tx.len().saturating_sub(sent)
+    }
+
     /// True once our FIN has been sent (it may still be unacknowledged).
     #[inline]
     pub(crate) fn fin_sent(&self) -> bool {
@@ -855,8 +862,7 @@ impl Socket {
     /// congestion window and the peer's window leave room for beside what is in flight.
     /// Only ACKs, which a turn of the loop takes in, let it go.
     pub(crate) fn held_by_windows(&self) -> bool {
-        let sent = self.snd.nxt().distance_from(self.tx_seq0()) as usize;
-        let unsent = self.tx.len().saturating_sub(sent);
+        let unsent = self.unsent_len();
         if unsent == 0 {
             return false;
         }

@@ -172,9 +172,7 @@ fn new_data_plan(s: &mut Socket, now: Instant, gso_max: u32) -> Option<(SeqNumbe
     {
         return None;
     }
-    let seq0 = s.tx_seq0();
-    let sent = s.snd.nxt().distance_from(seq0) as usize;
-    let unsent = s.tx.len().saturating_sub(sent) as u32;
+    let unsent = s.unsent_len() as u32;
     if unsent == 0 {
         if s.cc.model_based() && s.rec.pipe(&s.snd) < s.cc.cwnd().min(u32::MAX as usize) as u32 {
             // Nothing to send and room to send it: what the ACKs measure until this
@@ -420,8 +418,7 @@ fn loss_probe(
     }
     let mss = u32::from(s.data_mss());
     let seq0 = s.tx_seq0();
-    let sent = s.snd.nxt().distance_from(seq0);
-    let unsent = (s.tx.len() as u32).saturating_sub(sent);
+    let unsent = s.unsent_len() as u32;
     let wnd_room = s.snd.wnd_room();
     let (seq, len, kind) = if unsent > 0 && wnd_room > 0 && !s.fin_sent() {
         (s.snd.nxt(), unsent.min(wnd_room).min(mss), Kind::New)
@@ -438,7 +435,7 @@ fn loss_probe(
         // as long as our RTO. Measured against Linux with 2% loss each way: the ACK
         // that the probe exists to draw came too late to prevent the timeout.
         let room = s.snd.wnd_room();
-        let left = (s.tx.len() as u32).saturating_sub(s.snd.nxt().distance_from(seq0));
+        let left = s.unsent_len() as u32;
         if room > 0 && left > 0 && !s.fin_sent() {
             let _ = data(
                 s,
