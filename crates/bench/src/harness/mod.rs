@@ -384,6 +384,9 @@ pub struct CpuUse {
     /// CPU's idle time ([`crate::cpu::idle_per_cpu`]), so every context that ran there
     /// (the SUT's threads, softirq work, a NAPI thread) counts. `None` without an exact idle source (cpuidle or tickless accounting).
     pub sut_core_s: Option<f64>,
+    /// Busy seconds of the load core ([`LOAD_CPU`]), the same way: the peer's core, where
+    /// veth also runs the system under test's receive path when the peer sends.
+    pub load_core_s: Option<f64>,
     /// Busy seconds of every CPU, the same way.
     pub cpus_busy_s: Option<f64>,
 }
@@ -433,6 +436,7 @@ impl Window {
             sut_s,
             tasks_s: tasks.as_secs_f64(),
             sut_core_s: busy.as_ref().and_then(|b| b.get(SUT_CPU).copied()),
+            load_core_s: busy.as_ref().and_then(|b| b.get(LOAD_CPU).copied()),
             cpus_busy_s: busy.map(|b| b.iter().sum()),
         })
     }
@@ -444,8 +448,9 @@ impl CpuUse {
     /// `machine_busy_cores`, `sut_s`, `sut_cores`, `machine_s_per_gb`, `sut_s_per_gb`,
     /// `machine_ns_per_pkt`, `sut_ns_per_pkt`, the precise machine-wide task time
     /// `tasks_s`, `tasks_cores`, `tasks_s_per_gb`, `tasks_ns_per_pkt`, and where the
-    /// machine has an exact idle source the exact busy time of every CPU and of the SUT core,
-    /// `cpus_busy_{s,cores,s_per_gb,ns_per_pkt}` and `sut_core_{s,cores,s_per_gb,ns_per_pkt}`.
+    /// machine has an exact idle source the exact busy time of every CPU, of the SUT core and
+    /// of the load core, `cpus_busy_{s,cores,s_per_gb,ns_per_pkt}`,
+    /// `sut_core_{s,cores,s_per_gb,ns_per_pkt}` and `load_core_{s,cores,s_per_gb,ns_per_pkt}`.
     pub fn metrics(&self, bytes: Option<u64>, packets: Option<u64>) -> Metrics {
         let d = &self.delta;
         let wall = d.wall.as_secs_f64();
@@ -471,6 +476,7 @@ impl CpuUse {
         }
         for (key, v) in [
             ("sut_core", self.sut_core_s),
+            ("load_core", self.load_core_s),
             ("cpus_busy", self.cpus_busy_s),
         ] {
             let Some(v) = v else { continue };
@@ -604,6 +610,7 @@ mod tests {
             sut_s: 0.5,
             tasks_s: 0.9,
             sut_core_s: Some(0.3),
+            load_core_s: Some(0.9),
             cpus_busy_s: Some(1.2),
         };
         let m = cpu.metrics(Some(1_000_000_000), Some(60_000));
@@ -611,6 +618,8 @@ mod tests {
         assert_eq!(m["sut_core_s_per_gb"], 0.3);
         assert!((m["sut_core_ns_per_pkt"] - 5_000.0).abs() < 1e-6);
         assert!((m["cpus_busy_ns_per_pkt"] - 20_000.0).abs() < 1e-6);
+        assert_eq!(m["load_core_cores"], 0.45);
+        assert_eq!(m["load_core_s_per_gb"], 0.9);
         let m = cpu.metrics(None, None);
         assert!(!m.contains_key("sut_core_ns_per_pkt"));
     }

@@ -706,6 +706,12 @@ impl Experiment for HurdTcp {
             Metric::less("cpus_busy_s_per_gb", "machine CPU, busy time (s/GB)", 3),
             Metric::less("machine_s_per_gb", "machine CPU, /proc/stat (s/GB)", 3),
             Metric::less("sut_s_per_gb", "system under test CPU (s/GB)", 3),
+            // Each core's exact busy time: on veth one of the two is saturated, and which
+            // one (and what each system spends on it) is what holds the rate.
+            Metric::less("sut_core_cores", "SUT core busy (cores)", 2),
+            Metric::less("load_core_cores", "B's core busy (cores)", 2),
+            Metric::less("sut_core_s_per_gb", "SUT core busy (s/GB)", 3),
+            Metric::less("load_core_s_per_gb", "B's core busy (s/GB)", 3),
         ];
         for c in &specs {
             let baselines: Vec<String> = [KERNEL_NOOFF, KERNEL_DEFAULT]
@@ -940,6 +946,7 @@ fn goals(s: &Summary) -> Vec<String> {
             one.join("; ")
         ));
     }
+    out.extend(goal_one_bounds(s));
     // Goal 2: jumbo frames against the kernel as users run it (default offloads).
     // Sending, the row with A's offloads on as the kernel row has them (veth's TSO);
     // receiving, the row with B's offloads on as the kernel row has them (B's TSO
@@ -983,6 +990,101 @@ fn goals(s: &Summary) -> Vec<String> {
         out.push(format!(
             "Goal 2 (MTU 9000 and larger, ≥ 1.0x the kernel with default offloads): {}.",
             two.join("; ")
+        ));
+    }
+    out
+}
+
+/// Which core held each MTU 1500 case of goal 1, and what each system spent on it per GB
+/// moved. On veth the sending core also runs the receiver's kernel receive path (the
+/// kernel's TCP input; for ulnet, copy mode's channel), so receiving, the core that
+/// saturates is B's, the sender's, whatever the system under test does on its own core;
+/// sending, it is the system under test's, which also runs B's receive. Where one core
+/// was busy in every row, the goodput ratio is the inverse of the ratio of the cost per
+/// GB on that core, and this sentence says whose cost it is.
+fn goal_one_bounds(s: &Summary) -> Vec<String> {
+    const SATURATED: f64 = 0.9;
+    let mut out = Vec::new();
+    for (case, rows, sut, peer) in [
+        (
+            "rx-1500",
+            [("blocking", ULNET_XDP), ("tokio", ULNET_TOKIO)],
+            "the SUT core",
+            "B's core (the sender's, where veth runs A's receive too: the kernel's TCP input, or ulnet's channel with copy mode's two copies of each frame)",
+        ),
+        (
+            "tx-1500",
+            [("blocking", ULNET_GSO), ("tokio", ULNET_TOKIO)],
+            "the SUT core (where veth runs B's TCP receive too)",
+            "B's core (the receiver's)",
+        ),
+    ] {
+        let busy = |sys: &str| {
+            Some((
+                s.median(case, sys, "sut_core_cores")?,
+                s.median(case, sys, "load_core_cores")?,
+            ))
+        };
+        let Some(kernel) = busy(KERNEL_NOOFF) else {
+            continue;
+        };
+        let rows: Vec<(&str, &str, (f64, f64))> = rows
+            .iter()
+            .filter_map(|(api, sys)| Some((*api, *sys, busy(sys)?)))
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let apis = rows.iter().map(|r| r.0).collect::<Vec<_>>().join(" / ");
+        let list = |f: &dyn Fn(&(f64, f64)) -> f64| {
+            rows.iter()
+                .map(|r| format!("{:.2}", f(&r.2)))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        let (sut_list, load_list) = (list(&|b| b.0), list(&|b| b.1));
+        let who = if case.starts_with("rx") {
+            ("receiving", "receiver")
+        } else {
+            ("sending", "sender")
+        };
+        let busy_text = format!(
+            "{sut} was busy {:.2} of the time with the kernel {} and {sut_list} with ulnet ({apis}), {peer} {:.2} and {load_list}",
+            kernel.0, who.0, kernel.1
+        );
+        let all = |f: &dyn Fn(&(f64, f64)) -> f64| {
+            f(&kernel) >= SATURATED && rows.iter().all(|r| f(&r.2) >= SATURATED)
+        };
+        let held = if all(&|b| b.0) {
+            Some(("sut_core", "the SUT core"))
+        } else if all(&|b| b.1) {
+            Some(("load_core", "B's core"))
+        } else {
+            None
+        };
+        let Some((metric, name)) = held else {
+            out.push(format!(
+                "{case}: {busy_text}; no core was busy {SATURATED} of the time in every row, so neither core alone set the rate."
+            ));
+            continue;
+        };
+        let key = format!("{metric}_s_per_gb");
+        let per_gb = s.median(case, KERNEL_NOOFF, &key);
+        let ratios: Vec<String> = rows
+            .iter()
+            .filter_map(|r| s.paired(case, r.1, KERNEL_NOOFF, &key))
+            .map(|x| format!("{x:.2}x"))
+            .collect();
+        let cost = match per_gb {
+            Some(k) if ratios.len() == rows.len() => format!(
+                " Per GB it spent {k:.3} s with the kernel as the {}, {} that with ulnet (the rounds' own ratios).",
+                who.1,
+                ratios.join(" / ")
+            ),
+            _ => String::new(),
+        };
+        out.push(format!(
+            "What held {case}: {busy_text}: {name} set the rate.{cost}"
         ));
     }
     out
@@ -1118,6 +1220,63 @@ mod tests {
             "Goal 2 (MTU 9000 and larger, ≥ 1.0x the kernel with default offloads): rx-9000 1.03x: met; tx-9000 0.94x (bursts through TSO): not met (tokio 0.996x); rx-65535 1.06x (B's TSO frames whole): met (tokio 1.05x) (AF_PACKET 1.12x)."
         );
         assert!(goals(&summary(&[])).is_empty());
+    }
+
+    /// Rounds of (case, system, SUT core busy, B's core busy), 1 GB in a second each.
+    fn cores(rows: &[(&str, &str, f64, f64)]) -> Summary {
+        let mut r = ExperimentResult::new("hurd-tcp", "000", "goals");
+        for (case, sys, sut, load) in rows {
+            for round in 0..3 {
+                r.measurements.push(crate::results::Measurement {
+                    case: (*case).into(),
+                    system: (*sys).into(),
+                    round,
+                    seq: 0,
+                    metrics: BTreeMap::from([
+                        ("sut_core_cores".to_owned(), *sut),
+                        ("load_core_cores".to_owned(), *load),
+                        ("sut_core_s_per_gb".to_owned(), *sut),
+                        ("load_core_s_per_gb".to_owned(), *load),
+                    ]),
+                });
+            }
+        }
+        Summary::of(&r)
+    }
+
+    #[test]
+    fn goal_one_names_the_core_that_held_each_case() {
+        let s = cores(&[
+            ("rx-1500", KERNEL_NOOFF, 0.64, 0.95),
+            ("rx-1500", ULNET_XDP, 0.54, 0.99),
+            ("rx-1500", ULNET_TOKIO, 0.55, 0.98),
+            ("tx-1500", KERNEL_NOOFF, 1.0, 0.45),
+            // The tokio row did not run: the sentence names the rows that did.
+            ("tx-1500", ULNET_GSO, 0.99, 0.40),
+        ]);
+        let b = goal_one_bounds(&s);
+        assert_eq!(b.len(), 2, "{b:?}");
+        assert_eq!(
+            b[0],
+            "What held rx-1500: the SUT core was busy 0.64 of the time with the kernel receiving and 0.54 / 0.55 with ulnet (blocking / tokio), B's core (the sender's, where veth runs A's receive too: the kernel's TCP input, or ulnet's channel with copy mode's two copies of each frame) 0.95 and 0.99 / 0.98: B's core set the rate. Per GB it spent 0.950 s with the kernel as the receiver, 1.04x / 1.03x that with ulnet (the rounds' own ratios)."
+        );
+        assert_eq!(
+            b[1],
+            "What held tx-1500: the SUT core (where veth runs B's TCP receive too) was busy 1.00 of the time with the kernel sending and 0.99 with ulnet (blocking), B's core (the receiver's) 0.45 and 0.40: the SUT core set the rate. Per GB it spent 1.000 s with the kernel as the sender, 0.99x that with ulnet (the rounds' own ratios)."
+        );
+        // No core saturated in every row: said so, with no cost ratio.
+        let s = cores(&[
+            ("rx-1500", KERNEL_NOOFF, 0.64, 0.95),
+            ("rx-1500", ULNET_XDP, 0.54, 0.7),
+        ]);
+        let b = goal_one_bounds(&s);
+        assert!(
+            b[0].ends_with("so neither core alone set the rate."),
+            "{}",
+            b[0]
+        );
+        // Without the cores' figures (a machine without exact idle times): nothing.
+        assert!(goal_one_bounds(&summary(&[("rx-1500", KERNEL_NOOFF, &[7.0], &[1.5])])).is_empty());
     }
 
     #[test]
