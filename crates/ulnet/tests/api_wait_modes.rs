@@ -369,3 +369,54 @@ fn a_busy_polling_writer_that_leaves_has_the_rest_sent_without_it() {
         "the last byte arrived {after:?} after the writer left"
     );
 }
+
+/// A writer's data that waits on the windows has the loop's thread park 1 ms at a time
+/// while application threads drive (`PARK_HELD`), so the data leaves as soon as ACKs
+/// make room. A writer that then goes away for good leaves the flag behind; once no
+/// driver has turned for 20 such parks (`HELD_STALE`) the thread takes it for stale and
+/// parks long again. Here a reader sleeps in a call on another connection (a driver
+/// that does not turn) while the writer's 64 KiB wait on a peer that never reads: with
+/// the flag stuck the loop's thread would park about 1,000 times a second for as long
+/// as the reader sleeps.
+#[test]
+fn a_held_flag_left_by_a_writer_long_gone_lets_the_loop_thread_sleep() {
+    let (a, b) = stacks(WaitMode::Sleep, 8 * 1024);
+    let at: SocketAddr = SERVER.parse().unwrap();
+    let l = TcpListener::bind(&a, at).unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    // The peer accepts both connections and reads from neither: the writer's window
+    // closes and stays closed.
+    let peer = thread::spawn(move || {
+        let held = [l.accept().unwrap(), l.accept().unwrap()];
+        done_rx.recv().unwrap();
+        drop(held);
+    });
+    let mut w = TcpStream::connect_timeout(&b, &at, Duration::from_secs(5)).unwrap();
+    let mut r = TcpStream::connect_timeout(&b, &at, Duration::from_secs(5)).unwrap();
+    let sleeper = thread::spawn(move || {
+        r.set_read_timeout(Some(Duration::from_millis(1500)))
+            .unwrap();
+        let e = r.read(&mut [0u8; 16]).expect_err("the peer sends nothing");
+        assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+    });
+    // The reader is in its call: the loop's thread parks.
+    thread::sleep(Duration::from_millis(50));
+    let n = w.write(&[7u8; 64 * 1024]).unwrap();
+    assert!(
+        n > 8 * 1024,
+        "only {n} bytes taken: nothing waits on the window"
+    );
+    // The flag's time (20 parks of 1 ms, more if the reader's turns for the window
+    // probes restart the count), then a window of as long with the writer gone.
+    thread::sleep(Duration::from_millis(300));
+    let before = b.loop_thread_parks();
+    thread::sleep(Duration::from_millis(400));
+    let parks = b.loop_thread_parks() - before;
+    sleeper.join().unwrap();
+    done_tx.send(()).unwrap();
+    peer.join().unwrap();
+    assert!(
+        parks < 50,
+        "the loop's thread parked {parks} times in 400 ms with the writer long gone"
+    );
+}

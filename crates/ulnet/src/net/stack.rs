@@ -337,6 +337,14 @@ impl Stack {
         self.inner.engine.loop_thread_takeovers()
     }
 
+    /// Times the loop's own thread parked while application threads drove the loop
+    /// (each park ends in a wake-up of that thread, on their cores when they share
+    /// one): 20 ms at a time while they are busy, 1 ms while a writer's data waits on
+    /// the windows, up to 200 ms while they sleep.
+    pub fn loop_thread_parks(&self) -> u64 {
+        self.inner.engine.loop_thread_parks()
+    }
+
     #[cfg(feature = "tokio")]
     pub(super) fn inner(&self) -> &StackInner {
         &self.inner

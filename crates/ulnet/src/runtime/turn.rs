@@ -209,6 +209,9 @@ pub(crate) struct Engine {
     /// Times the loop's thread went from parking (application threads driving) to
     /// turning the loop itself ([`loop_thread_takeovers`](Self::loop_thread_takeovers)).
     takeovers: AtomicU64,
+    /// Parks of the loop's thread while application threads drive
+    /// ([`loop_thread_parks`](Self::loop_thread_parks)).
+    parks: AtomicU64,
     /// A turn failed on an application thread (a channel system call): the loop ends
     /// with this error.
     failed: Mutex<Option<io::Error>>,
@@ -273,6 +276,7 @@ impl Engine {
             held: AtomicBool::new(false),
             write_held: AtomicBool::new(false),
             takeovers: AtomicU64::new(0),
+            parks: AtomicU64::new(0),
             failed: Mutex::new(None),
             mode,
             async_turns: AtomicU64::new(0),
@@ -306,6 +310,12 @@ impl Engine {
     /// left): each is a hand-off, however many turns it lasted.
     pub(crate) fn loop_thread_takeovers(&self) -> u64 {
         self.takeovers.load(Ordering::Relaxed)
+    }
+
+    /// Times the loop's own thread parked while application threads drove the loop:
+    /// each is one wake-up of that thread on their cores.
+    pub(crate) fn loop_thread_parks(&self) -> u64 {
+        self.parks.load(Ordering::Relaxed)
     }
 
     /// Turns taken so far by application threads inside blocked calls, by tokio
@@ -755,6 +765,7 @@ impl Engine {
                     park
                 };
                 std::thread::park_timeout(this_park);
+                self.parks.fetch_add(1, Ordering::Relaxed);
                 self.shared.loop_parked.store(false, Ordering::SeqCst);
                 self.deep_parked.store(false, Ordering::SeqCst);
                 // Drivers that turned are busy: look again soon. Drivers asleep in
