@@ -1121,24 +1121,37 @@ mod tests {
         assert!(only_tap[0].systems.contains(&ULNET_TAP));
     }
 
-    /// Rounds of (case, system, goodput, machine CPU per GB).
-    fn summary(rows: &[(&str, &str, &[f64], &[f64])]) -> Summary {
+    /// A summary of rounds given as (case, system, round, metrics).
+    fn of_rounds<'a>(
+        rounds: impl IntoIterator<Item = (&'a str, &'a str, u32, Vec<(&'a str, f64)>)>,
+    ) -> Summary {
         let mut r = ExperimentResult::new("hurd-tcp", "000", "goals");
-        for (case, sys, gbps, cpu) in rows {
-            for (round, (g, c)) in gbps.iter().zip(cpu.iter()).enumerate() {
-                r.measurements.push(crate::results::Measurement {
-                    case: (*case).into(),
-                    system: (*sys).into(),
-                    round: round as u32,
-                    seq: 0,
-                    metrics: BTreeMap::from([
-                        ("goodput_gbps".to_owned(), *g),
-                        ("machine_s_per_gb".to_owned(), *c),
-                    ]),
-                });
-            }
+        for (case, sys, round, metrics) in rounds {
+            r.measurements.push(crate::results::Measurement {
+                case: case.into(),
+                system: sys.into(),
+                round,
+                seq: 0,
+                metrics: metrics
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect(),
+            });
         }
         Summary::of(&r)
+    }
+
+    /// Rounds of (case, system, goodput, machine CPU per GB).
+    fn summary<'a>(rows: &[(&'a str, &'a str, &[f64], &[f64])]) -> Summary {
+        of_rounds(rows.iter().flat_map(|&(case, sys, gbps, cpu)| {
+            gbps.iter()
+                .zip(cpu)
+                .enumerate()
+                .map(move |(round, (&g, &c))| {
+                    let m = vec![("goodput_gbps", g), ("machine_s_per_gb", c)];
+                    (case, sys, round as u32, m)
+                })
+        }))
     }
 
     #[test]
@@ -1222,26 +1235,19 @@ mod tests {
         assert!(goals(&summary(&[])).is_empty());
     }
 
-    /// Rounds of (case, system, SUT core busy, B's core busy), 1 GB in a second each.
-    fn cores(rows: &[(&str, &str, f64, f64)]) -> Summary {
-        let mut r = ExperimentResult::new("hurd-tcp", "000", "goals");
-        for (case, sys, sut, load) in rows {
-            for round in 0..3 {
-                r.measurements.push(crate::results::Measurement {
-                    case: (*case).into(),
-                    system: (*sys).into(),
-                    round,
-                    seq: 0,
-                    metrics: BTreeMap::from([
-                        ("sut_core_cores".to_owned(), *sut),
-                        ("load_core_cores".to_owned(), *load),
-                        ("sut_core_s_per_gb".to_owned(), *sut),
-                        ("load_core_s_per_gb".to_owned(), *load),
-                    ]),
-                });
-            }
-        }
-        Summary::of(&r)
+    /// Three rounds of (case, system, SUT core busy, B's core busy), 1 GB in a second each.
+    fn cores<'a>(rows: &[(&'a str, &'a str, f64, f64)]) -> Summary {
+        of_rounds(rows.iter().flat_map(|&(case, sys, sut, load)| {
+            (0..3).map(move |round| {
+                let m = vec![
+                    ("sut_core_cores", sut),
+                    ("load_core_cores", load),
+                    ("sut_core_s_per_gb", sut),
+                    ("load_core_s_per_gb", load),
+                ];
+                (case, sys, round, m)
+            })
+        }))
     }
 
     #[test]
