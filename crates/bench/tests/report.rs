@@ -256,3 +256,61 @@ fn every_output_file_is_written_and_the_json_round_trips() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// A run's goal verdicts (issue 11) come first in every report, once per sentence, and
+/// a run whose experiments judge none has no such section.
+#[test]
+fn the_goals_judged_in_a_run_open_the_report() {
+    let mut lat = ExperimentResult::new("latency", "-", "round trips");
+    for (round, (sys, p50, p99)) in [
+        ("kernel-spin", 6.0, 10.0),
+        ("ulnet-busy", 4.2, 7.0),
+        ("kernel-spin", 6.2, 9.0),
+        ("ulnet-busy", 4.4, 9.5),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        lat.measurements.push(Measurement {
+            case: "tcp".into(),
+            system: sys.into(),
+            round: round as u32 / 2,
+            seq: round as u32,
+            metrics: BTreeMap::from([
+                ("rtt_p50_us".to_owned(), p50),
+                ("rtt_p99_us".to_owned(), p99),
+            ]),
+        });
+    }
+    let results = |experiments| Results {
+        schema: SCHEMA_VERSION,
+        meta: Meta::default(),
+        experiments,
+    };
+    let with = results(vec![recorded(), lat]);
+    let goals = report::goals(&with);
+    assert_eq!(goals.len(), 1, "{goals:?}");
+    assert_eq!(goals[0].0, "latency");
+    // Paired rounds: p50 0.70x and 0.71x, p99 0.70x and 1.06x.
+    let line = "TCP: ulnet busy-poll vs kernel spinning: p50 0.70x, p99 0.88x the kernel's, the median of the rounds' own ratios; the goal of ≤ 0.75x (p50 and p99) is not met; the ratio of the medians: p50 0.70x, p99 0.87x.";
+    assert_eq!(goals[0].1, [line]);
+
+    let dir = std::env::temp_dir().join(format!("ulnet-report-goals-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    report::write(&with, &dir).expect("report written");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let section = md
+        .find("## The project's goals in this run")
+        .expect("no goals section");
+    assert!(section < md.find("## toy").unwrap(), "the goals come first");
+    assert!(md.contains(&format!("- **latency**: {line}\n")));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<h2>The project's goals in this run</h2>"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = report::terminal(&with);
+    assert!(text.ends_with(&format!("latency: {line}\n")), "{text}");
+
+    let without = results(vec![recorded()]);
+    assert!(report::goals(&without).is_empty());
+    assert!(!report::terminal(&without).contains("goals in this run"));
+}

@@ -55,6 +55,13 @@ pub trait Experiment: Sync {
     fn seed_figure(&self) -> &'static str;
     /// Whether the seed's claim holds here, one sentence each, computed from `s`.
     fn verdict(&self, r: &ExperimentResult, s: &Summary) -> Vec<String>;
+    /// The project's speed goals (issue 11) this experiment judges, as sentences also
+    /// found among its [`verdict`](Experiment::verdict): the report lists them first, so
+    /// a reader sees every goal's state before the sections that explain it. None by
+    /// default.
+    fn goals(&self, _r: &ExperimentResult, _s: &Summary) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Every experiment, in the order a full run takes them.

@@ -107,7 +107,7 @@ struct CaseDef {
     send: bool,
 }
 
-const CASES: [CaseDef; 4] = [
+static CASES: [CaseDef; 4] = [
     CaseDef {
         id: "send-128",
         label: "send, 128 B writes",
@@ -221,34 +221,26 @@ impl Experiment for NetchannelCpu {
         let mut out = Vec::new();
         // (case, SUT ratio, machine ratio) of the 128-byte cases measured.
         let mut small = Vec::new();
-        for c in &CASES {
-            let sut = s
-                .paired(c.id, KERNEL, ULNET_SLEEP, "sut_core_cores")
-                .or_else(|| s.paired(c.id, KERNEL, ULNET_SLEEP, "sut_cores"));
-            let mach = s
-                .paired(c.id, KERNEL, ULNET_SLEEP, "cpus_busy_cores")
-                .or_else(|| s.paired(c.id, KERNEL, ULNET_SLEEP, "tasks_cores"));
-            if let (Some(a), Some(b)) = (sut, mach) {
-                // Per segment as well: the peer cuts the same writes into a different
-                // number of segments against each system (its autocorking and TCP Small
-                // Queues follow how soon its frames are consumed), and most of the SUT
-                // core's work is per segment.
-                let per_seg = |sys| s.median(c.id, sys, "sut_core_ns_per_pkt");
-                let seg = match (per_seg(KERNEL), per_seg(ULNET_SLEEP)) {
-                    (Some(k), Some(u)) => format!(
-                        " Per segment on the SUT core: kernel {:.1} µs, ulnet {:.1} µs.",
-                        k / 1e3,
-                        u / 1e3
-                    ),
-                    _ => String::new(),
-                };
-                out.push(format!(
-                    "{}: the kernel used {a:.2}x the CPU of ulnet (sleeping) for the system under test and {b:.2}x machine-wide.{seg}",
-                    c.label
-                ));
-                if c.size == 128 {
-                    small.push((c, a, b));
-                }
+        for (c, a, b) in cpu_ratios(s) {
+            // Per segment as well: the peer cuts the same writes into a different
+            // number of segments against each system (its autocorking and TCP Small
+            // Queues follow how soon its frames are consumed), and most of the SUT
+            // core's work is per segment.
+            let per_seg = |sys| s.median(c.id, sys, "sut_core_ns_per_pkt");
+            let seg = match (per_seg(KERNEL), per_seg(ULNET_SLEEP)) {
+                (Some(k), Some(u)) => format!(
+                    " Per segment on the SUT core: kernel {:.1} µs, ulnet {:.1} µs.",
+                    k / 1e3,
+                    u / 1e3
+                ),
+                _ => String::new(),
+            };
+            out.push(format!(
+                "{}: the kernel used {a:.2}x the CPU of ulnet (sleeping) for the system under test and {b:.2}x machine-wide.{seg}",
+                c.label
+            ));
+            if c.size == 128 {
+                small.push((c, a, b));
             }
         }
         if small.is_empty() {
@@ -287,6 +279,36 @@ impl Experiment for NetchannelCpu {
         out.extend(packet_line(s));
         out
     }
+
+    fn goals(&self, _r: &ExperimentResult, s: &Summary) -> Vec<String> {
+        let small: Vec<_> = cpu_ratios(s)
+            .into_iter()
+            .filter(|(c, _, _)| c.size == 128)
+            .collect();
+        if small.is_empty() {
+            Vec::new()
+        } else {
+            vec![goal(&small)]
+        }
+    }
+}
+
+/// (case, the kernel's CPU over ulnet sleeping's for the system under test, the same
+/// machine-wide) of every case both ran, paired round by round: the SUT core's exact
+/// busy time and every CPU's where the machine has them, else the processes' own times.
+fn cpu_ratios(s: &Summary) -> Vec<(&'static CaseDef, f64, f64)> {
+    CASES
+        .iter()
+        .filter_map(|c| {
+            let sut = s
+                .paired(c.id, KERNEL, ULNET_SLEEP, "sut_core_cores")
+                .or_else(|| s.paired(c.id, KERNEL, ULNET_SLEEP, "sut_cores"))?;
+            let mach = s
+                .paired(c.id, KERNEL, ULNET_SLEEP, "cpus_busy_cores")
+                .or_else(|| s.paired(c.id, KERNEL, ULNET_SLEEP, "tasks_cores"))?;
+            Some((c, sut, mach))
+        })
+        .collect()
 }
 
 /// Where the channel's floor leaves goal 3 in the cases it runs in. Judged on the SUT

@@ -2,7 +2,7 @@
 //! browser with no network and can be mailed as one file.
 
 use super::plot::Drawn;
-use super::{key_values, seed_figure, tables, verdict};
+use super::{goals, key_values, seed_figure, tables, verdict, GOALS_INTRO};
 use crate::results::Results;
 use crate::summary::Summary;
 
@@ -93,6 +93,23 @@ pub fn render(results: &Results, plots: &[Drawn]) -> String {
         s.push_str(&format!("<li><b>{}</b>: {}</li>", esc(k), esc(&v)));
     }
     s.push_str("</ul><p>Every figure is the median of the rounds, with the minimum and maximum in brackets; ratios are of medians from the same run, systems alternating round by round. Raw rounds: <code>results.json</code>, <code>results.csv</code>.</p>\n");
+    let goals = goals(results);
+    if !goals.is_empty() {
+        s.push_str(&format!(
+            "<h2>The project's goals in this run</h2><p>{}</p><div class=\"verdict\"><ul>",
+            esc(GOALS_INTRO)
+        ));
+        for (name, lines) in goals {
+            for l in lines {
+                s.push_str(&format!(
+                    "<li><a href=\"#{0}\">{0}</a>: {1}</li>",
+                    esc(name),
+                    esc(&l)
+                ));
+            }
+        }
+        s.push_str("</ul></div>\n");
+    }
     s.push_str("<h2>Contents</h2><ul>");
     for r in &results.experiments {
         s.push_str(&format!(

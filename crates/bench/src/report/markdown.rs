@@ -1,7 +1,7 @@
 //! `report.md`.
 
 use super::plot::Drawn;
-use super::{key_values, seed_figure, tables, verdict};
+use super::{goals, key_values, seed_figure, tables, verdict, GOALS_INTRO};
 use crate::results::Results;
 use crate::summary::Summary;
 
@@ -17,6 +17,17 @@ pub fn render(results: &Results, plots: &[Drawn]) -> String {
         s.push_str(&format!("- {k}: {v}\n"));
     }
     s.push_str("\nEvery figure is the median of the rounds, with the minimum and maximum in brackets; ratios are of medians from the same run, systems alternating round by round. Raw rounds: `results.json`, `results.csv`.\n");
+    let goals = goals(results);
+    if !goals.is_empty() {
+        s.push_str(&format!(
+            "\n## The project's goals in this run\n\n{GOALS_INTRO}\n\n"
+        ));
+        for (name, lines) in goals {
+            for l in lines {
+                s.push_str(&format!("- **{name}**: {l}\n"));
+            }
+        }
+    }
     for r in &results.experiments {
         let sum = Summary::of(r);
         s.push_str(&format!(

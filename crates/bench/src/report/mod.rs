@@ -1,7 +1,8 @@
 //! The report of a run, derived only from its raw rounds ([`crate::summary`]):
 //!
-//! - `report.md`: per experiment, the seed's own figure, our tables, the verdict on the
-//!   seed's claim, notes, errors, and links to the plots;
+//! - `report.md`: first the project's goal verdicts (issue 11) of the experiments that
+//!   judge them ([`goals`]), then per experiment the seed's own figure, our tables, the
+//!   verdict on the seed's claim, notes, errors, and links to the plots;
 //! - `report.html`: the same, self-contained (CSS and every plot inline as SVG; it opens
 //!   in a browser with no network);
 //! - `results.json` (written by [`crate::run`]) and `results.csv` (one row per round and
@@ -9,7 +10,7 @@
 //! - `plots/<experiment>-<plot>.svg` and `.png`.
 //!
 //! [`terminal`] is what `ulnet bench` prints at the end: each table beside the seed's
-//! figure with the verdict.
+//! figure with the verdict, and last the goal verdicts again.
 
 mod html;
 mod markdown;
@@ -38,6 +39,23 @@ pub fn key_values(map: &std::collections::BTreeMap<String, String>) -> String {
 pub fn verdict(r: &ExperimentResult, s: &Summary) -> Vec<String> {
     experiments::find(&r.name).map_or_else(Vec::new, |e| e.verdict(r, s))
 }
+
+/// The project's goal verdicts (issue 11) of every experiment in the run that judges
+/// any, in run order: `(experiment, sentences)`.
+pub fn goals(results: &Results) -> Vec<(&str, Vec<String>)> {
+    results
+        .experiments
+        .iter()
+        .filter_map(|r| {
+            let e = experiments::find(&r.name)?;
+            let g = e.goals(r, &Summary::of(r));
+            (!g.is_empty()).then_some((r.name.as_str(), g))
+        })
+        .collect()
+}
+
+/// What introduces [`goals`] in the reports.
+const GOALS_INTRO: &str = "Issue 11's goals as the experiments below judged them in this run; each experiment's section says why, with its tables.";
 
 /// The seed's own figure for `r`.
 pub fn seed_figure(r: &ExperimentResult) -> &'static str {
@@ -85,6 +103,17 @@ pub fn terminal(results: &Results) -> String {
         }
         for e in &r.errors {
             out.push_str(&format!("!! {e}\n"));
+        }
+    }
+    let goals = goals(results);
+    if !goals.is_empty() {
+        out.push_str(&format!(
+            "\n=== the project's goals in this run ===\n{GOALS_INTRO}\n"
+        ));
+        for (name, lines) in goals {
+            for l in lines {
+                out.push_str(&format!("{name}: {l}\n"));
+            }
         }
     }
     out

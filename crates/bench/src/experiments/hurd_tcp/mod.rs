@@ -880,14 +880,18 @@ Claim: \"the user-level driver still has fairly good performance compared with t
                 }
             ));
         }
-        out.extend(goals(s));
+        out.extend(goal_verdicts(s));
         out
+    }
+
+    fn goals(&self, _r: &ExperimentResult, s: &Summary) -> Vec<String> {
+        goal_verdicts(s)
     }
 }
 
 /// The project's speed goals for the socket API (issue 11), judged on the median of
 /// this run's rounds' own ratios ([`Summary::paired`]): one sentence per goal whose rows were measured.
-fn goals(s: &Summary) -> Vec<String> {
+fn goal_verdicts(s: &Summary) -> Vec<String> {
     let word = |ok: bool| if ok { "met" } else { "not met" };
     // Two decimals, or three where two would print the limit itself (0.996 as "1.00x",
     // not met).
@@ -1222,7 +1226,7 @@ mod tests {
                 &[0.4, 0.4, 0.4],
             ),
         ]);
-        let g = goals(&s);
+        let g = goal_verdicts(&s);
         assert_eq!(g.len(), 2, "{g:?}");
         assert_eq!(
             g[0],
@@ -1232,7 +1236,7 @@ mod tests {
             g[1],
             "Goal 2 (MTU 9000 and larger, ≥ 1.0x the kernel with default offloads): rx-9000 1.03x: met; tx-9000 0.94x (bursts through TSO): not met (tokio 0.996x); rx-65535 1.06x (B's TSO frames whole): met (tokio 1.05x) (AF_PACKET 1.12x)."
         );
-        assert!(goals(&summary(&[])).is_empty());
+        assert!(goal_verdicts(&summary(&[])).is_empty());
     }
 
     /// Three rounds of (case, system, SUT core busy, B's core busy), 1 GB in a second each.
@@ -1306,7 +1310,7 @@ mod tests {
                 ]),
             });
         }
-        let g = goals(&Summary::of(&r));
+        let g = goal_verdicts(&Summary::of(&r));
         assert_eq!(g.len(), 1, "{g:?}");
         assert!(
             g[0].ends_with("rx-1500 blocking 1.11x at 0.90x the CPU (busy time): met."),
@@ -1315,7 +1319,7 @@ mod tests {
         );
         // Without it in one row, `/proc/stat` decides.
         r.measurements[0].metrics.remove("cpus_busy_s_per_gb");
-        let g = goals(&Summary::of(&r));
+        let g = goal_verdicts(&Summary::of(&r));
         assert!(
             g[0].ends_with("rx-1500 blocking 1.11x at 1.05x the CPU (/proc/stat): not met."),
             "{}",
