@@ -55,7 +55,7 @@ pub fn goals(results: &Results) -> Vec<(&str, Vec<String>)> {
 }
 
 /// What introduces [`goals`] in the reports.
-const GOALS_INTRO: &str = "Issue 11's goals as the experiments below judged them in this run; each experiment's section says why, with its tables.";
+const GOALS_INTRO: &str = "ulnet's speed goals (docs/performance.md) as the experiments below judged them in this run; each experiment's section says why, with its tables.";
 
 /// The seed's own figure for `r`.
 pub fn seed_figure(r: &ExperimentResult) -> &'static str {
