@@ -1068,7 +1068,7 @@ fn goal_one_bounds(s: &Summary) -> Vec<String> {
         };
         let Some((metric, name)) = held else {
             out.push(format!(
-                "{case}: {busy_text}; no core was busy {SATURATED} of the time in every row, so neither core alone set the rate."
+                "What held {case}: {busy_text}; no core was busy {SATURATED} of the time in every row, so neither core alone set the rate."
             ));
             continue;
         };
@@ -1281,7 +1281,8 @@ mod tests {
         ]);
         let b = goal_one_bounds(&s);
         assert!(
-            b[0].ends_with("so neither core alone set the rate."),
+            b[0].starts_with("What held rx-1500: ")
+                && b[0].ends_with("so neither core alone set the rate."),
             "{}",
             b[0]
         );
