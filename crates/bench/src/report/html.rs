@@ -99,14 +99,12 @@ pub fn render(results: &Results, plots: &[Drawn]) -> String {
             "<h2>The project's goals in this run</h2><p>{}</p><div class=\"verdict\"><ul>",
             esc(GOALS_INTRO)
         ));
-        for (name, lines) in goals {
-            for l in lines {
-                s.push_str(&format!(
-                    "<li><a href=\"#{0}\">{0}</a>: {1}</li>",
-                    esc(name),
-                    esc(&l)
-                ));
-            }
+        for (name, line) in goals {
+            s.push_str(&format!(
+                "<li><a href=\"#{0}\">{0}</a>: {1}</li>",
+                esc(name),
+                esc(&line)
+            ));
         }
         s.push_str("</ul></div>\n");
     }

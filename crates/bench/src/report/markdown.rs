@@ -22,10 +22,8 @@ pub fn render(results: &Results, plots: &[Drawn]) -> String {
         s.push_str(&format!(
             "\n## The project's goals in this run\n\n{GOALS_INTRO}\n\n"
         ));
-        for (name, lines) in goals {
-            for l in lines {
-                s.push_str(&format!("- **{name}**: {l}\n"));
-            }
+        for (name, line) in goals {
+            s.push_str(&format!("- **{name}**: {line}\n"));
         }
     }
     for r in &results.experiments {

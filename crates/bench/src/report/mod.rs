@@ -41,15 +41,15 @@ pub fn verdict(r: &ExperimentResult, s: &Summary) -> Vec<String> {
 }
 
 /// The project's goal verdicts (issue 11) of every experiment in the run that judges
-/// any, in run order: `(experiment, sentences)`.
-pub fn goals(results: &Results) -> Vec<(&str, Vec<String>)> {
+/// any, in run order: `(experiment, sentence)`, one pair per sentence.
+pub fn goals(results: &Results) -> Vec<(&str, String)> {
     results
         .experiments
         .iter()
-        .filter_map(|r| {
-            let e = experiments::find(&r.name)?;
-            let g = e.goals(r, &Summary::of(r));
-            (!g.is_empty()).then_some((r.name.as_str(), g))
+        .flat_map(|r| {
+            let g =
+                experiments::find(&r.name).map_or_else(Vec::new, |e| e.goals(r, &Summary::of(r)));
+            g.into_iter().map(|line| (r.name.as_str(), line))
         })
         .collect()
 }
@@ -110,10 +110,8 @@ pub fn terminal(results: &Results) -> String {
         out.push_str(&format!(
             "\n=== the project's goals in this run ===\n{GOALS_INTRO}\n"
         ));
-        for (name, lines) in goals {
-            for l in lines {
-                out.push_str(&format!("{name}: {l}\n"));
-            }
+        for (name, line) in goals {
+            out.push_str(&format!("{name}: {line}\n"));
         }
     }
     out
